@@ -1,0 +1,51 @@
+"""Choosing among overlapping results.
+
+Rules: within a pass the outermost scope already won during matching.  Across
+results, one whose nodes strictly contain another's subsumes it; of two that
+overlap partially (or hold the same nodes) the earlier-registered pass wins.
+Every dropped result gets a reason.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from .plan import FusionPlan
+
+
+def resolve_conflicts(
+    plans: Sequence[FusionPlan], drop: Callable[[FusionPlan, str], None]
+) -> list[FusionPlan]:
+    """Return the accepted plans (in priority order); ``drop`` is told the rest."""
+    owner: dict[int, FusionPlan] = {}
+    accepted: dict[int, FusionPlan] = {}
+    for plan in sorted(plans, key=lambda p: p.order):
+        rivals: dict[int, FusionPlan] = {}
+        for m in plan.members:
+            other = owner.get(m)
+            if other is not None:
+                rivals[id(other)] = other
+        if not rivals:
+            _accept(plan, owner, accepted)
+            continue
+        container = next((r for r in rivals.values() if plan.members < r.members), None)
+        if container is not None:
+            drop(plan, f"subsumed by {container.name!r} of pass {container.pass_name} (contains it)")
+            continue
+        if all(r.members < plan.members for r in rivals.values()):
+            for r in rivals.values():
+                drop(r, f"subsumed by {plan.name!r} of pass {plan.pass_name} (contains it)")
+                del accepted[id(r)]
+                for m in r.members:
+                    if owner.get(m) is r:
+                        del owner[m]
+            _accept(plan, owner, accepted)
+            continue
+        first = min(rivals.values(), key=lambda r: r.order)
+        drop(plan, f"overlaps {first.name!r} of pass {first.pass_name}, which was registered first")
+    return sorted(accepted.values(), key=lambda p: p.order)
+
+
+def _accept(plan: FusionPlan, owner: dict[int, FusionPlan], accepted: dict[int, FusionPlan]) -> None:
+    accepted[id(plan)] = plan
+    for m in plan.members:
+        owner[m] = plan

@@ -1,0 +1,213 @@
+"""One index over a GraphDef, built once: names, producers, consumers, ports,
+control edges and a topological order, with validation.
+
+Tensors are ``(node_index, port)`` pairs; a control edge uses port ``-1``.
+"""
+from __future__ import annotations
+
+import gc
+from collections import deque
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from .errors import GraphValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+CONTROL = -1
+
+#: Ops whose inputs close a loop in TF1 control flow; their out-edges are
+#: back edges and are ignored when ordering the graph.
+LOOP_BACK_OPS = frozenset({"NextIteration", "RefNextIteration"})
+
+_MAX_LISTED = 5
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building large containers."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_input(text: str) -> tuple[str, int]:
+    """Split a NodeDef input string into ``(node_name, port)``; port -1 is control."""
+    if text.startswith("^"):
+        return text[1:], CONTROL
+    name, sep, port = text.rpartition(":")
+    if sep and port.isdigit():
+        return name, int(port)
+    return text, 0
+
+
+def tensor_name(node_name: str, port: int) -> str:
+    """Format a tensor reference the way NodeDef inputs spell it."""
+    if port == CONTROL:
+        return "^" + node_name
+    return node_name if port == 0 else f"{node_name}:{port}"
+
+
+def _summarise(problems: Sequence[str]) -> str:
+    shown = "; ".join(problems[:_MAX_LISTED])
+    more = len(problems) - _MAX_LISTED
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+class GraphIndex:
+    """Read-only index of a GraphDef.
+
+    Build it with ``GraphIndex(graph_def)``; it validates the graph and raises
+    :class:`GraphValidationError` naming the offending nodes.
+    """
+
+    def __init__(self, graph_def: "GraphDef", *, validate: bool = True) -> None:
+        self.graph_def = graph_def
+        with no_gc():
+            self.nodes: list["NodeDef"] = list(graph_def.node)
+            self.names: list[str] = [n.name for n in self.nodes]
+            self.ops: list[str] = [n.op for n in self.nodes]
+            self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+            if validate and len(self.index) != len(self.names):
+                self._raise_duplicates()
+            self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
+        self._consumers: list[list[tuple[int, int, int]]] | None = None
+        self._order: list[int] | None = None
+        self._position: list[int] | None = None
+        if validate:
+            self.topological_order()
+
+    # ------------------------------------------------------------------ build
+    def _raise_duplicates(self) -> None:
+        seen: set[str] = set()
+        dups: list[str] = []
+        for name in self.names:
+            if name in seen and name not in dups:
+                dups.append(name)
+            seen.add(name)
+        raise GraphValidationError(
+            f"duplicate node names: {_summarise([repr(d) for d in dups])}"
+        )
+
+    def _parse_inputs(self) -> list[list[tuple[int, int]]]:
+        index = self.index
+        result: list[list[tuple[int, int]]] = []
+        dangling: list[str] = []
+        for i, node in enumerate(self.nodes):
+            parsed: list[tuple[int, int]] = []
+            for text in node.input:
+                if text[:1] == "^":
+                    name, port = text[1:], CONTROL
+                else:
+                    colon = text.rfind(":")
+                    if colon > 0 and text[colon + 1 :].isdigit():
+                        name, port = text[:colon], int(text[colon + 1 :])
+                    else:
+                        name, port = text, 0
+                producer = index.get(name)
+                if producer is None:
+                    dangling.append(f"{self.names[i]!r} reads {text!r}")
+                    producer = -1
+                parsed.append((producer, port))
+            result.append(parsed)
+        if dangling:
+            raise GraphValidationError(
+                f"inputs that name no node in the graph: {_summarise(dangling)}"
+            )
+        return result
+
+    # ---------------------------------------------------------------- queries
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index
+
+    def node(self, name: str) -> "NodeDef":
+        """The NodeDef called ``name`` (KeyError if there is none)."""
+        return self.nodes[self.index[name]]
+
+    @property
+    def consumers(self) -> list[list[tuple[int, int, int]]]:
+        """Per producer: ``(consumer, producer_port, consumer_input_slot)``."""
+        if self._consumers is None:
+            with no_gc():
+                consumers: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
+                for c, ins in enumerate(self.inputs):
+                    for slot, (p, port) in enumerate(ins):
+                        consumers[p].append((c, port, slot))
+            self._consumers = consumers
+        return self._consumers
+
+    def data_input(self, node_index: int, slot: int) -> tuple[int, int]:
+        """The tensor feeding data input ``slot`` of a node."""
+        ins = self.inputs[node_index]
+        if slot >= len(ins) or ins[slot][1] == CONTROL:
+            raise IndexError(f"{self.names[node_index]!r} has no data input {slot}")
+        return ins[slot]
+
+    def sinks(self) -> list[int]:
+        """Nodes whose outputs nobody consumes, in graph order."""
+        used = bytearray(len(self.nodes))
+        for ins in self.inputs:
+            for p, _ in ins:
+                used[p] = 1
+        return [i for i, u in enumerate(used) if not u]
+
+    def topological_order(self) -> list[int]:
+        """Kahn order (stable by graph position); loop back edges are ignored.
+
+        Raises :class:`GraphValidationError` naming nodes on a cycle.
+        """
+        if self._order is not None:
+            return self._order
+        n = len(self.nodes)
+        indegree = [0] * n
+        succ: list[list[int]] = [[] for _ in range(n)]
+        ops = self.ops
+        with no_gc():
+            for c, ins in enumerate(self.inputs):
+                for p, _ in ins:
+                    if ops[p] in LOOP_BACK_OPS:
+                        continue
+                    indegree[c] += 1
+                    succ[p].append(c)
+            queue = deque(i for i in range(n) if indegree[i] == 0)
+            order: list[int] = []
+            append = order.append
+            while queue:
+                i = queue.popleft()
+                append(i)
+                for c in succ[i]:
+                    indegree[c] -= 1
+                    if indegree[c] == 0:
+                        queue.append(c)
+        if len(order) != n:
+            stuck = [self.names[i] for i in range(n) if indegree[i] > 0]
+            raise GraphValidationError(
+                f"the graph has a cycle through {len(stuck)} node(s): "
+                f"{_summarise([repr(s) for s in stuck])}"
+            )
+        self._order = order
+        return order
+
+    @property
+    def position(self) -> list[int]:
+        """Position of every node in :meth:`topological_order`."""
+        if self._position is None:
+            pos = [0] * len(self.nodes)
+            for k, i in enumerate(self.topological_order()):
+                pos[i] = k
+            self._position = pos
+        return self._position
+
+    def attr(self, name: str, key: str, default: Any = None) -> Any:
+        """The raw AttrValue ``key`` of node ``name``, or ``default``."""
+        node = self.node(name)
+        return node.attr[key] if key in node.attr else default

@@ -1,0 +1,58 @@
+"""Options of a fusion run and the parsing of ``enable_scope_fusion_passes``."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence, Union
+
+from .errors import OptionError
+
+PassList = Union[str, Sequence[str], None]
+
+EMIT_FORMS = ("fused", "tf")
+
+
+def parse_pass_list(value: PassList) -> list[str]:
+    """Comma-separated names (or a sequence): whitespace trimmed, blanks skipped,
+    duplicates dropped, order kept."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        name = str(item).strip()
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def check_pass_names(names: Iterable[str], known: Sequence[str], what: str = "pass") -> None:
+    """Raise :class:`OptionError` for names that are not in ``known``, with close matches."""
+    problems = []
+    for name in names:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        lowered = [k for k in known if k.lower() == name.lower()]
+        hint = lowered or close
+        problems.append(
+            f"unknown {what} {name!r}" + (f" (did you mean {', '.join(repr(h) for h in hint)}?)" if hint else "")
+        )
+    if problems:
+        raise OptionError("; ".join(problems) + f"; known: {', '.join(known) or 'none'}")
+
+
+@dataclass
+class FusionOptions:
+    """Everything that steers one fusion run."""
+
+    enable_scope_fusion_passes: list[str] = field(default_factory=list)
+    emit: str = "fused"
+    outputs: list[str] = field(default_factory=list)
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        self.enable_scope_fusion_passes = parse_pass_list(self.enable_scope_fusion_passes)
+        if self.emit not in EMIT_FORMS:
+            raise OptionError(f"--emit must be one of {', '.join(EMIT_FORMS)}, not {self.emit!r}")
+        self.outputs = parse_pass_list(self.outputs)

@@ -1,0 +1,200 @@
+"""Scope patterns: features that a scope must show to be labelled.
+
+A :class:`ScopePattern` is a conjunction of features.  The three feature kinds
+follow the reference semantics:
+
+* :class:`NodeOpTypeFeature` counts descendant nodes of one op type,
+* :class:`NodeAttrFeature` looks at an attribute of direct nodes of one type,
+* :class:`ScopeFeature` looks at already-labelled descendant scopes and names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .scope_graph import Scope
+
+#: Relative tolerance used when a float attribute is compared.
+FLOAT_RTOL = 1e-6
+FLOAT_ATOL = 1e-9
+
+
+def count_holds(count: int, num: int, step: int) -> bool:
+    """The reference counting rule; ``count`` is -1 when nothing was found."""
+    if step == 0:
+        return count == num
+    return count != -1 and count % step == num
+
+
+def count_requires_presence(num: int, step: int) -> bool:
+    """True when the rule cannot hold for an absent (count -1) item."""
+    return step != 0 or num != -1
+
+
+@dataclass(frozen=True)
+class NodeOpTypeFeature:
+    """``op_type`` occurs ``num`` times among descendants (see :func:`count_holds`).
+
+    ``num=-1`` with ``step=0`` means "absent"; ``(op, 0, 1)`` means "present".
+    """
+
+    op_type: str
+    num: int
+    step: int = 0
+
+    def __post_init__(self) -> None:
+        if self.step < 0:
+            raise ValueError(f"NodeOpTypeFeature({self.op_type!r}): step must be >= 0")
+        if self.step == 0 and self.num < -1:
+            raise ValueError(f"NodeOpTypeFeature({self.op_type!r}): num must be >= -1")
+        if self.step > 0 and not 0 <= self.num < self.step:
+            raise ValueError(
+                f"NodeOpTypeFeature({self.op_type!r}): num must be in [0, step) when step is set"
+            )
+
+    def match(self, scope: "Scope") -> bool:
+        count = scope.op_counts.get(self.op_type, -1)
+        return count_holds(count, self.num, self.step)
+
+    def rules_out_subtree(self, scope: "Scope") -> bool:
+        """Descendant counts never exceed this scope's: an op required but
+        absent here is absent everywhere below."""
+        return count_requires_presence(self.num, self.step) and self.op_type not in scope.op_counts
+
+
+AttrScalar = Union[bool, int, float, str, bytes]
+
+
+@dataclass(frozen=True)
+class NodeAttrFeature:
+    """Some direct node of ``op_type`` has attribute ``attr_name`` equal to ``value``.
+
+    Floats compare with a tolerance; ints, strings and bools exactly.  A list
+    value compares element-wise with a list attribute.
+    """
+
+    op_type: str
+    attr_name: str
+    value: Union[AttrScalar, Sequence[AttrScalar]]
+
+    def match(self, scope: "Scope") -> bool:
+        for node in scope.nodes_by_op(self.op_type, direct=True):
+            if self.attr_name in node.attr and attr_equals(node.attr[self.attr_name], self.value):
+                return True
+        return False
+
+    def rules_out_subtree(self, scope: "Scope") -> bool:
+        return self.op_type not in scope.op_counts
+
+
+def _scalar_equals(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
+    if isinstance(expected, float) or isinstance(actual, float):
+        try:
+            return math.isclose(float(actual), float(expected), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL)
+        except (TypeError, ValueError):
+            return False
+    if isinstance(expected, str) and isinstance(actual, bytes):
+        return actual == expected.encode()
+    return bool(actual == expected)
+
+
+def attr_equals(attr: Any, expected: Any) -> bool:
+    """Compare an ``AttrValue`` with a Python value."""
+    kind = attr.WhichOneof("value")
+    if kind == "list":
+        lst = attr.list
+        for sub in ("i", "f", "s", "b", "type"):
+            values = list(getattr(lst, sub))
+            if values:
+                break
+        else:
+            values = []
+        if not isinstance(expected, (list, tuple)):
+            return False
+        return len(values) == len(expected) and all(
+            _scalar_equals(a, e) for a, e in zip(values, expected)
+        )
+    if kind is None:
+        return False
+    actual = getattr(attr, kind)
+    if kind == "shape":
+        actual = [d.size for d in actual.dim]
+        return isinstance(expected, (list, tuple)) and list(expected) == actual
+    return _scalar_equals(actual, expected)
+
+
+@dataclass(frozen=True)
+class ScopeFeature:
+    """Constraints on labels of descendant scopes and on names.
+
+    * ``suffix``: if given, must equal the scope's last name;
+    * ``sub_type``: if given, the number of descendant scopes labelled with it
+      satisfies ``(num, step)`` by the same rule as op-type counts, with 0
+      counted as 0 (so ``num=0`` means "none labelled");
+    * ``sub_scope_mask``: if given, a substring of some descendant scope's last name.
+    """
+
+    sub_type: str = ""
+    num: int = 0
+    suffix: str = ""
+    sub_scope_mask: str = ""
+    step: int = 0
+
+    def match(self, scope: "Scope") -> bool:
+        if self.suffix and scope.last_name != self.suffix:
+            return False
+        if self.sub_type:
+            count = scope.tree.count_labelled_below(scope, self.sub_type)
+            if not count_holds(count, self.num, self.step):
+                return False
+        if self.sub_scope_mask:
+            if not any(self.sub_scope_mask in s.last_name for s in scope.all_sub_scopes()):
+                return False
+        return True
+
+    def rules_out_subtree(self, scope: "Scope") -> bool:
+        return False
+
+
+Feature = Union[NodeOpTypeFeature, NodeAttrFeature, ScopeFeature]
+
+
+@dataclass
+class ScopePattern:
+    """A conjunction of features; a matching scope is labelled ``sub_type``."""
+
+    sub_type: str
+    features: list[Feature] = field(default_factory=list)
+
+    def add_node_op_type_feature(self, op_type: str, num: int, step: int = 0) -> "ScopePattern":
+        self.features.append(NodeOpTypeFeature(op_type, num, step))
+        return self
+
+    def add_node_attr_feature(self, op_type: str, attr_name: str, value: Any) -> "ScopePattern":
+        self.features.append(NodeAttrFeature(op_type, attr_name, value))
+        return self
+
+    def add_scope_feature(
+        self, sub_type: str = "", num: int = 0, suffix: str = "", sub_scope_mask: str = "", step: int = 0
+    ) -> "ScopePattern":
+        self.features.append(ScopeFeature(sub_type, num, suffix, sub_scope_mask, step))
+        return self
+
+    def match(self, scope: "Scope") -> bool:
+        """True when every feature holds; a scope holding a return node never matches."""
+        if scope.contains_return:
+            return False
+        return all(f.match(scope) for f in self.features)
+
+    def rules_out_subtree(self, scope: "Scope") -> bool:
+        """True when neither this scope nor any descendant can match."""
+        return any(f.rules_out_subtree(scope) for f in self.features)
+
+
+#: A batch is a list of patterns; a pattern set is an ordered list of batches.
+PatternBatch = list[ScopePattern]
+PatternSet = list[PatternBatch]

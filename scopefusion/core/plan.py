@@ -1,0 +1,334 @@
+"""Safety checks: turning a :class:`FusionScopesResult` into a :class:`FusionPlan`
+that can be applied without losing an edge or creating a cycle.
+
+Vocabulary for one result:
+
+* ``R``: every node listed in the result or lying under one of its scopes;
+* kept (``K``): nodes of ``R`` that stay in the graph - producers of the fused
+  op's inputs that lie inside ``R`` (with their ancestors in ``R``) and
+  constant-like nodes still read from outside;
+* removed (``D``): ``R`` minus kept; they are replaced by the fused node.
+
+A result is refused (never half-applied) when a removed node feeds an outside
+node through a port the fused op does not output, reads a non-constant outside
+tensor the fused op does not take, holds a graph output the fused op does not
+produce, or when fusing it would create a cycle.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from .fused_ops import FusedOpDef
+from .graph_index import CONTROL, LOOP_BACK_OPS, GraphIndex, parse_input, tensor_name
+from .results import FusedInput, FusionScopesResult
+from .scope_graph import FORWARDING_OPS
+
+CONST_OPS = frozenset({"Const", "HostConst"})
+
+
+class Refused(Exception):
+    """Raised inside planning; the message is the reason shown in the report."""
+
+
+@dataclass
+class FusionPlan:
+    """A checked result, ready to be applied."""
+
+    result: FusionScopesResult
+    pass_name: str
+    order: int  # registration index of the pass, then result index
+    members: frozenset[int]  # R
+    removed: list[int]  # D, in graph order
+    kept: list[int]
+    inputs: list[tuple[int, int]]  # fused input i -> producer tensor
+    control_inputs: list[int]
+    outputs: dict[tuple[int, int], int]  # (removed node, port) -> fused output
+    aliases: dict[int, list[int]] = field(default_factory=dict)  # graph-output node -> ports
+    op_def: FusedOpDef | None = None
+
+    @property
+    def name(self) -> str:
+        return self.result.name
+
+    def output_tensor(self, fused_port: int) -> str:
+        """The tensor name that carries fused output ``fused_port`` after rewriting."""
+        res = self.result
+        if res.has_inner_graph:
+            inner, port = parse_input(res.inner_outputs[fused_port])
+            return tensor_name(f"{res.name}/{inner}", port)
+        return tensor_name(res.name, fused_port)
+
+
+def _resolve_key(index: GraphIndex, result: FusionScopesResult, members: frozenset[int], key: str) -> int:
+    """Find the inner node a port-map key names (a suffix of its full name)."""
+    for scope in result.scopes:
+        i = index.index.get(scope.full_name(key))
+        if i is not None and i in members:
+            return i
+    i = index.index.get(key)
+    if i is not None and i in members:
+        return i
+    tail = "/" + key
+    hits = [m for m in members if index.names[m].endswith(tail)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise Refused(f"port map names {key!r}, which is no node of the result")
+    names = sorted(index.names[h] for h in hits)
+    raise Refused(f"port map key {key!r} is ambiguous: {', '.join(names[:3])}")
+
+
+def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
+    """A Const, or an Identity-like read whose data comes from a Const."""
+    op = index.ops[i]
+    if op in CONST_OPS:
+        return True
+    if op in FORWARDING_OPS and _depth < 16:
+        data = [p for p, port in index.inputs[i] if port != CONTROL]
+        return bool(data) and all(is_const_like(index, p, _depth + 1) for p in data)
+    return False
+
+
+def _ancestors_within(index: GraphIndex, seeds: Iterable[int], members: frozenset[int]) -> set[int]:
+    out: set[int] = set()
+    stack = [s for s in seeds if s in members]
+    while stack:
+        i = stack.pop()
+        if i in out:
+            continue
+        out.add(i)
+        stack.extend(p for p, _ in index.inputs[i] if p in members and p not in out)
+    return out
+
+
+def make_plan(
+    index: GraphIndex,
+    result: FusionScopesResult,
+    *,
+    pass_name: str,
+    order: int,
+    fused_ops: Mapping[str, FusedOpDef],
+    graph_outputs: Mapping[int, Sequence[int]],
+) -> FusionPlan:
+    """Check ``result`` against the graph; raises :class:`Refused` with the reason."""
+    names = index.names
+    member_set: set[int] = set()
+    for scope in result.scopes:
+        member_set.update(scope.all_node_indices())
+    for extra in result.extra_nodes:
+        i = index.index.get(extra)
+        if i is None:
+            raise Refused(f"extra node {extra!r} does not exist")
+        member_set.add(i)
+    if not member_set:
+        raise Refused("the result holds no nodes")
+    members = frozenset(member_set)
+
+    op_def = fused_ops.get(result.type)
+    if result.has_inner_graph:
+        _check_inner_graph(result, fused_ops)
+    elif op_def is None:
+        raise Refused(
+            f"fused op type {result.type!r} is not declared; register a FusedOpDef for it"
+            if result.type else "the pass set no fused op type"
+        )
+    if op_def is not None:
+        problems = op_def.check_attrs(result.attrs)
+        if problems:
+            raise Refused("; ".join(problems))
+
+    # -- inputs -------------------------------------------------------------
+    n_inputs = len(op_def.inputs) if op_def is not None and not result.has_inner_graph else result.num_inputs()
+    fed: dict[int, tuple[int, int]] = {}
+    mapped_slots: set[tuple[int, int]] = set()
+    for key, slots in result.input_map.items():
+        node = _resolve_key(index, result, members, key)
+        for slot, fused in enumerate(slots):
+            if fused is None:
+                continue
+            if not 0 <= fused < n_inputs:
+                raise Refused(f"{key!r} slot {slot} maps to fused input {fused}, but it has {n_inputs}")
+            try:
+                tensor = index.data_input(node, slot)
+            except IndexError:
+                raise Refused(f"inner node {names[node]!r} has no input slot {slot}") from None
+            previous = fed.setdefault(fused, tensor)
+            if previous != tensor:
+                raise Refused(
+                    f"fused input {fused} is fed by two different tensors: "
+                    f"{tensor_name(names[previous[0]], previous[1])} and {tensor_name(names[tensor[0]], tensor[1])}"
+                )
+            mapped_slots.add((node, slot))
+    missing = [i for i in range(n_inputs) if i not in fed]
+    if missing:
+        label = [op_def.inputs[i].name for i in missing] if op_def and not result.has_inner_graph else missing
+        raise Refused(f"fused input(s) {label} are not mapped to any inner node input")
+
+    # -- kept / removed -------------------------------------------------------
+    kept = _ancestors_within(index, (t[0] for t in fed.values()), members)
+    consumers = index.consumers
+    changed = True
+    while changed:
+        changed = False
+        for d in members:
+            if d in kept:
+                continue
+            for c, port, _ in consumers[d]:
+                if c not in members and port != CONTROL and is_const_like(index, d):
+                    kept |= _ancestors_within(index, [d], members)
+                    changed = True
+                    break
+    removed_set = members - kept
+    if not removed_set:
+        raise Refused("every node of the result would be kept; nothing to fuse")
+
+    # -- outputs ----------------------------------------------------------------
+    n_outputs = (
+        len(op_def.outputs) if op_def is not None and not result.has_inner_graph
+        else max(result.inner_outputs, default=-1) + 1
+    )
+    outputs: dict[tuple[int, int], int] = {}
+    for key, ports in result.output_map.items():
+        node = _resolve_key(index, result, members, key)
+        if node not in removed_set:
+            raise Refused(f"output map names {names[node]!r}, which must stay in the graph")
+        for port, fused in enumerate(ports):
+            if fused is None:
+                continue
+            if not 0 <= fused < n_outputs:
+                raise Refused(f"{key!r} port {port} maps to fused output {fused}, but it has {n_outputs}")
+            outputs[(node, port)] = fused
+    if result.has_inner_graph:
+        for fused in set(outputs.values()):
+            if fused not in result.inner_outputs:
+                raise Refused(f"fused output {fused} has no inner-graph tensor (set_inner_output)")
+
+    removed = sorted(removed_set)
+    for d in removed:
+        for c, port, _ in consumers[d]:
+            if c in removed_set or port == CONTROL:
+                continue
+            if (d, port) not in outputs:
+                raise Refused(
+                    f"inner node {names[d]!r} output {port} feeds outside node {names[c]!r} "
+                    f"but is not an output of the fused op"
+                )
+    aliases: dict[int, list[int]] = {}
+    for d in removed:
+        ports = graph_outputs.get(d)
+        if ports is None:
+            continue
+        for port in ports:
+            if (d, port) not in outputs:
+                raise Refused(
+                    f"graph output {tensor_name(names[d], port)} lies inside the result "
+                    f"and is not an output of the fused op"
+                )
+        aliases[d] = sorted(ports)
+
+    # -- what removed nodes read from outside ------------------------------------
+    control_inputs: list[int] = []
+    seen_controls: set[int] = set()
+    for d in removed:
+        for slot, (p, port) in enumerate(index.inputs[d]):
+            if p in removed_set:
+                continue
+            if port == CONTROL:
+                if p not in seen_controls:
+                    seen_controls.add(p)
+                    control_inputs.append(p)
+                continue
+            if (d, slot) in mapped_slots or is_const_like(index, p):
+                continue
+            raise Refused(
+                f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
+                f"the result, but the fused op does not take it as an input"
+            )
+
+    for new_name in new_node_names(result):
+        taken = index.index.get(new_name)
+        if taken is not None and taken not in removed_set:
+            raise Refused(f"new node name {new_name!r} is already used by a node that stays")
+
+    return FusionPlan(
+        result=result,
+        pass_name=pass_name,
+        order=order,
+        members=members,
+        removed=removed,
+        kept=sorted(kept),
+        inputs=[fed[i] for i in range(n_inputs)],
+        control_inputs=control_inputs,
+        outputs=outputs,
+        aliases=aliases,
+        op_def=op_def if not result.has_inner_graph else None,
+    )
+
+
+def new_node_names(result: FusionScopesResult) -> list[str]:
+    """Names of the nodes a result adds to the graph."""
+    if result.has_inner_graph:
+        return [f"{result.name}/{n.name}" for n in result.inner_nodes]
+    return [result.name]
+
+
+def _check_inner_graph(result: FusionScopesResult, fused_ops: Mapping[str, FusedOpDef]) -> None:
+    names = {n.name for n in result.inner_nodes}
+    n_inputs = result.num_inputs()
+    for node in result.inner_nodes:
+        if not node.op:
+            raise Refused(f"inner node {node.name!r} has no op type")
+        for ref in node.inputs:
+            if isinstance(ref, FusedInput):
+                if not 0 <= ref.index < n_inputs:
+                    raise Refused(f"inner node {node.name!r} reads fused input {ref.index}, which is not mapped")
+            elif parse_input(ref)[0] not in names:
+                raise Refused(f"inner node {node.name!r} reads {ref!r}, which is no inner node")
+    for fused, tensor in result.inner_outputs.items():
+        if parse_input(tensor)[0] not in names:
+            raise Refused(f"fused output {fused} comes from {tensor!r}, which is no inner node")
+
+
+def find_cycle(index: GraphIndex, plan: FusionPlan, contracted: Mapping[int, FusionPlan]) -> str | None:
+    """Would fusing ``plan`` (with the plans in ``contracted`` already fused)
+    create a cycle?  Returns a description of the path, or None.
+
+    Only nodes ordered before the last removed node can lie on such a path, so
+    the search stays inside that window of the topological order.
+    """
+    pos = index.position
+    limit = max(pos[d] for d in plan.removed)
+    own = set(plan.removed)
+    consumers = index.consumers
+    ops = index.ops
+    queue: deque[tuple[int, int]] = deque()
+    visited: set[int] = set()
+    expanded: set[int] = set()
+
+    def push_exits(nodes: Iterable[int], group: set[int] | frozenset[int], origin: int) -> None:
+        for d in nodes:
+            if ops[d] in LOOP_BACK_OPS:
+                continue
+            for c, _, _ in consumers[d]:
+                if c not in group and c not in visited and pos[c] <= limit:
+                    visited.add(c)
+                    queue.append((c, origin))
+
+    for d in plan.removed:
+        push_exits([d], own, d)
+    while queue:
+        v, origin = queue.popleft()
+        if v in own:
+            return (
+                f"not convex: {index.names[origin]!r} reaches {index.names[v]!r} through nodes "
+                f"outside the result, so fusing would create a cycle"
+            )
+        other = contracted.get(v)
+        if other is not None and id(other) not in expanded:
+            expanded.add(id(other))
+            push_exits(other.removed, set(other.removed), origin)
+            continue
+        push_exits([v], own, origin)
+    return None

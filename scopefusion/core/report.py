@@ -1,0 +1,82 @@
+"""The report of a fusion run: per pass what matched, what was fused, what
+was refused and why, and how long it took."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class FusedRecord:
+    """One fused op written into the graph."""
+
+    name: str
+    type: str
+    scopes: list[str]
+    removed_nodes: int
+    kept_nodes: int
+    inner_nodes: int = 0
+
+
+@dataclass
+class Refusal:
+    """A result that was not applied, with the reason."""
+
+    name: str
+    reason: str
+    scopes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PassReport:
+    """What one pass did."""
+
+    name: str
+    general: bool
+    origin: str = "built-in"
+    matched_scopes: list[str] = field(default_factory=list)
+    results: int = 0
+    fused: list[FusedRecord] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    def refuse(self, name: str, reason: str, scopes: list[str] | None = None) -> None:
+        self.refused.append(Refusal(name, reason, list(scopes or [])))
+
+
+@dataclass
+class FusionReport:
+    """The whole run."""
+
+    passes: list[PassReport] = field(default_factory=list)
+    nodes_before: int = 0
+    nodes_after: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    def pass_report(self, name: str) -> PassReport:
+        for p in self.passes:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def fused(self) -> list[FusedRecord]:
+        return [f for p in self.passes for f in p.fused]
+
+    @property
+    def refused(self) -> list[Refusal]:
+        return [r for p in self.passes for r in p.refused]
+
+    def fused_count(self, op_type: str | None = None) -> int:
+        return sum(1 for f in self.fused if op_type is None or f.type == op_type)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

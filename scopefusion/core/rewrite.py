@@ -1,0 +1,192 @@
+"""Applying accepted plans to the graph in one rewrite.
+
+Only the nodes that read a removed node are touched; removed nodes are
+dropped and new nodes placed where their result's first node stood, with one
+sort of the node list.  The cost is linear in nodes plus edges.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
+from .graph_index import CONTROL, GraphIndex, no_gc, tensor_name
+from .results import FusedInput, InnerNode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+    from .plan import FusionPlan
+
+_REMOVED = float("inf")
+
+
+def _attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
+    op_def = fused_ops.get(op)
+    if op_def is not None:
+        return {a.name: a.type for a in op_def.attrs}
+    from tensorflow.python.framework import op_def_registry
+
+    tf_def = op_def_registry.get(op)
+    return {a.name: a.type for a in tf_def.attr} if tf_def is not None else {}
+
+
+def _fill_attrs(node: "NodeDef", attrs: Mapping[str, Any], types: Mapping[str, str]) -> None:
+    for key, value in attrs.items():
+        attr_type = types.get(key) or infer_attr_type(value)
+        node.attr[key].CopyFrom(make_attr_value(value, attr_type))
+
+
+def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int | None:
+    """DataType enum of fused output ``fused_port``, when it can be told."""
+    op_def = plan.op_def
+    if op_def is not None and fused_port < len(op_def.outputs):
+        arg = op_def.outputs[fused_port]
+        if arg.dtype is not None:
+            return make_attr_value(arg.dtype, "type").type
+        value = plan.result.attrs.get(arg.type_attr)  # type: ignore[arg-type]
+        if value is not None:
+            return make_attr_value(value, "type").type
+    for (node, _), port in plan.outputs.items():
+        if port == fused_port:
+            attrs = index.nodes[node].attr
+            for key in ("T", "dtype", "out_type", "DstT"):
+                if key in attrs and attrs[key].WhichOneof("value") == "type":
+                    return attrs[key].type
+    return None
+
+
+def _build_nodes(plan: "FusionPlan", index: GraphIndex, fused_ops: Mapping[str, FusedOpDef]) -> list["NodeDef"]:
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+    res = plan.result
+    names = index.names
+    inputs = [tensor_name(names[p], port) for p, port in plan.inputs]
+    controls = ["^" + names[c] for c in plan.control_inputs]
+    device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
+    new: list[NodeDef] = []
+    if res.has_inner_graph:
+        for inner in res.inner_nodes:
+            node = NodeDef(name=f"{res.name}/{inner.name}", op=inner.op, device=device)
+            node.input.extend(_inner_input(res.name, ref, inputs) for ref in inner.inputs)
+            node.input.extend(controls)
+            _fill_attrs(node, inner.attrs, _attr_types_for_op(inner.op, fused_ops))
+            new.append(node)
+    else:
+        node = NodeDef(name=res.name, op=res.type, device=device)
+        node.input.extend(inputs)
+        node.input.extend(controls)
+        op_def = plan.op_def
+        attrs = op_def.with_defaults(res.attrs) if op_def else res.attrs
+        _fill_attrs(node, attrs, _attr_types_for_op(res.type, fused_ops))
+        new.append(node)
+    return new
+
+
+def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:
+    if isinstance(ref, FusedInput):
+        return fused_inputs[ref.index]
+    if ref.startswith("^"):
+        return f"^{result_name}/{ref[1:]}"
+    return f"{result_name}/{ref}"
+
+
+def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[int]) -> "NodeDef":
+    """Keep a graph output fetchable under its old name."""
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+    node = NodeDef(name=index.names[d])
+    fused_ports = [plan.outputs[(d, p)] for p in ports]
+    dtypes = [output_dtype(plan, f, index) for f in fused_ports]
+    if ports == [0]:
+        node.op = "Identity"
+        node.input.append(plan.output_tensor(fused_ports[0]))
+        if dtypes[0] is not None:
+            node.attr["T"].type = dtypes[0]
+    else:
+        # IdentityN keeps port numbers: pad the ports that are not outputs.
+        node.op = "IdentityN"
+        by_port = dict(zip(ports, fused_ports))
+        for p in range(max(ports) + 1):
+            f = by_port.get(p, fused_ports[0])
+            node.input.append(plan.output_tensor(f))
+            dtype = output_dtype(plan, f, index)
+            node.attr["T"].list.type.append(dtype if dtype is not None else 1)
+    return node
+
+
+def apply_plans(
+    index: GraphIndex, plans: Sequence["FusionPlan"], fused_ops: Mapping[str, FusedOpDef]
+) -> dict[str, int]:
+    """Rewrite ``index.graph_def`` in place; returns node counts per plan name."""
+    graph = index.graph_def
+    names = index.names
+    consumers = index.consumers
+    owner: dict[int, "FusionPlan"] = {}
+    for plan in plans:
+        for d in plan.removed:
+            owner[d] = plan
+    if not owner:
+        return {}
+
+    with no_gc():
+        # 1. Rewire every surviving reader of a removed node.
+        touched: dict[int, None] = {}
+        for d in owner:
+            for c, _, _ in consumers[d]:
+                if c not in owner:
+                    touched[c] = None
+        for c in touched:
+            node = index.nodes[c]
+            new_inputs: list[str] = []
+            seen_controls: set[str] = set()
+            for p, port in index.inputs[c]:
+                plan = owner.get(p)
+                if plan is None:
+                    text = tensor_name(names[p], port)
+                elif port == CONTROL:
+                    text = "^" + _control_target(plan)
+                else:
+                    text = plan.output_tensor(plan.outputs[(p, port)])
+                if text.startswith("^"):
+                    if text in seen_controls:
+                        continue
+                    seen_controls.add(text)
+                new_inputs.append(text)
+            del node.input[:]
+            node.input.extend(new_inputs)
+
+        # 2. New nodes go where their result's first removed node stood.
+        order_key: dict[str, float] = {}
+        for i, name in enumerate(names):
+            order_key[name] = i
+        dropped = 0
+        counts: dict[str, int] = {}
+        staged = [
+            (plan, _build_nodes(plan, index, fused_ops),
+             {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
+            for plan in plans
+        ]
+        for plan, built, aliases in staged:
+            for d in plan.removed:
+                if d in aliases:
+                    # A graph output keeps its name: the node becomes an alias.
+                    index.nodes[d].CopyFrom(aliases[d])
+                else:
+                    # Renamed so that a new node may take over its name.
+                    index.nodes[d].name = f"\x00removed{dropped}"
+                    dropped += 1
+            anchor = plan.removed[0]
+            for k, node in enumerate(built):
+                order_key[node.name] = anchor + (k + 1) / (len(built) + 1)
+            graph.node.extend(built)
+            counts[plan.name] = len(built) + len(aliases)
+        graph.node.sort(key=lambda n: order_key.get(n.name, _REMOVED))
+        if dropped:
+            del graph.node[len(graph.node) - dropped:]
+    return counts
+
+
+def _control_target(plan: "FusionPlan") -> str:
+    res = plan.result
+    return f"{res.name}/{res.inner_nodes[-1].name}" if res.has_inner_graph else res.name

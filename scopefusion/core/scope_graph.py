@@ -1,0 +1,312 @@
+"""The scope view of a graph: :class:`ScopeGraph` > :class:`ScopeTree` > :class:`Scope`.
+
+Scopes come from ``/``-separated node names: node ``a/b/c`` lies directly in
+scope ``a/b``, a child of ``a``, a child of the root (name ``""``).  Every scope
+counts op types over all of its descendant nodes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from .graph_index import CONTROL, GraphIndex, no_gc
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+#: Op types that mark a graph's return values; a scope holding one never matches.
+RETURN_OPS = frozenset({"_Retval", "_DeviceRetval"})
+
+#: Ops that forward their first input unchanged (used to see through reads).
+FORWARDING_OPS = frozenset({"Identity", "ReadVariableOp", "Snapshot", "StopGradient"})
+
+
+def strip_index_suffix(component: str) -> str:
+    """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
+    base, sep, digits = component.rpartition("_")
+    if sep and base and digits.isdigit() and int(digits) > 0:
+        return base
+    return component
+
+
+class Scope:
+    """One name scope: its nodes, sub-scopes and op-type counts."""
+
+    __slots__ = (
+        "name", "last_name", "parent", "depth", "children", "direct_nodes",
+        "op_counts", "sub_type", "contains_return", "_tree", "_all_sub_scopes",
+        "_all_nodes",
+    )
+
+    def __init__(self, tree: "ScopeTree", name: str, parent: "Scope | None") -> None:
+        self._tree = tree
+        self.name = name
+        component = name.rpartition("/")[2]
+        self.last_name = strip_index_suffix(component) if name else "root"
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.children: dict[str, Scope] = {}
+        self.direct_nodes: list[int] = []
+        self.op_counts: dict[str, int] = {}
+        self.sub_type: str | None = None
+        self.contains_return = False
+        self._all_sub_scopes: list[Scope] | None = None
+        self._all_nodes: list[int] | None = None
+
+    def __repr__(self) -> str:
+        return f"Scope({self.name or '<root>'!r})"
+
+    # -- structure --------------------------------------------------------
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    def sub_scopes(self) -> list["Scope"]:
+        """Direct sub-scopes, in order of first appearance."""
+        return list(self.children.values())
+
+    def all_sub_scopes(self) -> list["Scope"]:
+        """All descendant scopes (depth first, pre-order)."""
+        if self._all_sub_scopes is None:
+            out: list[Scope] = []
+            stack = list(reversed(self.sub_scopes()))
+            while stack:
+                s = stack.pop()
+                out.append(s)
+                stack.extend(reversed(s.sub_scopes()))
+            self._all_sub_scopes = out
+        return self._all_sub_scopes
+
+    @property
+    def tree(self) -> "ScopeTree":
+        return self._tree
+
+    @property
+    def graph(self) -> "ScopeGraph":
+        """The :class:`ScopeGraph` this scope belongs to."""
+        graph = self._tree.graph
+        if graph is None:
+            raise RuntimeError("this scope tree is not part of a ScopeGraph")
+        return graph
+
+    def is_ancestor_of(self, other: "Scope") -> bool:
+        """True when ``other`` lies strictly below this scope."""
+        s = other.parent
+        while s is not None and s.depth >= self.depth:
+            if s is self:
+                return True
+            s = s.parent
+        return False
+
+    # -- nodes --------------------------------------------------------------
+    def all_node_indices(self) -> list[int]:
+        """Indices of every node in this scope or below it, in graph order."""
+        if self._all_nodes is None:
+            nodes = list(self.direct_nodes)
+            for s in self.all_sub_scopes():
+                nodes.extend(s.direct_nodes)
+            nodes.sort()
+            self._all_nodes = nodes
+        return self._all_nodes
+
+    def nodes(self, *, direct: bool = False) -> list["NodeDef"]:
+        idx = self._tree.index
+        ids = self.direct_nodes if direct else self.all_node_indices()
+        return [idx.nodes[i] for i in ids]
+
+    def node_names(self, *, direct: bool = False) -> list[str]:
+        names = self._tree.index.names
+        ids = self.direct_nodes if direct else self.all_node_indices()
+        return [names[i] for i in ids]
+
+    def nodes_by_op(self, op_type: str, *, direct: bool = False) -> list["NodeDef"]:
+        """Nodes of one op type in this scope (or only directly in it)."""
+        if op_type not in self.op_counts:
+            return []
+        idx = self._tree.index
+        ids = self.direct_nodes if direct else self.all_node_indices()
+        return [idx.nodes[i] for i in ids if idx.ops[i] == op_type]
+
+    def count(self, op_type: str) -> int:
+        """Descendant nodes of ``op_type`` (0 when none)."""
+        return self.op_counts.get(op_type, 0)
+
+    def full_name(self, suffix: str) -> str:
+        """The full node name of ``suffix`` relative to this scope."""
+        return f"{self.name}/{suffix}" if self.name else suffix
+
+    def suffix_of(self, node_name: str) -> str:
+        """The name of a node relative to this scope."""
+        prefix = self.name + "/" if self.name else ""
+        if not node_name.startswith(prefix):
+            raise ValueError(f"{node_name!r} is not inside scope {self.name!r}")
+        return node_name[len(prefix):]
+
+
+class ScopeTree:
+    """All scopes of a graph: the root first, then in order of first appearance."""
+
+    def __init__(self, index: GraphIndex) -> None:
+        self.index = index
+        self.root = Scope(self, "", None)
+        self._by_name: dict[str, Scope] = {"": self.root}
+        self.scopes: list[Scope] = [self.root]
+        self.node_scope: list[Scope] = []
+        self.labelled: dict[str, list[Scope]] = {}
+        self.graph: ScopeGraph | None = None
+        self._build()
+
+    def _scope_for(self, path: str) -> Scope:
+        scope = self._by_name.get(path)
+        if scope is not None:
+            return scope
+        parent_path, _, component = path.rpartition("/")
+        parent = self._scope_for(parent_path)
+        scope = Scope(self, path, parent)
+        parent.children[component] = scope
+        self._by_name[path] = scope
+        self.scopes.append(scope)
+        return scope
+
+    def _build(self) -> None:
+        by_name = self._by_name
+        node_scope = self.node_scope
+        with no_gc():
+            for i, (name, op) in enumerate(zip(self.index.names, self.index.ops)):
+                path = name.rpartition("/")[0]
+                scope = by_name.get(path) or self._scope_for(path)
+                node_scope.append(scope)
+                scope.direct_nodes.append(i)
+                counts = scope.op_counts
+                counts[op] = counts.get(op, 0) + 1
+                if op in RETURN_OPS:
+                    s: Scope | None = scope
+                    while s is not None and not s.contains_return:
+                        s.contains_return = True
+                        s = s.parent
+            # Children are always created after their parents: summing in
+            # reverse creation order folds every subtree into its ancestors.
+            for scope in reversed(self.scopes[1:]):
+                parent_counts = scope.parent.op_counts  # type: ignore[union-attr]
+                for op, n in scope.op_counts.items():
+                    parent_counts[op] = parent_counts.get(op, 0) + n
+
+    def __iter__(self) -> Iterator[Scope]:
+        return iter(self.scopes)
+
+    def __len__(self) -> int:
+        return len(self.scopes)
+
+    def set_label(self, scope: Scope, sub_type: str | None) -> None:
+        """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
+        if scope.sub_type is not None:
+            self.labelled[scope.sub_type].remove(scope)
+        scope.sub_type = sub_type
+        if sub_type is not None:
+            self.labelled.setdefault(sub_type, []).append(scope)
+
+    def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
+        """How many scopes strictly below ``scope`` carry label ``sub_type``."""
+        return sum(1 for s in self.labelled.get(sub_type, ()) if scope.is_ancestor_of(s))
+
+    def get(self, name: str) -> Scope | None:
+        """The scope with full name ``name`` (no trailing slash), if any."""
+        return self._by_name.get(name.rstrip("/"))
+
+
+class ScopeGraph:
+    """The graph as passes see it: the index, the scope tree, labels and matches."""
+
+    def __init__(self, graph_def: "GraphDef | GraphIndex") -> None:
+        self.index = graph_def if isinstance(graph_def, GraphIndex) else GraphIndex(graph_def)
+        self.tree = ScopeTree(self.index)
+        self.tree.graph = self
+        self.matches: dict[str, list[Scope]] = {}
+        self._ranks: Any = None
+
+    @property
+    def graph_def(self) -> "GraphDef":
+        return self.index.graph_def
+
+    @property
+    def root(self) -> Scope:
+        return self.tree.root
+
+    def scopes(self) -> list[Scope]:
+        return self.tree.scopes
+
+    def scope(self, name: str) -> Scope | None:
+        return self.tree.get(name)
+
+    def scope_of(self, node_name: str) -> Scope:
+        """The scope a node lies directly in."""
+        return self.tree.node_scope[self.index.index[node_name]]
+
+    # -- node access for passes ---------------------------------------------
+    def node(self, name: str) -> "NodeDef":
+        return self.index.node(name)
+
+    def has_node(self, name: str) -> bool:
+        return name in self.index.index
+
+    def op_of(self, name: str) -> str:
+        return self.index.ops[self.index.index[name]]
+
+    def input_names(self, name: str, *, control: bool = False) -> list[str]:
+        """Producer tensors of a node, as ``name:port`` strings (port 0 bare)."""
+        i = self.index.index[name]
+        names = self.index.names
+        out = []
+        for p, port in self.index.inputs[i]:
+            if port == CONTROL:
+                if control:
+                    out.append("^" + names[p])
+            else:
+                out.append(names[p] if port == 0 else f"{names[p]}:{port}")
+        return out
+
+    def producer(self, name: str, slot: int) -> tuple[str, int]:
+        """``(producer_name, port)`` of data input ``slot`` of node ``name``."""
+        p, port = self.index.data_input(self.index.index[name], slot)
+        return self.index.names[p], port
+
+    def consumer_names(self, name: str) -> list[str]:
+        """Names of nodes that read any output of ``name`` (data or control)."""
+        i = self.index.index[name]
+        names = self.index.names
+        return [names[c] for c, _, _ in self.index.consumers[i]]
+
+    def resolve_forwarding(self, name: str) -> str:
+        """Follow Identity-like nodes back to the node that really produces a value."""
+        seen = 0
+        while self.op_of(name) in FORWARDING_OPS and seen < 64:
+            name = self.producer(name, 0)[0]
+            seen += 1
+        return name
+
+    def const_value(self, name: str) -> "np.ndarray | None":
+        """The value of a Const node (seen through Identity reads), else None."""
+        if not self.has_node(name):
+            return None
+        source = self.resolve_forwarding(name)
+        node = self.node(source)
+        if node.op != "Const" or "value" not in node.attr:
+            return None
+        from tensorflow.python.framework import tensor_util
+
+        return tensor_util.MakeNdarray(node.attr["value"].tensor)
+
+    def rank(self, tensor: str) -> int | None:
+        """The rank of a tensor (``name`` or ``name:port``) when it can be told."""
+        if self._ranks is None:
+            from .shapes import RankInference
+
+            self._ranks = RankInference(self.index)
+        return self._ranks.rank(tensor)
+
+    def iter_scopes(self, names: Iterable[str]) -> Iterator[Scope]:
+        for n in names:
+            s = self.scope(n)
+            if s is not None:
+                yield s

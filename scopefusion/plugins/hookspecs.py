@@ -1,0 +1,33 @@
+"""Hook specifications.  A plugin is a module (or object) that implements
+some of these with :data:`hookimpl` and is named in the ``scopefusion``
+entry-point group of its distribution::
+
+    [project.entry-points.scopefusion]
+    my_passes = "my_package.plugin"
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.base_pass import ScopeBasePass
+    from ..core.fused_ops import FusedOpDef
+
+PROJECT = "scopefusion"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def scopefusion_scope_passes() -> Sequence["type[ScopeBasePass]"]:
+    """Return the scope pass classes this plugin contributes, in the order
+    they should run."""
+    raise NotImplementedError
+
+
+@hookspec
+def scopefusion_fused_ops() -> Sequence["FusedOpDef"]:
+    """Return the fused-op definitions this plugin contributes."""
+    raise NotImplementedError

@@ -1,0 +1,227 @@
+"""The registry: scope passes and fused-op definitions collected from the
+built-ins and from plugins found through the ``scopefusion`` entry-point group.
+
+Rules:
+
+* built-ins come first, in their own order; plugins follow, sorted by
+  distribution name and entry-point name, so registration order is
+  deterministic;
+* a plugin pass (or fused op) with a built-in's name replaces the built-in in
+  its slot, and the replacement is recorded;
+* two plugins contributing the same name is an error naming both;
+* a plugin that fails to load, or whose hook raises or returns something that
+  is not a pass, is an error naming its distribution and entry point;
+* plugins can be blocked by entry-point or distribution name
+  (``SCOPEFUSION_BLOCK_PLUGINS=a,b``), or autoloading switched off
+  (``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD=1``) or limited to an allow-list
+  (``SCOPEFUSION_PLUGINS=a,b``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import pluggy
+
+from ..core.base_pass import PassSpec, ScopeBasePass
+from ..core.errors import PluginError
+from ..core.fused_ops import FusedOpDef
+from ..core.options import parse_pass_list
+from . import hookspecs
+
+ENTRY_POINT_GROUP = "scopefusion"
+BLOCK_ENV = "SCOPEFUSION_BLOCK_PLUGINS"
+ALLOW_ENV = "SCOPEFUSION_PLUGINS"
+NO_AUTOLOAD_ENV = "SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD"
+BUILTIN = "built-in"
+
+
+@dataclass
+class PluginInfo:
+    """One plugin found through an entry point."""
+
+    name: str
+    distribution: str
+    version: str
+    value: str
+    blocked: bool = False
+    passes: list[str] = field(default_factory=list)
+    fused_ops: list[str] = field(default_factory=list)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.distribution} {self.version}"
+
+    def describe(self) -> str:
+        return f"plugin {self.name!r} (distribution {self.origin}, entry point {self.value})"
+
+
+@dataclass
+class Registry:
+    """Passes in registration order and fused ops by type."""
+
+    passes: list[PassSpec] = field(default_factory=list)
+    fused_ops: dict[str, FusedOpDef] = field(default_factory=dict)
+    fused_op_origins: dict[str, str] = field(default_factory=dict)
+    plugins: list[PluginInfo] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+
+    def pass_names(self) -> list[str]:
+        return [p.name for p in self.passes]
+
+    def get(self, name: str) -> PassSpec:
+        for p in self.passes:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+def _env_list(name: str) -> list[str]:
+    return parse_pass_list(os.environ.get(name, ""))
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def discover_entry_points() -> list[Any]:
+    """Entry points of the ``scopefusion`` group, sorted deterministically."""
+    from importlib_metadata import entry_points
+
+    eps = list(entry_points(group=ENTRY_POINT_GROUP))
+
+    def key(ep: Any) -> tuple[str, str]:
+        dist = ep.dist.name if ep.dist is not None else ""
+        return (dist.lower().replace("_", "-"), ep.name)
+
+    return sorted(eps, key=key)
+
+
+class _Collector:
+    """Merges contributions into a :class:`Registry`, enforcing the rules."""
+
+    def __init__(self) -> None:
+        self.registry = Registry()
+        self._pass_owner: dict[str, str] = {}
+        self._op_owner: dict[str, str] = {}
+
+    def add_passes(self, classes: Iterable[Any], origin: str, who: str) -> list[str]:
+        added = []
+        for cls in classes:
+            if not (isinstance(cls, type) and issubclass(cls, ScopeBasePass)):
+                raise PluginError(f"{who} contributed {cls!r}, which is not a ScopeBasePass subclass")
+            name = cls.name
+            owner = self._pass_owner.get(name)
+            spec = PassSpec(cls, origin)
+            if owner is None:
+                self.registry.passes.append(spec)
+            elif owner == BUILTIN and origin != BUILTIN:
+                slot = self.registry.pass_names().index(name)
+                spec.replaces = BUILTIN
+                self.registry.passes[slot] = spec
+                self.registry.overrides.append(f"pass {name}: built-in replaced by {who}")
+            else:
+                raise PluginError(f"pass {name!r} is registered twice: by {owner} and by {who}")
+            self._pass_owner[name] = BUILTIN if origin == BUILTIN else who
+            added.append(name)
+        return added
+
+    def add_fused_ops(self, defs: Iterable[Any], origin: str, who: str) -> list[str]:
+        added = []
+        for op in defs:
+            if not isinstance(op, FusedOpDef):
+                raise PluginError(f"{who} contributed {op!r}, which is not a FusedOpDef")
+            owner = self._op_owner.get(op.name)
+            if owner == BUILTIN and origin != BUILTIN:
+                self.registry.overrides.append(f"fused op {op.name}: built-in replaced by {who}")
+            elif owner is not None:
+                raise PluginError(f"fused op {op.name!r} is declared twice: by {owner} and by {who}")
+            self.registry.fused_ops[op.name] = op
+            self.registry.fused_op_origins[op.name] = origin
+            self._op_owner[op.name] = BUILTIN if origin == BUILTIN else who
+            added.append(op.name)
+        return added
+
+
+def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
+    try:
+        value = function()
+    except Exception as exc:
+        raise PluginError(f"{who}: hook {hook} raised {type(exc).__name__}: {exc}") from exc
+    if value is None:
+        return []
+    try:
+        return list(value)
+    except TypeError:
+        raise PluginError(f"{who}: hook {hook} must return a sequence, got {value!r}") from None
+
+
+def load_registry(
+    *,
+    block: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+    autoload: bool | None = None,
+    plugins: Sequence[tuple[str, Any]] = (),
+) -> Registry:
+    """Collect built-ins and plugins.
+
+    ``block`` adds to ``SCOPEFUSION_BLOCK_PLUGINS``; ``only`` (or
+    ``SCOPEFUSION_PLUGINS``) loads just the named plugins; ``autoload=False``
+    (or ``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD=1``) loads none from entry points.
+    ``plugins`` are extra ``(name, module)`` pairs registered after discovery.
+    """
+    from .. import builtin_passes
+
+    blocked = set(block) | set(_env_list(BLOCK_ENV))
+    allowed = set(only) if only is not None else (set(_env_list(ALLOW_ENV)) or None)
+    if autoload is None:
+        autoload = not _truthy(os.environ.get(NO_AUTOLOAD_ENV))
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(builtin_passes, name=BUILTIN)
+    loaded: list[tuple[Any, str, str, PluginInfo | None]] = [(builtin_passes, BUILTIN, BUILTIN, None)]
+    collector = _Collector()
+    registry = collector.registry
+
+    if autoload:
+        for ep in discover_entry_points():
+            dist = ep.dist.name if ep.dist is not None else "unknown"
+            version = ep.dist.version if ep.dist is not None else "?"
+            info = PluginInfo(ep.name, dist, version, ep.value)
+            registry.plugins.append(info)
+            if ep.name in blocked or dist in blocked or (allowed is not None and ep.name not in allowed and dist not in allowed):
+                info.blocked = True
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {exc}") from exc
+            try:
+                pm.register(obj, name=ep.name)
+            except ValueError as exc:
+                other = next((p for p in registry.plugins if p.name == ep.name and p is not info), None)
+                raise PluginError(
+                    f"{info.describe()} cannot be registered: "
+                    + (f"{other.describe()} uses the same name" if other else str(exc))
+                ) from exc
+            loaded.append((obj, info.origin, info.describe(), info))
+    for name, obj in plugins:
+        info = PluginInfo(name, name, "local", repr(obj))
+        registry.plugins.append(info)
+        pm.register(obj, name=name)
+        loaded.append((obj, info.origin, info.describe(), info))
+
+    pass_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_scope_passes.get_hookimpls()}
+    op_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_fused_ops.get_hookimpls()}
+    for obj, origin, who, info in loaded:
+        if id(obj) in op_impls:
+            names = collector.add_fused_ops(_call_hook(op_impls[id(obj)], who, "scopefusion_fused_ops"), origin, who)
+            if info is not None:
+                info.fused_ops = names
+        if id(obj) in pass_impls:
+            names = collector.add_passes(_call_hook(pass_impls[id(obj)], who, "scopefusion_scope_passes"), origin, who)
+            if info is not None:
+                info.passes = names
+    return registry

@@ -195,18 +195,24 @@ def _analyse(scope: "Scope") -> _Parts:
     scale_mul = gamma_slot = None
     for mul in after_rsqrt:
         slot, other = _other_input(sg, mul, (rsqrt, 0))
-        if other != x and sg.resolve_forwarding(other[0]) != mean:
+        is_neg_mean = sg.op_of(other[0]) == "Neg" and sg.producer(other[0], 0) == (mean, 0)
+        if other != x and sg.resolve_forwarding(other[0]) != mean and not is_neg_mean:
             scale_mul, gamma_slot = mul, slot
     if scale_mul is None or gamma_slot is None:
         raise NotLayerNorm("no gamma (scale=False): LayerNorm needs a scale input")
     inv = (scale_mul, 0)
     x_mul = mean_mul = None
+    negated = False
     for mul in _consumers_of_op(sg, scale_mul, ("Mul",)):
         _, other = _other_input(sg, mul, inv)
         if other == x:
             x_mul = mul
         elif other == (mean, 0):
             mean_mul = mul
+        elif sg.op_of(other[0]) == "Neg" and sg.producer(other[0], 0) == (mean, 0):
+            negated = True
+    if mean_mul is None and negated:
+        raise NotLayerNorm("no beta (center=False): LayerNorm needs an offset input")
     if x_mul is None or mean_mul is None:
         raise NotLayerNorm("the normalised input is not formed as x * inv and mean * inv")
     subs = _consumers_of_op(sg, mean_mul, ("Sub",))

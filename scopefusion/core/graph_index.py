@@ -189,13 +189,33 @@ class GraphIndex:
                     if indegree[c] == 0:
                         queue.append(c)
         if len(order) != n:
-            stuck = [self.names[i] for i in range(n) if indegree[i] > 0]
+            stuck = [self.names[i] for i in self._on_cycles(indegree, succ)]
             raise GraphValidationError(
                 f"the graph has a cycle through {len(stuck)} node(s): "
                 f"{_summarise([repr(s) for s in stuck])}"
             )
         self._order = order
         return order
+
+    @staticmethod
+    def _on_cycles(indegree: list[int], succ: list[list[int]]) -> list[int]:
+        """Nodes left by Kahn's algorithm, minus those merely downstream of a cycle."""
+        left = {i for i, d in enumerate(indegree) if d > 0}
+        outdegree = {i: sum(1 for c in succ[i] if c in left) for i in left}
+        preds: dict[int, list[int]] = {i: [] for i in left}
+        for i in left:
+            for c in succ[i]:
+                if c in left:
+                    preds[c].append(i)
+        queue = [i for i, d in outdegree.items() if d == 0]
+        while queue:
+            i = queue.pop()
+            left.discard(i)
+            for p in preds[i]:
+                outdegree[p] -= 1
+                if outdegree[p] == 0:
+                    queue.append(p)
+        return sorted(left)
 
     @property
     def position(self) -> list[int]:

@@ -134,6 +134,9 @@ def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | N
         raise ScopeFusionError(f"{dest}: directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

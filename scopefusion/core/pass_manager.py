@@ -14,7 +14,7 @@ from .fused_ops import FusedOpDef
 from .graph_index import CONTROL, GraphIndex, parse_input
 from .matcher import match_pattern_sets
 from .options import FusionOptions, check_pass_names
-from .plan import FusionPlan, Refused, find_cycle, make_plan, new_node_names
+from .plan import FusionPlan, Refused, find_cycle, make_plan, new_node_names, plans_on_cycle
 from .report import FusedRecord, FusionReport, PassReport
 from .results import FusionScopesResult
 from .rewrite import apply_plans
@@ -177,10 +177,9 @@ class ScopePassManager:
             reports[plan.pass_name].refuse(plan.name, reason, [s.name for s in plan.result.scopes])
 
         accepted: list[FusionPlan] = []
-        contracted: dict[int, FusionPlan] = {}
         names: dict[str, FusionPlan] = {}
         for plan in resolve_conflicts(plans, drop):
-            cycle = find_cycle(index, plan, contracted)
+            cycle = find_cycle(index, plan)
             if cycle is not None:
                 drop(plan, cycle)
                 continue
@@ -190,7 +189,13 @@ class ScopePassManager:
                 continue
             for n in new_node_names(plan.result):
                 names[n] = plan
-            for d in plan.removed:
-                contracted[d] = plan
             accepted.append(plan)
+        while len(accepted) > 1:
+            looped = plans_on_cycle(index, accepted)
+            if not looped:
+                break
+            last = max(looped, key=lambda p: p.order)
+            others = ", ".join(repr(p.name) for p in looped if p is not last)
+            drop(last, f"fusing it together with {others} would create a cycle")
+            accepted.remove(last)
         return accepted

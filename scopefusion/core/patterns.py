@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 if TYPE_CHECKING:  # pragma: no cover
     from .scope_graph import Scope
 
-#: Relative tolerance used when a float attribute is compared.
-FLOAT_RTOL = 1e-6
-FLOAT_ATOL = 1e-9
+#: Float attributes are stored as float32: compare relatively, at its precision.
+FLOAT_RTOL = 1e-5
+FLOAT_ATOL = 1e-30
 
 
 def count_holds(count: int, num: int, step: int) -> bool:

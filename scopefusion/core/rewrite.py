@@ -6,7 +6,7 @@ sort of the node list.  The cost is linear in nodes plus edges.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
 from .graph_index import CONTROL, GraphIndex, no_gc, tensor_name
@@ -56,13 +56,14 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
     return None
 
 
-def _build_nodes(plan: "FusionPlan", index: GraphIndex, fused_ops: Mapping[str, FusedOpDef]) -> list["NodeDef"]:
+def _build_nodes(
+    plan: "FusionPlan", index: GraphIndex, fused_ops: Mapping[str, FusedOpDef], resolve: Callable[[int, int], str]
+) -> list["NodeDef"]:
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
     res = plan.result
-    names = index.names
-    inputs = [tensor_name(names[p], port) for p, port in plan.inputs]
-    controls = ["^" + names[c] for c in plan.control_inputs]
+    inputs = [resolve(p, port) for p, port in plan.inputs]
+    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
     device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
     new: list[NodeDef] = []
     if res.has_inner_graph:
@@ -129,6 +130,15 @@ def apply_plans(
     if not owner:
         return {}
 
+    def resolve(p: int, port: int) -> str:
+        """The name a tensor (or control edge) of the original graph has after rewriting."""
+        plan = owner.get(p)
+        if plan is None:
+            return tensor_name(names[p], port)
+        if port == CONTROL:
+            return "^" + _control_target(plan)
+        return plan.output_tensor(plan.outputs[(p, port)])
+
     with no_gc():
         # 1. Rewire every surviving reader of a removed node.
         touched: dict[int, None] = {}
@@ -141,13 +151,7 @@ def apply_plans(
             new_inputs: list[str] = []
             seen_controls: set[str] = set()
             for p, port in index.inputs[c]:
-                plan = owner.get(p)
-                if plan is None:
-                    text = tensor_name(names[p], port)
-                elif port == CONTROL:
-                    text = "^" + _control_target(plan)
-                else:
-                    text = plan.output_tensor(plan.outputs[(p, port)])
+                text = resolve(p, port)
                 if text.startswith("^"):
                     if text in seen_controls:
                         continue
@@ -163,7 +167,7 @@ def apply_plans(
         dropped = 0
         counts: dict[str, int] = {}
         staged = [
-            (plan, _build_nodes(plan, index, fused_ops),
+            (plan, _build_nodes(plan, index, fused_ops, resolve),
              {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
             for plan in plans
         ]

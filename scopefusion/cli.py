@@ -1,0 +1,209 @@
+"""The ``scopefusion`` command.
+
+``list`` and ``--help`` never import TensorFlow; ``run`` does, when it loads
+the model.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .core.errors import ScopeFusionError
+
+EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--block-plugin", "--block_plugin", dest="block_plugins", action="append", default=[],
+                   metavar="NAME", help="do not load this plugin (entry-point or distribution name); repeatable. "
+                   "Also: SCOPEFUSION_BLOCK_PLUGINS=a,b")
+    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scopefusion",
+        description="Fuse TensorFlow subgraphs found by name scope into single operators.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="fuse a model (.pb, .pbtxt or SavedModel directory)",
+                         description="Fuse a model and write the result. Without MODEL, fuses a built-in "
+                         "example (a tiny BERT-style encoder built with tf_slim).")
+    run.add_argument("model", nargs="?", help="a .pb / .pbtxt GraphDef or a SavedModel directory")
+    run.add_argument("-o", "--output", help="where to write the fused graph (.pb, or .pbtxt for text); "
+                     "default: <model name>_fused.pb in the current directory")
+    run.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable",
+                     default="", metavar="A,B", help="non-general passes to run (comma-separated)")
+    run.add_argument("--emit", choices=("fused", "tf"), default="fused",
+                     help="fused: fused ops as nodes of their own type (default); tf: every fused node calls "
+                     "its TensorFlow reference implementation, so stock TensorFlow runs the graph")
+    run.add_argument("--report", metavar="FILE", help="write the full report as JSON")
+    run.add_argument("--outputs", default="", metavar="T1,T2",
+                     help="graph output tensors to keep fetchable (default: the graph's sinks)")
+    run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default)")
+    run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
+    _add_common(run)
+
+    lst = sub.add_parser("list", help="show every registered pass", description="Show every registered pass: "
+                         "name, general or not, enabled, origin and what it overrides.")
+    lst.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable", default="",
+                     metavar="A,B", help="show these non-general passes as enabled")
+    lst.add_argument("--json", action="store_true", help="machine-readable output")
+    lst.add_argument("--plugins", action="store_true", help="list plugin distributions and what each contributes")
+    _add_common(lst)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+# ------------------------------------------------------------------------- list
+def cmd_list(args: argparse.Namespace) -> int:
+    from .core.options import check_pass_names, parse_pass_list
+    from .plugins.registry import load_registry
+
+    registry = load_registry(block=args.block_plugins)
+    enabled = parse_pass_list(args.enable)
+    check_pass_names(enabled, registry.pass_names())
+    rows = [
+        {
+            "name": spec.name,
+            "general": spec.general,
+            "enabled": spec.general or spec.name in enabled,
+            "origin": spec.origin,
+            "overrides": spec.replaces or "",
+            "description": spec.description,
+        }
+        for spec in registry.passes
+    ]
+    plugins = [
+        {"name": p.name, "distribution": p.distribution, "version": p.version, "entry_point": p.value,
+         "blocked": p.blocked, "passes": p.passes, "fused_ops": p.fused_ops}
+        for p in registry.plugins
+    ]
+    if args.json:
+        print(json.dumps({"passes": rows, "plugins": plugins,
+                          "fused_ops": {k: registry.fused_op_origins[k] for k in registry.fused_ops},
+                          "overrides": registry.overrides}, indent=2))
+        return 0
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title="Scope fusion passes (registration order)")
+    for col in ("pass", "general", "enabled", "origin", "overrides", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no",
+                      r["origin"], r["overrides"], r["description"])
+    console.print(table)
+    if args.plugins:
+        pt = Table(title="Plugins (entry-point group 'scopefusion')")
+        for col in ("plugin", "distribution", "version", "status", "contributes"):
+            pt.add_column(col)
+        for p in plugins:
+            contributes = ", ".join(p["passes"] + p["fused_ops"]) or "-"
+            pt.add_row(p["name"], p["distribution"], p["version"], "blocked" if p["blocked"] else "loaded",
+                       contributes)
+        console.print(pt if plugins else "No plugins installed.")
+    for line in registry.overrides:
+        console.print(f"override: {line}")
+    return 0
+
+
+# -------------------------------------------------------------------------- run
+def _default_output(model: Path) -> Path:
+    stem = model.name if model.is_dir() else model.stem
+    return Path.cwd() / f"{stem}_fused.pb"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .api import fuse
+    from .core.graph_io import load_model, save_graph
+
+    model = Path(args.model) if args.model else EXAMPLE_MODEL
+    if not args.model:
+        print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
+    output = Path(args.output) if args.output else _default_output(model)
+    if output.exists() and model.exists() and output.resolve() == model.resolve():
+        raise ScopeFusionError(f"{output}: refusing to overwrite the input model")
+    loaded = load_model(model, args.signature)
+    if loaded.format == "saved_model":
+        print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
+              f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
+    result = fuse(loaded, enable_scope_fusion_passes=args.enable, emit=args.emit, outputs=args.outputs or None,
+                  strict=args.strict, block_plugins=args.block_plugins)
+    report = result.report
+    save_graph(result.graph_def, output)
+    if args.report:
+        Path(args.report).write_text(report.to_json() + "\n")
+    _print_summary(report, output, args.emit)
+    return 0
+
+
+def _print_summary(report: Any, output: Path, emit: str) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title="Scope fusion summary")
+    for col, justify in (("pass", "left"), ("general", "left"), ("matched", "right"), ("fused", "right"),
+                         ("refused", "right"), ("seconds", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for p in report.passes:
+        table.add_row(p.name, "yes" if p.general else "no", str(len(p.matched_scopes)), str(len(p.fused)),
+                      str(len(p.refused)), f"{p.seconds:.3f}")
+    console.print(table)
+    for p in report.passes:
+        if p.error:
+            console.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
+        for r in p.refused:
+            console.print(f"refused {r.name} ({p.name}): {r.reason}")
+    for line in report.overrides:
+        console.print(f"override: {line}")
+    console.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
+                  f"{len(report.fused)} fused op(s)")
+
+
+# ------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    handler = {"run": cmd_run, "list": cmd_list}[args.command]
+    try:
+        return handler(args)
+    except ScopeFusionError as exc:
+        if args.debug:
+            raise
+        print(f"scopefusion: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("scopefusion: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an unexpected failure: still one line unless --debug
+        if args.debug:
+            raise
+        print(f"scopefusion: error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

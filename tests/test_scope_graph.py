@@ -1,0 +1,93 @@
+"""Section 1: the scope tree built from node names."""
+from __future__ import annotations
+
+import pytest
+from graph_helpers import make_graph
+
+from scopefusion import GraphValidationError, ScopeGraph
+from scopefusion.core.scope_graph import strip_index_suffix
+
+
+def _graph():
+    return make_graph([
+        ("in", "Placeholder", []),
+        ("a/b/c", "Mul", ["in", "in"]),
+        ("a/b/d", "Identity", ["a/b/c"]),
+        ("a/e", "Const", []),
+        ("z/y", "Add", ["a/b/d", "a/e"]),
+        ("a/b/LayerNorm_1/k", "Const", []),
+        ("a/x_0/k", "Const", []),
+    ])
+
+
+def test_scopes_come_from_names_and_order_is_first_appearance():
+    sg = ScopeGraph(_graph())
+    names = [s.name for s in sg.scopes()]
+    assert names == ["", "a", "a/b", "z", "a/b/LayerNorm_1", "a/x_0"]
+    assert sg.scope_of("in").is_root
+    assert sg.scope_of("a/b/c").name == "a/b"
+    assert sg.scope("a/b").parent is sg.scope("a")
+    assert sg.scope("a").parent is sg.root
+    assert [s.name for s in sg.scope("a").sub_scopes()] == ["a/b", "a/x_0"]
+    assert [s.name for s in sg.scope("a").all_sub_scopes()] == ["a/b", "a/b/LayerNorm_1", "a/x_0"]
+
+
+def test_op_counts_cover_all_descendants_and_root_counts_everything():
+    sg = ScopeGraph(_graph())
+    a = sg.scope("a")
+    assert a.op_counts == {"Mul": 1, "Identity": 1, "Const": 3}
+    assert sg.scope("a/b").op_counts == {"Mul": 1, "Identity": 1, "Const": 1}
+    assert sg.root.op_counts == {"Placeholder": 1, "Mul": 1, "Identity": 1, "Const": 3, "Add": 1}
+    assert sg.scope("a/b").node_names(direct=True) == ["a/b/c", "a/b/d"]
+    assert sg.scope("a/b").node_names() == ["a/b/c", "a/b/d", "a/b/LayerNorm_1/k"]
+    assert [n.name for n in a.nodes_by_op("Const")] == ["a/e", "a/b/LayerNorm_1/k", "a/x_0/k"]
+
+
+@pytest.mark.parametrize("component,expected", [
+    ("LayerNorm_1", "LayerNorm"), ("LayerNorm_12", "LayerNorm"), ("x_0", "x_0"), ("x", "x"),
+    ("x_1a", "x_1a"), ("_1", "_1"), ("a_b_2", "a_b"),
+])
+def test_last_name_strips_positive_numeric_suffix(component, expected):
+    assert strip_index_suffix(component) == expected
+
+
+def test_last_name_of_scopes():
+    sg = ScopeGraph(_graph())
+    assert sg.root.last_name == "root"
+    assert sg.scope("a/b/LayerNorm_1").last_name == "LayerNorm"
+    assert sg.scope("a/x_0").last_name == "x_0"
+
+
+def test_duplicate_names_dangling_inputs_and_cycles_are_reported():
+    with pytest.raises(GraphValidationError, match="duplicate node names: 'x'"):
+        ScopeGraph(make_graph([("x", "Const", []), ("x", "Const", [])]))
+    with pytest.raises(GraphValidationError, match="'y' reads 'nope:1'"):
+        ScopeGraph(make_graph([("y", "Identity", ["nope:1"])]))
+    with pytest.raises(GraphValidationError, match="cycle through 2 node"):
+        ScopeGraph(make_graph([("p", "Identity", ["q"]), ("q", "Identity", ["p"]), ("r", "Identity", ["q"])]))
+
+
+def test_loop_back_edges_are_not_cycles():
+    graph = make_graph([
+        ("init", "Const", []),
+        ("while/Enter", "Enter", ["init"]),
+        ("while/Merge", "Merge", ["while/Enter", "while/NextIteration"]),
+        ("while/add", "Add", ["while/Merge", "while/Merge"]),
+        ("while/NextIteration", "NextIteration", ["while/add"]),
+    ])
+    sg = ScopeGraph(graph)
+    assert len(sg.index.topological_order()) == 5
+
+
+def test_index_tracks_ports_consumers_and_control_edges():
+    graph = make_graph([
+        ("s", "Split", []),
+        ("u", "Add", ["s:1", "s", "^c"]),
+        ("c", "NoOp", []),
+    ])
+    sg = ScopeGraph(graph)
+    idx = sg.index
+    assert idx.inputs[idx.index["u"]] == [(0, 1), (0, 0), (2, -1)]
+    assert sorted(idx.consumers[idx.index["s"]]) == [(1, 0, 1), (1, 1, 0)]
+    assert idx.consumers[idx.index["c"]] == [(1, -1, 2)]
+    assert sg.input_names("u", control=True) == ["s:1", "s", "^c"]

@@ -183,3 +183,29 @@ def build_graph(kind: str = "plain"):
             raise ValueError(kind)
     feeds = {"x:0": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5}
     return graph.as_graph_def(), feeds, [out.name]
+
+
+class InnerGraphPass(ScaleShiftPass):
+    """The "scope to multi nodes" form: the blk scope becomes Const, Mul,
+    Const and AddV2 nodes of an inner graph instead of one fused op."""
+
+    name = "InnerGraphPass"
+
+    def generate_fusion_result(self, scopes, result):
+        from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+        scope = scopes[0]
+        sg = scope.graph
+        mul = scope.nodes_by_op("Mul")[0].name
+        add = scope.nodes_by_op("AddV2")[0].name
+        dtype = sg.node(mul).attr["T"].type
+        scale_const = sg.node(sg.resolve_forwarding(sg.producer(mul, 1)[0]))
+        shift_const = sg.node(sg.resolve_forwarding(sg.producer(add, 1)[0]))
+        result.set_type("ScaleShiftGraph")
+        result.insert_inputs(scope.suffix_of(mul), [0, None])
+        result.insert_outputs(scope.suffix_of(add), [0])
+        result.add_inner_node("scale", "Const", [], {"value": scale_const.attr["value"], "dtype": AttrValue(type=dtype)})
+        result.add_inner_node("shift", "Const", [], {"value": shift_const.attr["value"], "dtype": AttrValue(type=dtype)})
+        result.add_inner_node("scaled", "Mul", [result.fused_input(0), "scale"], {"T": AttrValue(type=dtype)})
+        result.add_inner_node("shifted", "AddV2", ["scaled", "shift"], {"T": AttrValue(type=dtype)})
+        result.set_inner_output(0, "shifted:0")

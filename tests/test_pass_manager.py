@@ -139,3 +139,19 @@ def test_explicit_outputs_must_exist():
     graph, _, _ = build_graph("plain")
     with pytest.raises(OptionError, match="nope:0"):
         _run([ScaleShiftPass], graph, outputs=["nope:0"])
+
+
+def test_inner_graph_result_replaces_a_scope_with_several_nodes():
+    from scale_shift import InnerGraphPass
+
+    graph, feeds, fetches = build_graph("plain")
+    out = _run([InnerGraphPass], graph)
+    names = [n.name for n in out.graph_def.node]
+    assert "model/blk/scaled" in names and "model/blk_1/shifted" in names
+    second = next(n for n in out.graph_def.node if n.name == "model/blk_1/scaled")
+    assert list(second.input) == ["model/blk/shifted", "model/blk_1/scale"]
+    assert [f.inner_nodes for f in out.report.fused] == [4, 4]
+    GraphIndex(out.graph_def)
+    a = run_graph_def(graph, feeds, fetches)
+    b = run_graph_def(out.graph_def, feeds, fetches)
+    assert np.max(np.abs(a[0] - b[0])) <= 1e-6

@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScopeFusionError as exc:
         if args.debug:
             raise
-        print(f"scopefusion: error: {exc}", file=sys.stderr)
+        print(f"scopefusion: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("scopefusion: interrupted", file=sys.stderr)
@@ -200,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # an unexpected failure: still one line unless --debug
         if args.debug:
             raise
-        print(f"scopefusion: error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+        print(f"scopefusion: error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+              "(run with --debug for a traceback)",
               file=sys.stderr)
         return 1
 

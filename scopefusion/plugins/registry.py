@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -77,6 +78,11 @@ class Registry:
         raise KeyError(name)
 
 
+def normalise_distribution(name: str) -> str:
+    """PEP 503 normalisation: ``SF_Test.Broken`` and ``sf-test-broken`` are one name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _env_list(name: str) -> list[str]:
     return parse_pass_list(os.environ.get(name, ""))
 
@@ -93,7 +99,7 @@ def discover_entry_points() -> list[Any]:
 
     def key(ep: Any) -> tuple[str, str]:
         dist = ep.dist.name if ep.dist is not None else ""
-        return (dist.lower().replace("_", "-"), ep.name)
+        return (normalise_distribution(dist), ep.name)
 
     return sorted(eps, key=key)
 
@@ -144,6 +150,10 @@ class _Collector:
         return added
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
     try:
         value = function()
@@ -175,6 +185,13 @@ def load_registry(
 
     blocked = set(block) | set(_env_list(BLOCK_ENV))
     allowed = set(only) if only is not None else (set(_env_list(ALLOW_ENV)) or None)
+    blocked_dists = {normalise_distribution(b) for b in blocked}
+    allowed_dists = None if allowed is None else {normalise_distribution(a) for a in allowed}
+
+    def skipped(ep_name: str, dist: str) -> bool:
+        if ep_name in blocked or normalise_distribution(dist) in blocked_dists:
+            return True
+        return allowed is not None and ep_name not in allowed and normalise_distribution(dist) not in allowed_dists
     if autoload is None:
         autoload = not _truthy(os.environ.get(NO_AUTOLOAD_ENV))
 
@@ -191,7 +208,7 @@ def load_registry(
             version = ep.dist.version if ep.dist is not None else "?"
             info = PluginInfo(ep.name, dist, version, ep.value)
             registry.plugins.append(info)
-            if ep.name in blocked or dist in blocked or (allowed is not None and ep.name not in allowed and dist not in allowed):
+            if skipped(ep.name, dist):
                 info.blocked = True
                 continue
             try:
@@ -200,6 +217,8 @@ def load_registry(
                 raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {exc}") from exc
             try:
                 pm.register(obj, name=ep.name)
+            except pluggy.PluginValidationError as exc:
+                raise PluginError(f"{info.describe()} has an invalid hook implementation: {_one_line(exc)}") from exc
             except ValueError as exc:
                 other = next((p for p in registry.plugins if p.name == ep.name and p is not info), None)
                 raise PluginError(
@@ -210,8 +229,16 @@ def load_registry(
     for name, obj in plugins:
         info = PluginInfo(name, name, "local", repr(obj))
         registry.plugins.append(info)
-        pm.register(obj, name=name)
+        try:
+            pm.register(obj, name=name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(f"{info.describe()} cannot be registered: {_one_line(exc)}") from exc
         loaded.append((obj, info.origin, info.describe(), info))
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        who = next((w for o, _, w, _ in loaded if o is getattr(exc, "plugin", None)), "a plugin")
+        raise PluginError(f"{who} implements an unknown hook: {_one_line(exc)}") from exc
 
     pass_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_scope_passes.get_hookimpls()}
     op_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_fused_ops.get_hookimpls()}

@@ -1,0 +1,1 @@
+"""Test plugin whose entry-point module fails to import."""

@@ -1,0 +1,1 @@
+"""Test plugin for scopefusion (see plugin.py)."""

@@ -146,3 +146,28 @@ def test_epsilon_and_3d_input_read_from_the_graph(registry):
     assert fused["encoder/LayerNorm_1"].attr["begin_norm_axis"].i == 1
     assert fused["encoder/LayerNorm_1"].attr["begin_params_axis"].i == -2
     assert _max_err(run_graph_def(graph, feeds, outputs), run_graph_def(result.graph_def, feeds, outputs)) <= 1e-4
+
+
+def test_tf1_style_add_ops_are_fused_too(registry):
+    """TF1 exported ``+`` as ``Add``; TF2 writes ``AddV2``.  Same graph, both spellings."""
+    import tensorflow as tf
+    import tf_slim
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(7)
+
+    def build():
+        x = tf1.placeholder(tf.float32, [3, 10], name="x")
+        y = tf_slim.layers.layer_norm(x + 1.0, begin_norm_axis=-1)
+        return {x: rng.normal(size=(3, 10)).astype(np.float32)}, [tf.identity(y, name="out")]
+
+    graph, feeds, outputs = _freeze(build)
+    renamed = 0
+    for node in graph.node:
+        if node.op == "AddV2":
+            node.op = "Add"
+            renamed += 1
+    assert renamed == 3  # x + 1, variance + epsilon, the final sum
+    result = scopefusion.fuse(graph, emit="tf", registry=registry)
+    assert result.report.fused_count("LayerNorm") == 1
+    assert _max_err(run_graph_def(graph, feeds, outputs), run_graph_def(result.graph_def, feeds, outputs)) <= 1e-4

@@ -24,6 +24,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
 
+def _add_verify_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("verification")
+    g.add_argument("--input_shape", "--input-shape", dest="input_shape", default="", metavar="SPEC",
+                   help='shapes for inputs with unknown dimensions, e.g. "ids:1,128;mask:1,128" (a scalar is 0); '
+                   "unknown dimensions not given default to 2")
+    g.add_argument("--runs", type=int, default=3, help="how many random feeds to compare on (default 3)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the first random feed (default 0)")
+    g.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default by dtype: float32 1e-4, float16 1e-2, integers exact)")
+    g.add_argument("--rtol", type=float, default=None, help="relative tolerance (default by dtype, as --atol)")
+    g.add_argument("--int-range", "--int_range", dest="int_range", default="0,10", metavar="LO,HI",
+                   help="integer inputs are drawn from [LO, HI) (default 0,10); set it for ids and indices")
+    g.add_argument("--feeds", metavar="FILE.npz", help="real input values instead of random ones")
+    g.add_argument("--verify-outputs", "--verify_outputs", dest="verify_outputs", default="", metavar="T1,T2",
+                   help="compare only these output tensors (default: every sink of both graphs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scopefusion",
@@ -48,7 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="graph output tensors to keep fetchable (default: the graph's sinks)")
     run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default)")
     run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
+    run.add_argument("--verify", action="store_true",
+                     help="run the original and the fused graph on the same feeds and compare every output")
+    _add_verify_options(run)
     _add_common(run)
+
+    ver = sub.add_parser("verify", help="compare a fused graph with the original in TensorFlow",
+                         description="Run ORIGINAL and FUSED (its TensorFlow-runnable form; a fused-form graph "
+                         "is converted) on the same feeds and compare every output tensor. Exits 1 on any "
+                         "mismatch or on an output present in one graph only.")
+    ver.add_argument("original", help="the original model (.pb, .pbtxt or SavedModel directory)")
+    ver.add_argument("fused", help="the fused graph, in either form")
+    _add_verify_options(ver)
+    _add_common(ver)
 
     lst = sub.add_parser("list", help="show every registered pass", description="Show every registered pass: "
                          "name, general or not, enabled, origin and what it overrides.")
@@ -106,7 +135,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     console = _console()
     table = Table(title="Scope fusion passes (registration order)")
     for col in ("pass", "general", "enabled", "origin", "overrides", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no",
                       r["origin"], r["overrides"], r["description"])
@@ -142,6 +171,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if output.exists() and model.exists() and output.resolve() == model.resolve():
         raise ScopeFusionError(f"{output}: refusing to overwrite the input model")
     loaded = load_model(model, args.signature)
+    original = None
+    if args.verify:
+        from tensorflow.core.framework import graph_pb2
+
+        original = graph_pb2.GraphDef()
+        original.CopyFrom(loaded.graph_def)
     if loaded.format == "saved_model":
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
@@ -152,7 +187,57 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(report.to_json() + "\n")
     _print_summary(report, output, args.emit)
+    if original is not None:
+        return _verify_and_print(args, original, result.fused_graph_def)
     return 0
+
+
+def _int_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in text.split(","))
+    except ValueError:
+        raise ScopeFusionError(f"--int-range must be LO,HI, not {text!r}") from None
+    if hi <= lo:
+        raise ScopeFusionError(f"--int-range {text!r}: HI must be greater than LO")
+    return lo, hi
+
+
+def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any) -> int:
+    from .core.verify import verify
+    from .plugins.registry import load_registry
+
+    result = verify(
+        original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
+        runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=_int_range(args.int_range),
+        feeds=args.feeds, fused_ops=load_registry(block=args.block_plugins).fused_ops,
+    )
+    for note in result.notes:
+        print(note, file=sys.stderr)
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"Verification ({result.runs} run{'s' if result.runs != 1 else ''})")
+    for col, justify in (("output", "left"), ("shape", "left"), ("dtype", "left"), ("max abs err", "right"),
+                         ("max rel err", "right"), ("result", "left")):
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for o in result.outputs:
+        verdict = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
+        table.add_row(o.name, "?" if o.shape is None else str(tuple(o.shape)), o.dtype or "?",
+                      f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}",
+                      verdict + (f" {o.note}" if o.note else ""))
+    console.print(table)
+    if result.passed:
+        console.print(f"verified: {len(result.outputs)} output(s) match")
+        return 0
+    print(f"scopefusion: verification failed: {len(result.failures)} of {len(result.outputs)} output(s) differ",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .core.graph_io import load_model
+
+    return _verify_and_print(args, load_model(args.original), load_model(args.fused))
 
 
 def _print_summary(report: Any, output: Path, emit: str) -> None:
@@ -162,7 +247,7 @@ def _print_summary(report: Any, output: Path, emit: str) -> None:
     table = Table(title="Scope fusion summary")
     for col, justify in (("pass", "left"), ("general", "left"), ("matched", "right"), ("fused", "right"),
                          ("refused", "right"), ("seconds", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for p in report.passes:
         table.add_row(p.name, "yes" if p.general else "no", str(len(p.matched_scopes)), str(len(p.fused)),
                       str(len(p.refused)), f"{p.seconds:.3f}")
@@ -186,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"run": cmd_run, "list": cmd_list}[args.command]
+    handler = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify}[args.command]
     try:
         return handler(args)
     except ScopeFusionError as exc:

@@ -102,6 +102,10 @@ class GraphIndex:
         for i, node in enumerate(self.nodes):
             parsed: list[tuple[int, int]] = []
             for text in node.input:
+                producer = index.get(text)  # names hold no ':' and no '^'
+                if producer is not None:
+                    parsed.append((producer, 0))
+                    continue
                 if text[:1] == "^":
                     name, port = text[1:], CONTROL
                 else:

@@ -61,7 +61,7 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
             graph.Clear()
             errors.append(f"as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue
-        if fmt == "pb" and data.strip() and not graph.node and not graph.library.function:
+        if fmt == "pb" and not graph.node and not graph.library.function and data.strip():
             # Random bytes sometimes parse as an empty message; do not accept that.
             graph.Clear()
             errors.append("as pb: no nodes found")

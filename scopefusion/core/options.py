@@ -50,6 +50,9 @@ class FusionOptions:
     emit: str = "fused"
     outputs: list[str] = field(default_factory=list)
     strict: bool = False
+    #: Re-index the whole output graph; otherwise only what the rewrite touched
+    #: is checked (acyclicity is established before rewriting).
+    validate_output: bool = False
 
     def __post_init__(self) -> None:
         self.enable_scope_fusion_passes = parse_pass_list(self.enable_scope_fusion_passes)

@@ -6,6 +6,7 @@ sort of the node list.  The cost is linear in nodes plus edges.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
@@ -116,10 +117,19 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     return node
 
 
+@dataclass
+class RewriteSummary:
+    """What :func:`apply_plans` changed, for the output check."""
+
+    touched: list["NodeDef"]
+    removed_names: set[str]
+    new_names: list[str]
+
+
 def apply_plans(
     index: GraphIndex, plans: Sequence["FusionPlan"], fused_ops: Mapping[str, FusedOpDef]
-) -> dict[str, int]:
-    """Rewrite ``index.graph_def`` in place; returns node counts per plan name."""
+) -> RewriteSummary:
+    """Rewrite ``index.graph_def`` in place."""
     graph = index.graph_def
     names = index.names
     consumers = index.consumers
@@ -128,7 +138,7 @@ def apply_plans(
         for d in plan.removed:
             owner[d] = plan
     if not owner:
-        return {}
+        return RewriteSummary([], set(), [])
 
     def resolve(p: int, port: int) -> str:
         """The name a tensor (or control edge) of the original graph has after rewriting."""
@@ -160,12 +170,13 @@ def apply_plans(
             del node.input[:]
             node.input.extend(new_inputs)
 
-        # 2. New nodes go where their result's first removed node stood.
-        order_key: dict[str, float] = {}
-        for i, name in enumerate(names):
-            order_key[name] = i
+        # 2. New nodes go where their result's first removed node stood.  The
+        #    wrappers in index.nodes follow their messages through a sort, so
+        #    positions are keyed by wrapper identity.
+        order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
         dropped = 0
-        counts: dict[str, int] = {}
+        new_wrappers: list["NodeDef"] = []
+        summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
         staged = [
             (plan, _build_nodes(plan, index, fused_ops, resolve),
              {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
@@ -176,19 +187,61 @@ def apply_plans(
                 if d in aliases:
                     # A graph output keeps its name: the node becomes an alias.
                     index.nodes[d].CopyFrom(aliases[d])
+                    summary.touched.append(index.nodes[d])
                 else:
-                    # Renamed so that a new node may take over its name.
-                    index.nodes[d].name = f"\x00removed{dropped}"
+                    order_key[id(index.nodes[d])] = _REMOVED
+                    summary.removed_names.add(names[d])
                     dropped += 1
             anchor = plan.removed[0]
-            for k, node in enumerate(built):
-                order_key[node.name] = anchor + (k + 1) / (len(built) + 1)
+            start = len(graph.node)
             graph.node.extend(built)
-            counts[plan.name] = len(built) + len(aliases)
-        graph.node.sort(key=lambda n: order_key.get(n.name, _REMOVED))
+            for k in range(len(built)):
+                wrapper = graph.node[start + k]
+                new_wrappers.append(wrapper)  # keeps its id valid until the sort
+                order_key[id(wrapper)] = anchor + (k + 1) / (len(built) + 1)
+            summary.new_names.extend(n.name for n in built)
+            summary.touched.extend(built)  # the copies in the graph are equal to these
+        graph.node.sort(key=lambda n: order_key[id(n)])
+        del new_wrappers
         if dropped:
             del graph.node[len(graph.node) - dropped:]
-    return counts
+    return summary
+
+
+def check_rewrite(
+    graph: "GraphDef", index: GraphIndex, plans: Sequence["FusionPlan"], summary: RewriteSummary, *, full: bool
+) -> None:
+    """Check the rewritten graph.
+
+    ``full`` re-indexes it (names, inputs, cycles).  Otherwise only the nodes
+    the rewrite touched are checked: their inputs must name nodes that exist,
+    and new names must be unique; untouched nodes kept their valid inputs, and
+    acyclicity was established before rewriting.
+    """
+    if full or not plans:
+        if full:
+            GraphIndex(graph)
+        return
+    from .errors import GraphValidationError
+    from .graph_index import parse_input
+
+    new_names = summary.new_names
+    if len(set(new_names)) != len(new_names):
+        raise GraphValidationError("the rewrite produced duplicate node names")
+    clashes = [n for n in new_names if n in index.index and n not in summary.removed_names]
+    if clashes:
+        raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
+    live = set(new_names)
+    problems = []
+    for node in summary.touched:
+        for text in node.input:
+            name = parse_input(text)[0]
+            if name in live:
+                continue
+            if name not in index.index or name in summary.removed_names:
+                problems.append(f"{node.name!r} reads {text!r}")
+    if problems:
+        raise GraphValidationError(f"inputs that name no node in the graph: {'; '.join(problems[:5])}")
 
 
 def _control_target(plan: "FusionPlan") -> str:

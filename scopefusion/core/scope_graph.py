@@ -22,6 +22,32 @@ RETURN_OPS = frozenset({"_Retval", "_DeviceRetval"})
 FORWARDING_OPS = frozenset({"Identity", "ReadVariableOp", "Snapshot", "StopGradient"})
 
 
+_NUMPY_BY_DTYPE = {1: "float32", 2: "float64", 3: "int32", 9: "int64", 10: "bool"}
+_FIELD_BY_DTYPE = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 10: "bool_val"}
+
+
+def tensor_value(tensor: Any) -> "np.ndarray":
+    """A TensorProto's value; common dtypes are decoded directly, others by TensorFlow."""
+    import numpy as np
+
+    name = _NUMPY_BY_DTYPE.get(tensor.dtype)
+    if name is not None:
+        shape = [d.size for d in tensor.tensor_shape.dim]
+        count = int(np.prod(shape)) if shape else 1
+        if tensor.tensor_content:
+            return np.frombuffer(tensor.tensor_content, dtype=name).reshape(shape).copy()
+        values = getattr(tensor, _FIELD_BY_DTYPE[tensor.dtype])
+        if len(values) == count:
+            return np.array(values, dtype=name).reshape(shape)
+        if len(values) == 1:
+            return np.full(shape, values[0], dtype=name)
+        if count == 0:
+            return np.zeros(shape, dtype=name)
+    from tensorflow.python.framework import tensor_util
+
+    return tensor_util.MakeNdarray(tensor)
+
+
 def strip_index_suffix(component: str) -> str:
     """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
     base, sep, digits = component.rpartition("_")
@@ -229,6 +255,17 @@ class ScopeGraph:
     def graph_def(self) -> "GraphDef":
         return self.index.graph_def
 
+    def close(self) -> None:
+        """Break the parent/child reference cycles so memory is freed at once."""
+        for scope in self.tree.scopes:
+            scope.children = {}
+            scope.parent = None
+            scope._all_sub_scopes = None
+            scope._tree = None  # type: ignore[assignment]
+        self.tree.labelled = {}
+        self.tree.graph = None
+        self.matches = {}
+
     @property
     def root(self) -> Scope:
         return self.tree.root
@@ -293,9 +330,7 @@ class ScopeGraph:
         node = self.node(source)
         if node.op != "Const" or "value" not in node.attr:
             return None
-        from tensorflow.python.framework import tensor_util
-
-        return tensor_util.MakeNdarray(node.attr["value"].tensor)
+        return tensor_value(node.attr["value"].tensor)
 
     def rank(self, tensor: str) -> int | None:
         """The rank of a tensor (``name`` or ``name:port``) when it can be told."""

@@ -56,22 +56,27 @@ class RankInference:
     def _rank_of(self, key: tuple[int, int]) -> Rank:
         memo = self._memo
         active: set[tuple[int, int]] = set()  # on the current path: a loop if met again
-        stack: list[tuple[tuple[int, int], bool]] = [(key, False)]
+        stack: list[tuple[tuple[int, int], object]] = [(key, None)]
         while stack:
-            top, expanded = stack.pop()
+            top, rule = stack.pop()
             if top in memo:
                 continue
-            deps, combine = self._rule(*top)
-            if not expanded:
+            if rule is None:
+                rule = self._rule(*top)
+                deps = rule[0]  # type: ignore[index]
+                if not deps:
+                    memo[top] = rule[1]([])  # type: ignore[index]
+                    continue
                 active.add(top)
-                stack.append((top, True))
+                stack.append((top, rule))
                 for d in deps:
                     if d in active:
                         memo[d] = None  # a loop: its rank is unknown
                     elif d not in memo:
-                        stack.append((d, False))
+                        stack.append((d, None))
                 continue
             active.discard(top)
+            deps, combine = rule  # type: ignore[misc]
             memo[top] = combine([memo.get(d) for d in deps])
         return memo[key]
 
@@ -104,7 +109,7 @@ class RankInference:
 
     def _rule(self, i: int, port: int) -> tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]:
         node = self.index.nodes[i]
-        op = node.op
+        op = self.index.ops[i]
         known: Callable[[Rank], tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]]
         known = lambda r: ([], lambda _: r)  # noqa: E731
 

@@ -26,6 +26,7 @@ from .core.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, Sco
 from .core.report import FusedRecord, FusionReport, PassReport, Refusal
 from .core.results import FusedInput, FusionScopesResult, InnerNode, ScopesResult
 from .core.scope_graph import Scope, ScopeGraph, ScopeTree
+from .core.verify import TensorComparison, VerifyResult, verify
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
 
@@ -38,5 +39,5 @@ __all__ = [
     "OptionError", "PassError", "PassReport", "PassSpec", "PluginError", "Refusal", "Registry", "Scope",
     "ScopeBasePass", "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern",
     "ScopeTree", "ScopesResult", "TensorArg", "fuse", "hookimpl", "load_model", "load_registry",
-    "save_graph", "__version__",
+    "save_graph", "TensorComparison", "VerifyResult", "verify", "__version__",
 ]

@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify_options(ver)
     _add_common(ver)
 
+    new = sub.add_parser("new-plugin", help="write a ready-to-install plugin package",
+                         description="Write a plugin package: pyproject with the entry point, a working pass "
+                         "with its fused-op definition and reference implementation, a test, a README.")
+    new.add_argument("name", help="distribution name, e.g. my-passes")
+    new.add_argument("--dir", default=".", help="where to create it (default: the current directory)")
+    new.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
     lst = sub.add_parser("list", help="show every registered pass", description="Show every registered pass: "
                          "name, general or not, enabled, origin and what it overrides.")
     lst.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable", default="",
@@ -263,6 +270,14 @@ def _print_summary(report: Any, output: Path, emit: str) -> None:
                   f"{len(report.fused)} fused op(s)")
 
 
+def cmd_new_plugin(args: argparse.Namespace) -> int:
+    from .scaffold import new_plugin
+
+    root = new_plugin(args.name, args.dir)
+    print(f"wrote {root}: pip install {root} && python -m pytest {root / 'tests'}")
+    return 0
+
+
 # ------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -271,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify}[args.command]
+    handler = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin}[args.command]
     try:
         return handler(args)
     except ScopeFusionError as exc:

@@ -1,0 +1,2 @@
+"""Example scopefusion plugin."""
+__version__ = "0.1.0"

@@ -1,0 +1,41 @@
+"""A replacement for the built-in ``ScopeLayerNormPass``: same matching, but
+it emits ``LayerNormV2(x, gamma, beta) -> y`` with other attributes, as a back
+end that only wants the normalised output might."""
+from __future__ import annotations
+
+from scopefusion import AttrDef, FusedOpDef, TensorArg
+from scopefusion.builtin_passes.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
+from scopefusion.builtin_passes.layer_norm import layer_norm_reference
+
+
+def layer_norm_v2_reference(x, gamma, beta, *, begin_axis, epsilon, T):
+    y, _, _ = layer_norm_reference(x, gamma, beta, begin_norm_axis=begin_axis, begin_params_axis=-1,
+                                   epsilon=epsilon, T=T)
+    return (y,)
+
+
+LAYER_NORM_V2 = FusedOpDef(
+    "LayerNormV2",
+    inputs=(TensorArg("x", type_attr="T"), TensorArg("gamma", type_attr="T"), TensorArg("beta", type_attr="T")),
+    outputs=(TensorArg("y", type_attr="T"),),
+    attrs=(AttrDef("begin_axis", "int"), AttrDef("epsilon", "float"), AttrDef("T", "type")),
+    reference=layer_norm_v2_reference,
+    description="Layer normalization over axes [begin_axis, rank), normalised output only",
+)
+
+
+class ScopeLayerNormPass(BuiltinLayerNormPass):
+    """Layer normalization scopes -> LayerNormV2 (replaces the built-in pass)."""
+
+    name = "ScopeLayerNormPass"
+    description = "layer_norm scopes -> LayerNormV2(x, gamma, beta) -> y (scopefusion-example-plugin)"
+
+    def generate_fusion_result(self, scopes, result):
+        super().generate_fusion_result(scopes, result)
+        if result.rejected:
+            return
+        attrs = result.attrs
+        result.attrs = {"begin_axis": attrs["begin_norm_axis"], "epsilon": attrs["epsilon"], "T": attrs["T"]}
+        result.set_type("LayerNormV2")
+        # only y is an output: mean and variance must not be read outside
+        result.output_map = {k: v for k, v in result.output_map.items() if v == [0]}

@@ -21,7 +21,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-plugin", "--block_plugin", dest="block_plugins", action="append", default=[],
                    metavar="NAME", help="do not load this plugin (entry-point or distribution name); repeatable. "
                    "Also: SCOPEFUSION_BLOCK_PLUGINS=a,b")
+    p.add_argument("--only-plugins", "--only_plugins", dest="only_plugins", default=None, metavar="A,B",
+                   help="load only these plugins (entry-point or distribution names); also SCOPEFUSION_PLUGINS=a,b")
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+
+def _registry(args: argparse.Namespace) -> Any:
+    from .core.options import parse_pass_list
+    from .plugins.registry import load_registry
+
+    only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
+    return load_registry(block=args.block_plugins, only=only)
 
 
 def _add_verify_options(p: argparse.ArgumentParser) -> None:
@@ -111,9 +121,8 @@ def _console() -> Any:
 # ------------------------------------------------------------------------- list
 def cmd_list(args: argparse.Namespace) -> int:
     from .core.options import check_pass_names, parse_pass_list
-    from .plugins.registry import load_registry
 
-    registry = load_registry(block=args.block_plugins)
+    registry = _registry(args)
     enabled = parse_pass_list(args.enable)
     check_pass_names(enabled, registry.pass_names())
     rows = [
@@ -187,8 +196,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if loaded.format == "saved_model":
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
+    registry = _registry(args)
     result = fuse(loaded, enable_scope_fusion_passes=args.enable, emit=args.emit, outputs=args.outputs or None,
-                  strict=args.strict, block_plugins=args.block_plugins)
+                  strict=args.strict, registry=registry)
     report = result.report
     save_graph(result.graph_def, output)
     if args.report:
@@ -211,12 +221,11 @@ def _int_range(text: str) -> tuple[int, int]:
 
 def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any) -> int:
     from .core.verify import verify
-    from .plugins.registry import load_registry
 
     result = verify(
         original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
         runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=_int_range(args.int_range),
-        feeds=args.feeds, fused_ops=load_registry(block=args.block_plugins).fused_ops,
+        feeds=args.feeds, fused_ops=_registry(args).fused_ops,
     )
     for note in result.notes:
         print(note, file=sys.stderr)

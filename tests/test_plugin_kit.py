@@ -77,6 +77,11 @@ def test_uninstalled_example_leaves_the_builtin(example_site):
     data = json.loads(blocked.stdout)
     assert {p["name"]: p["origin"] for p in data["passes"]} == {"ScopeLayerNormPass": "built-in"}
     assert data["plugins"][0]["blocked"] is True
+    others_only = _run(["-m", "scopefusion.cli", "list", "--json", "--only-plugins", "some-other-plugin"],
+                       _env(example_site))
+    assert json.loads(others_only.stdout)["plugins"][0]["blocked"] is True
+    allowed = _run(["-m", "scopefusion.cli", "list", "--json", "--only-plugins", "example"], _env(example_site))
+    assert "ScopeL2NormalizePass" in {p["name"] for p in json.loads(allowed.stdout)["passes"]}
 
 
 def test_scaffolded_plugin_installs_and_passes_its_tests(tmp_path, capsys):

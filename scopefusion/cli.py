@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from .core.errors import ScopeFusionError
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
+NEAR_MISSES_SHOWN = 3
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -115,7 +116,8 @@ def _version() -> str:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(highlight=False)
+    # Piped output has no width to go by: give tables room instead of 80 columns.
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
 
 
 # ------------------------------------------------------------------------- list
@@ -261,18 +263,24 @@ def _print_summary(report: Any, output: Path, emit: str) -> None:
 
     console = _console()
     table = Table(title="Scope fusion summary")
-    for col, justify in (("pass", "left"), ("general", "left"), ("matched", "right"), ("fused", "right"),
-                         ("refused", "right"), ("seconds", "right")):
+    table.add_column("pass", overflow="fold", min_width=18)
+    for col, justify in (("general", "left"), ("tested", "right"), ("matched", "right"), ("fused", "right"),
+                         ("refused", "right"), ("near miss", "right"), ("seconds", "right")):
         table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for p in report.passes:
-        table.add_row(p.name, "yes" if p.general else "no", str(len(p.matched_scopes)), str(len(p.fused)),
-                      str(len(p.refused)), f"{p.seconds:.3f}")
+        table.add_row(p.name, "yes" if p.general else "no", str(p.candidates), str(len(p.matched_scopes)),
+                      str(len(p.fused)), str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}")
     console.print(table)
     for p in report.passes:
         if p.error:
             console.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
         for r in p.refused:
             console.print(f"refused {r.name} ({p.name}): {r.reason}")
+        for r in p.near_misses[:NEAR_MISSES_SHOWN]:
+            console.print(f"near miss {r.name} ({p.name}): {r.reason}")
+        if p.near_miss_count > NEAR_MISSES_SHOWN:
+            console.print(f"... {p.near_miss_count - NEAR_MISSES_SHOWN} more near misses of {p.name} "
+                          "(all of them in --report)")
     for line in report.overrides:
         console.print(f"override: {line}")
     console.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "

@@ -176,6 +176,10 @@ def build_graph(kind: str = "plain"):
             with tf.name_scope("blk_1/"):
                 b_add = a_mul + 1.0
             out = tf.add(a_add, b_add, name="out")
+        elif kind == "near":  # a blk scope that subtracts instead of adding
+            with tf.name_scope("blk"):
+                y = x * 2.0 - 1.0
+            out = tf.identity(y, name="out")
         elif kind == "tail":  # the graph output itself lies inside the scope
             with tf.name_scope("blk"):
                 out = x * 5.0 + 2.0

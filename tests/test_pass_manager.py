@@ -155,3 +155,15 @@ def test_inner_graph_result_replaces_a_scope_with_several_nodes():
     a = run_graph_def(graph, feeds, fetches)
     b = run_graph_def(out.graph_def, feeds, fetches)
     assert np.max(np.abs(a[0] - b[0])) <= 1e-6
+
+
+def test_candidates_and_near_misses_are_reported():
+    graph, _, _ = build_graph("near")
+    out = _run([ScaleShiftPass], graph)
+    pr = out.report.pass_report("ScaleShiftPass")
+    assert pr.matched_scopes == [] and pr.fused == []
+    assert pr.candidates == 2  # the root and blk; "out" lies in the root, no other scope
+    assert pr.near_miss_count == 1
+    (miss,) = pr.near_misses
+    assert miss.name == "blk"
+    assert miss.reason == "pattern ScaleShift: exactly 1 AddV2 node(s) wanted, 0 found"

@@ -9,30 +9,69 @@ earlier batches survive only inside a final match.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from .patterns import PatternSet, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
+#: Near misses kept per pass (all are counted).
+MAX_NEAR_MISSES = 50
 
-def search(tree: ScopeTree, pattern: ScopePattern) -> list[Scope]:
+
+@dataclass
+class MatchStats:
+    """What a pass's search looked at: scopes tested, and those that missed
+    a pattern by a single feature (the "near misses"), with the reason."""
+
+    candidates: int = 0
+    near_miss_count: int = 0
+    near_misses: list[tuple[str, str]] = field(default_factory=list)
+
+    def near_miss(self, scope: Scope, pattern: ScopePattern, reason: str) -> None:
+        self.near_miss_count += 1
+        if len(self.near_misses) < MAX_NEAR_MISSES:
+            self.near_misses.append((scope.name, f"pattern {pattern.sub_type}: {reason}"))
+
+
+def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
     """Outermost scopes matching ``pattern``, in deterministic pre-order."""
     found: list[Scope] = []
+    misses: list[tuple[Scope, str]] = []
     stack = [tree.root]
+    # Without stats, a subtree that cannot have one feature is skipped; with
+    # stats it is skipped only when it lacks two, so near misses are seen.
+    prune_at = 1 if stats is None or len(pattern.features) < 2 else 2
     while stack:
         scope = stack.pop()
-        if pattern.rules_out_subtree(scope):
+        if pattern.subtree_misses(scope, prune_at) >= prune_at:
             continue
-        if pattern.match(scope):
+        if stats is not None:
+            stats.candidates += 1
+            if scope.contains_return:
+                failed = None
+            else:
+                failed = pattern.failures(scope)
+                if not failed:
+                    found.append(scope)
+                    continue
+            if failed is not None and len(failed) == 1 and len(pattern.features) > 1:
+                misses.append((scope, failed[0].explain(scope)))
+        elif pattern.match(scope):
             found.append(scope)
             continue
         children = scope.children
         if children:
             stack.extend(reversed(list(children.values())))
+    if stats is not None:
+        for scope, reason in misses:
+            # an ancestor of a match only looks like one through it
+            if not any(scope.is_ancestor_of(f) for f in found):
+                stats.near_miss(scope, pattern, reason)
     return found
 
 
-def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet) -> list[Scope]:
+def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStats | None = None) -> list[Scope]:
     """Run the batches of one pattern set; returns the final matches."""
     applied: list[tuple[Scope, str | None]] = []
     final: list[Scope] = []
@@ -40,7 +79,7 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet) -> list[Scope]:
         matched: list[Scope] = []
         seen: set[int] = set()
         for pattern in batch:
-            for scope in search(tree, pattern):
+            for scope in search(tree, pattern, stats):
                 if id(scope) in seen:
                     continue
                 seen.add(id(scope))
@@ -63,12 +102,14 @@ def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Se
         tree.set_label(scope, previous)
 
 
-def match_pattern_sets(tree: ScopeTree, pattern_sets: Sequence[PatternSet]) -> list[Scope]:
+def match_pattern_sets(
+    tree: ScopeTree, pattern_sets: Sequence[PatternSet], stats: MatchStats | None = None
+) -> list[Scope]:
     """Final matches of every pattern set, without duplicates, in order found."""
     out: list[Scope] = []
     seen: set[int] = set()
     for pattern_set in pattern_sets:
-        for scope in match_pattern_set(tree, pattern_set):
+        for scope in match_pattern_set(tree, pattern_set, stats):
             if id(scope) not in seen:
                 seen.add(id(scope))
                 out.append(scope)

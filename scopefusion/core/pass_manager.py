@@ -12,10 +12,10 @@ from .conflicts import resolve_conflicts
 from .errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from .fused_ops import FusedOpDef
 from .graph_index import CONTROL, GraphIndex, no_gc, parse_input
-from .matcher import match_pattern_sets
+from .matcher import MatchStats, match_pattern_sets
 from .options import FusionOptions, check_pass_names
 from .plan import FusionPlan, Refused, find_cycle, make_plan, new_node_names, plans_on_cycle
-from .report import FusedRecord, FusionReport, PassReport
+from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .results import FusionScopesResult
 from .rewrite import apply_plans, check_rewrite
 from .scope_graph import ScopeGraph
@@ -154,9 +154,13 @@ class ScopePassManager:
         graph_outputs: Mapping[int, Sequence[int]], pr: PassReport,
     ) -> list[FusionPlan]:
         instance = spec.cls()
-        matches = match_pattern_sets(scope_graph.tree, instance.define_patterns())
+        stats = MatchStats()
+        matches = match_pattern_sets(scope_graph.tree, instance.define_patterns(), stats)
         scope_graph.matches[spec.name] = matches
         pr.matched_scopes = [s.name for s in matches]
+        pr.candidates = stats.candidates
+        pr.near_miss_count = stats.near_miss_count
+        pr.near_misses = [Refusal(name, reason, [name]) for name, reason in stats.near_misses]
         plans = []
         groups = instance.last_match_scopes_and_ops(scope_graph)
         pr.results = len(groups)

@@ -63,6 +63,10 @@ class NodeOpTypeFeature:
         absent here is absent everywhere below."""
         return count_requires_presence(self.num, self.step) and self.op_type not in scope.op_counts
 
+    def explain(self, scope: "Scope") -> str:
+        want = _count_rule(self.num, self.step)
+        return f"{want} {self.op_type} node(s) wanted, {scope.op_counts.get(self.op_type, 0)} found"
+
 
 AttrScalar = Union[bool, int, float, str, bytes]
 
@@ -87,6 +91,15 @@ class NodeAttrFeature:
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return self.op_type not in scope.op_counts
+
+    def explain(self, scope: "Scope") -> str:
+        return f"no {self.op_type} node directly in the scope has {self.attr_name} = {self.value!r}"
+
+
+def _count_rule(num: int, step: int) -> str:
+    if step == 0:
+        return "no" if num == -1 else f"exactly {num}"
+    return "some" if (num, step) == (0, 1) else f"a count = {num} mod {step} of"
 
 
 def _scalar_equals(actual: Any, expected: Any) -> bool:
@@ -159,6 +172,15 @@ class ScopeFeature:
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return False
 
+    def explain(self, scope: "Scope") -> str:
+        if self.suffix and scope.last_name != self.suffix:
+            return f"scope name {scope.last_name!r} is not {self.suffix!r}"
+        if self.sub_type:
+            found = scope.tree.count_labelled_below(scope, self.sub_type)
+            if not count_holds(found, self.num, self.step):
+                return f"{_count_rule(self.num, self.step)} '{self.sub_type}' sub-scope(s) wanted, {found} found"
+        return f"no sub-scope name contains {self.sub_scope_mask!r}"
+
 
 Feature = Union[NodeOpTypeFeature, NodeAttrFeature, ScopeFeature]
 
@@ -193,6 +215,26 @@ class ScopePattern:
     def rules_out_subtree(self, scope: "Scope") -> bool:
         """True when neither this scope nor any descendant can match."""
         return any(f.rules_out_subtree(scope) for f in self.features)
+
+    def subtree_misses(self, scope: "Scope", limit: int = 2) -> int:
+        """How many features no scope in this subtree can have (counting up to ``limit``)."""
+        n = 0
+        for f in self.features:
+            if f.rules_out_subtree(scope):
+                n += 1
+                if n >= limit:
+                    break
+        return n
+
+    def failures(self, scope: "Scope", limit: int = 2) -> list[Feature]:
+        """Up to ``limit`` features ``scope`` does not have."""
+        failed: list[Feature] = []
+        for f in self.features:
+            if not f.match(scope):
+                failed.append(f)
+                if len(failed) >= limit:
+                    break
+        return failed
 
 
 #: A batch is a list of patterns; a pattern set is an ordered list of batches.

@@ -36,6 +36,9 @@ class PassReport:
     general: bool
     origin: str = "built-in"
     matched_scopes: list[str] = field(default_factory=list)
+    candidates: int = 0
+    near_miss_count: int = 0
+    near_misses: list[Refusal] = field(default_factory=list)
     results: int = 0
     fused: list[FusedRecord] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)

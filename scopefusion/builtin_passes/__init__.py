@@ -6,10 +6,12 @@ from typing import Sequence
 from ..core.base_pass import ScopeBasePass
 from ..core.fused_ops import FusedOpDef
 from ..plugins.hookspecs import hookimpl
+from .instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .layer_norm import LAYER_NORM, ScopeLayerNormPass
 
-BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (ScopeLayerNormPass,)
-BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (LAYER_NORM,)
+#: Registration order: general passes first, then the non-general ones.
+BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (ScopeLayerNormPass, ScopeInstanceNormPass)
+BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (LAYER_NORM, INSTANCE_NORM)
 
 
 @hookimpl

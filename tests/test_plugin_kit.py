@@ -75,8 +75,8 @@ def test_uninstalled_example_leaves_the_builtin(example_site):
     blocked = _run(["-m", "scopefusion.cli", "list", "--json", "--block-plugin", "scopefusion-example-plugin"],
                    _env(example_site))
     data = json.loads(blocked.stdout)
-    assert {p["name"]: p["origin"] for p in data["passes"]} == {
-        "ScopeLayerNormPass": "built-in", "ScopeInstanceNormPass": "built-in"}
+    assert {p["origin"] for p in data["passes"]} == {"built-in"}
+    assert "ScopeL2NormalizePass" not in {p["name"] for p in data["passes"]}
     assert data["plugins"][0]["blocked"] is True
     others_only = _run(["-m", "scopefusion.cli", "list", "--json", "--only-plugins", "some-other-plugin"],
                        _env(example_site))

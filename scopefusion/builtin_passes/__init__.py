@@ -6,12 +6,24 @@ from typing import Sequence
 from ..core.base_pass import ScopeBasePass
 from ..core.fused_ops import FusedOpDef
 from ..plugins.hookspecs import hookimpl
+from .batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
+from .clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
+from .decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
 from .instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .layer_norm import LAYER_NORM, ScopeLayerNormPass
 
-#: Registration order: general passes first, then the non-general ones.
-BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (ScopeLayerNormPass, ScopeInstanceNormPass)
-BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (LAYER_NORM, INSTANCE_NORM)
+#: Registration order: general passes first, then the non-general ones.  Of
+#: the detection passes, NMS results contain clip results and win over them.
+BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
+    ScopeLayerNormPass,
+    ScopeInstanceNormPass,
+    ScopeDecodeBboxV2Pass,
+    ScopeClipBoxesPass,
+    ScopeBatchMultiClassNMSPass,
+)
+BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
+    LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS,
+)
 
 
 @hookimpl

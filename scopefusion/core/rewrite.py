@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
 from .graph_index import CONTROL, GraphIndex, no_gc, tensor_name
-from .results import FusedInput, InnerNode
+from .results import FusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+    from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
     from .plan import FusionPlan

@@ -1,0 +1,340 @@
+"""ScopeBatchMultiClassNMSPass: ``post_processing.batch_multiclass_non_max_suppression`` scopes ->
+``BatchMultiClassNonMaxSuppression``.
+
+``batch_multiclass_non_max_suppression`` (TF Object Detection API, ``core/post_processing.py``)
+opens a ``BatchMultiClassNonMaxSuppression`` name scope and runs ``multiclass_non_max_suppression``
+on every image of the batch through ``shape_utils.static_or_dynamic_map_fn``:
+
+* static batch size: ``unstack`` the inputs, one ``MultiClassNonMaxSuppression[_i]`` and one
+  ``PadOrClipBoxList[_i]`` scope per image, ``stack`` the results (an acyclic graph);
+* dynamic batch size: ``tf.map_fn``, i.e. ``map/TensorArray*`` and a ``map/while`` loop
+  (Enter/Merge/Switch/Exit/NextIteration in TF1 graphs) whose body holds those scopes.
+
+Per image and class, ``NonMaxSuppressionV3`` selects at most ``max_size_per_class`` boxes (score
+above ``score_threshold``, IoU at most ``iou_threshold``); the selections are concatenated class by
+class (padded with index 0 and score -1), sorted by score (``TopKV2``), clipped to the clip window
+(``ClipToWindow``, dropping boxes left with no area), re-scored (-1 for zero area) and re-sorted,
+cut to ``max_total_size`` and padded with zeros to ``max_total_size``.  With
+``use_static_shapes=True`` the per-class NMS is ``tf.image.non_max_suppression_padded`` (a
+``PartitionedCall`` of its function in TF 2 graphs), no box is dropped and nothing is padded
+afterwards; the pass reads that into the ``use_static_shapes`` attribute.
+
+The fused op takes ``boxes`` [B, N, q, 4], ``scores`` [B, N, C] and the clip window, [B, 4] (one
+per image) or [4] (one for the batch, which the OD API tiles inside the scope).  When the caller gave
+no clip window the OD API derives one [4] window from the extent of all boxes inside the scope; that
+derivation (it reads only ``boxes``) is then kept in the graph and feeds the fused op's
+``clip_window`` input, so the fused op always has the same three inputs.
+
+The pass finds the inputs by following the data back from the ``NonMaxSuppressionV3`` and
+``ClipToWindow`` nodes to the batch split (``unstack`` or ``TensorArrayScatterV3``), tells the outputs
+apart by what they are computed from, and reads every attribute from the graph.  It refuses, with
+the reason, the variants the fused op does not represent: ``num_valid_boxes``, ``masks`` or
+``additional_fields`` given (more inputs or outputs), ``NonMaxSuppressionV4``/``V5`` nodes (the
+padded NMS of TF 1 graphs, soft NMS), a dynamic batch built with TF2 control flow (a ``While`` op
+whose body function holds the NMS), per-class NMS nodes that disagree on thresholds, and anything
+it cannot trace.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..core.base_pass import ScopeBasePass
+from ..core.patterns import PatternSet, ScopePattern
+from ..core.results import FusionScopesResult
+from .batch_nms_op import BATCH_MULTICLASS_NMS, PADDED_NMS_DEFAULTS, PADDED_NMS_FUNCTION
+from .wiring import input_slots
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.scope_graph import Scope, ScopeGraph
+
+Tensor = tuple[str, int]
+
+SCOPE = "BatchMultiClassNonMaxSuppression"
+PADDED_NMS_OPS = ("NonMaxSuppressionV4", "NonMaxSuppressionV5")
+V2_LOOP_OPS = ("While", "StatelessWhile")
+
+
+# --------------------------------------------------------------------- analysis
+class NotBatchNMS(Exception):
+    """The candidate cannot be represented by the fused op; the message says why."""
+
+
+FORWARD_OPS = frozenset({"Identity", "Enter", "Reshape", "Slice", "Squeeze", "ExpandDims"})
+OUTPUT_FORWARD_OPS = frozenset({"Identity", "Enter", "Exit", "Reshape", "Slice", "Pad", "GatherV2"})
+
+
+def _tname(tensor: Tensor) -> str:
+    return tensor[0] if tensor[1] == 0 else f"{tensor[0]}:{tensor[1]}"
+
+
+class _Analysis:
+    def __init__(self, scope: "Scope") -> None:
+        self.scope = scope
+        self.sg: "ScopeGraph" = scope.graph
+        self.inside = frozenset(scope.node_names())
+        self.direct = frozenset(scope.node_names(direct=True))
+
+    # -- tracing -----------------------------------------------------------------
+    def _through_enter(self, tensor: Tensor) -> Tensor:
+        while tensor[0] in self.inside and self.sg.op_of(tensor[0]) in ("Enter", "Identity"):
+            tensor = self.sg.producer(tensor[0], 0)
+        return tensor
+
+    def batch_source(self, tensor: Tensor) -> Tensor:
+        """Follow a per-image tensor back to the batched tensor it was split from (the input of the
+        static ``unstack`` or of the ``TensorArrayScatterV3`` of ``tf.map_fn``)."""
+        sg = self.sg
+        for _ in range(64):
+            name = tensor[0]
+            if name not in self.inside:
+                raise NotBatchNMS(f"{_tname(tensor)} comes from outside the scope without a batch split")
+            op = sg.op_of(name)
+            if op == "Unpack" and name in self.direct:
+                return sg.producer(name, 0)
+            if op == "TensorArrayReadV3":
+                scatter = self._through_enter(sg.producer(name, 2))[0]
+                if scatter not in self.inside or sg.op_of(scatter) != "TensorArrayScatterV3":
+                    raise NotBatchNMS(f"{name!r} does not read a scattered batch")
+                return sg.producer(scatter, 2)
+            if op in FORWARD_OPS or op == "Unpack":
+                tensor = sg.producer(name, 0)
+                continue
+            if op in ("Select", "SelectV2") and sg.op_of(sg.producer(name, 0)[0]) == "Less":
+                tensor = sg.producer(name, 1)  # where(i < num_valid_boxes, scores, float32 min)
+                continue
+            raise NotBatchNMS(f"{_tname(tensor)} ({op}) is computed inside the scope, not split from a batch")
+        raise NotBatchNMS(f"cannot trace {_tname(tensor)} to a batch split")
+
+    def output_source(self, tensor: Tensor) -> tuple[str, str]:
+        """Follow a batched output back to where its per-image values are computed."""
+        sg = self.sg
+        for _ in range(64):
+            name = tensor[0]
+            op = sg.op_of(name)
+            if op == "Pack" and name in self.direct:
+                tensor = sg.producer(name, 0)
+            elif op == "TensorArrayGatherV3":
+                array = self._through_enter(sg.producer(name, 0))[0]
+                writes = [n.name for n in self.scope.nodes_by_op("TensorArrayWriteV3")
+                          if self._through_enter(sg.producer(n.name, 0))[0] == array]
+                if len(writes) != 1:
+                    raise NotBatchNMS(f"{name!r}: expected one TensorArrayWriteV3 to {array!r}, found {len(writes)}")
+                tensor = sg.producer(writes[0], 2)
+            elif op in OUTPUT_FORWARD_OPS:
+                tensor = sg.producer(name, 0)
+            else:
+                return name, op
+            if tensor[0] not in self.inside:
+                raise NotBatchNMS(f"an output is read straight from outside ({_tname(tensor)})")
+        raise NotBatchNMS(f"cannot trace output {_tname(tensor)}")
+
+    def const_scalar(self, tensor: Tensor, what: str) -> float:
+        value = self.sg.const_value(tensor[0]) if tensor[1] == 0 else None
+        if value is None or value.size != 1:
+            raise NotBatchNMS(f"{what} ({_tname(tensor)}) is not a scalar constant")
+        return value.reshape(-1)[0].item()
+
+    # -- the parts -------------------------------------------------------------------
+    def nms_nodes(self) -> list[str]:
+        loops = [n.name for op in V2_LOOP_OPS for n in self.scope.nodes_by_op(op)]
+        if loops:
+            raise NotBatchNMS(
+                f"the per-image NMS runs in the body function of a TF2 {self.sg.op_of(loops[0])} loop "
+                f"({self.scope.suffix_of(loops[0])}), which the pass does not look into; freeze the model "
+                "with TF1 control flow or a static batch size")
+        raw = [n.name for op in PADDED_NMS_OPS for n in self.scope.nodes_by_op(op)]
+        if raw:
+            raise NotBatchNMS(
+                f"{self.sg.op_of(raw[0])} ({self.scope.suffix_of(raw[0])}) is not supported: the padded "
+                "per-class NMS of TF 1 graphs or soft NMS")
+        padded = [n.name for n in self.scope.nodes_by_op("PartitionedCall")
+                  if PADDED_NMS_FUNCTION in n.attr["f"].func.name]
+        plain = [n.name for n in self.scope.nodes_by_op("NonMaxSuppressionV3")]
+        if padded and plain:
+            raise NotBatchNMS("both padded and unpadded per-class NMS nodes")
+        if not padded and not plain:
+            raise NotBatchNMS("no NonMaxSuppressionV3 node")
+        return padded or plain
+
+    def static_shapes(self, nms: list[str]) -> bool:
+        return self.sg.op_of(nms[0]) == "PartitionedCall"
+
+    def attributes(self, nms: list[str]) -> dict[str, Any]:
+        sg = self.sg
+        iou = {self.const_scalar(sg.producer(n, 3), "iou_threshold") for n in nms}
+        score = {self.const_scalar(sg.producer(n, 4), "score_threshold") for n in nms}
+        per_class = set()
+        size_nodes = set()
+        static_shapes = self.static_shapes(nms)
+        for n in nms:
+            if static_shapes:
+                per_class.add(int(self.const_scalar(sg.producer(n, 2), "max_size_per_class")))
+                if len(sg.input_names(n)) != 8:
+                    raise NotBatchNMS(f"{self.scope.suffix_of(n)} does not take the 8 inputs of the padded NMS")
+                options = tuple(self.const_scalar(sg.producer(n, k), "padded NMS option") for k in (5, 6, 7))
+                if options != PADDED_NMS_DEFAULTS:
+                    raise NotBatchNMS(f"{self.scope.suffix_of(n)} is not non_max_suppression_padded with its "
+                                      f"default options {PADDED_NMS_DEFAULTS}: {options}")
+                continue
+            size = self._through_enter(sg.producer(n, 2))
+            if sg.op_of(size[0]) != "Minimum":
+                raise NotBatchNMS(f"the max output size of {n!r} is not min(max_size_per_class, num_boxes)")
+            size_nodes.add(size[0])
+            per_class.add(self._const_operand(size[0], "max_size_per_class"))
+        if len(iou) != 1 or len(score) != 1 or len(per_class) != 1:
+            raise NotBatchNMS("the per-class NMS nodes disagree on iou_threshold, score_threshold or "
+                              "max_size_per_class")
+        totals = set()
+        for node in self.scope.nodes_by_op("Minimum"):
+            if node.name in size_nodes or self.sg.scope_of(node.name).last_name == "ClipToWindow":
+                continue
+            ins = [sg.producer(node.name, k) for k in range(2)]
+            if any(sg.const_value(t[0]) is not None for t in ins):
+                totals.add(self._const_operand(node.name, "max_total_size"))
+        if len(totals) > 1:
+            raise NotBatchNMS(f"more than one max_total_size: {sorted(totals)}")
+        subs = [s.last_name for s in self.scope.all_sub_scopes()]
+        if "ClipToWindow" not in subs:
+            raise NotBatchNMS("no ClipToWindow scope: not the clipping batch_multiclass_non_max_suppression")
+        return {
+            "score_threshold": float(score.pop()),
+            "iou_threshold": float(iou.pop()),
+            "max_size_per_class": int(per_class.pop()),
+            "max_total_size": int(totals.pop()) if totals else 0,
+            "change_coordinate_frame": "ChangeCoordinateFrame" in subs,
+            "use_static_shapes": static_shapes,
+        }
+
+    def _const_operand(self, node: str, what: str) -> int:
+        sg = self.sg
+        for k in range(2):
+            value = sg.const_value(sg.producer(node, k)[0])
+            if value is not None:
+                if value.size != 1:
+                    break
+                return int(value.reshape(-1)[0])
+        raise NotBatchNMS(f"{what} ({node!r}) is not min(constant, ...)")
+
+    def inputs(self, nms: list[str]) -> list[Tensor]:
+        sg = self.sg
+        boxes = {self.batch_source(sg.producer(n, 0)) for n in nms}
+        scores = {self.batch_source(sg.producer(n, 1)) for n in nms}
+        windows = set()
+        for scope in self.scope.all_sub_scopes():
+            if scope.last_name != "ClipToWindow":
+                continue
+            unpacks = scope.nodes_by_op("Unpack", direct=True)
+            if len(unpacks) != 1:
+                raise NotBatchNMS(f"{scope.name!r} does not unstack one window")
+            windows.add(self.batch_source(sg.producer(unpacks[0].name, 0)))
+        for label, found in (("boxes", boxes), ("scores", scores), ("clip window", windows)):
+            if len(found) != 1:
+                raise NotBatchNMS(f"the {label} of the per-image NMS come from {len(found)} different tensors")
+        tensors = [boxes.pop(), scores.pop(), self._untiled(windows.pop())]
+        for label, t in zip(("boxes", "scores"), tensors):
+            if t[0] in self.inside:
+                raise NotBatchNMS(f"the {label} ({_tname(t)}) are computed inside the scope")
+        # Every other value read from outside would be lost.
+        for name in self.scope.node_names():
+            for k in range(len(sg.input_names(name))):
+                t = sg.producer(name, k)
+                if t[0] in self.inside or t in tensors or sg.const_value(t[0]) is not None:
+                    continue
+                raise NotBatchNMS(
+                    f"{self.scope.suffix_of(name)} reads {_tname(t)} from outside, which is neither boxes, "
+                    "scores nor clip window (num_valid_boxes, masks and additional_fields are not supported)")
+        return tensors
+
+    def _untiled(self, window: Tensor) -> Tensor:
+        """A [4] window shared by all images is tiled to [B, 4] inside the scope
+        (``tile(expand_dims(window, 0), [B, 1])``): the fused op takes the [4] window itself."""
+        sg = self.sg
+        if window[0] in self.inside and sg.op_of(window[0]) == "Tile":
+            expand = sg.producer(window[0], 0)
+            if expand[0] in self.inside and sg.op_of(expand[0]) == "ExpandDims":
+                axis = sg.const_value(sg.producer(expand[0], 1)[0])
+                if axis is not None and axis.size == 1 and int(axis.reshape(-1)[0]) == 0:
+                    return sg.producer(expand[0], 0)
+        return window
+
+    def outputs(self) -> dict[str, int]:
+        """Inner output node -> fused output index."""
+        sg = self.sg
+        found: dict[int, str] = {}
+        for name in self.scope.node_names():
+            op = sg.op_of(name)
+            if op not in ("Pack", "TensorArrayGatherV3"):
+                continue
+            if any(c in self.inside for c in sg.consumer_names(name)):
+                continue
+            if op == "Pack" and name not in self.direct:
+                continue
+            node = sg.node(name)
+            dtype = node.attr["T" if op == "Pack" else "dtype"].type
+            source, source_op = self.output_source((name, 0))
+            if dtype == 3:  # int32
+                index = 3
+            elif dtype != 1:
+                raise NotBatchNMS(f"output {name!r} has dtype {dtype}, not float32 or int32")
+            elif source_op in ("Select", "SelectV2"):
+                index = 1
+            elif source_op == "ConcatV2":
+                # the boxes are concatenated coordinate by coordinate (axis 1), the classes class
+                # by class (axis 0)
+                n_values = len(sg.input_names(source)) - 1
+                axis = self.const_scalar(sg.producer(source, n_values), "concat axis")
+                index = 0 if axis in (1, -1) else 2
+            else:
+                raise NotBatchNMS(
+                    f"output {self.scope.suffix_of(name)} is computed by {source_op} "
+                    f"{self.scope.suffix_of(source)}: masks or additional fields are not supported")
+            if index in found:
+                label = BATCH_MULTICLASS_NMS.outputs[index].name
+                raise NotBatchNMS(f"two outputs look like {label}: {found[index]!r} and {name!r} "
+                                  "(masks or additional fields are not supported)")
+            found[index] = name
+        if not found:
+            raise NotBatchNMS("no batched output (stack or TensorArray gather) found")
+        return {name: index for index, name in found.items()}
+
+
+class ScopeBatchMultiClassNMSPass(ScopeBasePass):
+    """OD API batch_multiclass_non_max_suppression scopes -> BatchMultiClassNonMaxSuppression."""
+
+    name = "ScopeBatchMultiClassNMSPass"
+    general = False
+    description = ("OD API post_processing.batch_multiclass_non_max_suppression scopes (static or "
+                   "dynamic batch) -> BatchMultiClassNonMaxSuppression(boxes, scores, clip_window)")
+
+    def define_patterns(self) -> list[PatternSet]:
+        patterns = []
+        # NonMaxSuppressionV3 and the padded NMS function (PartitionedCall) are what the fused op
+        # represents; the others are found only to be refused with a reason
+        for nms_op in ("NonMaxSuppressionV3", "PartitionedCall", *PADDED_NMS_OPS, *V2_LOOP_OPS):
+            pattern = ScopePattern("BatchMultiClassNMS").add_scope_feature(suffix=SCOPE)
+            pattern.add_node_op_type_feature(nms_op, 0, 1)
+            if nms_op not in V2_LOOP_OPS:  # a TF2 loop hides the TopKV2 in its body function
+                pattern.add_node_op_type_feature("TopKV2", 0, 1)
+            patterns.append(pattern)
+        return [[patterns]]
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        scope = scopes[0]
+        analysis = _Analysis(scope)
+        try:
+            nms = analysis.nms_nodes()
+            attrs = analysis.attributes(nms)
+            tensors = analysis.inputs(nms)
+            outputs = analysis.outputs()
+        except NotBatchNMS as why:
+            result.reject(str(why))
+            return
+        result.set_type(BATCH_MULTICLASS_NMS.name)
+        loop = "dynamic" if scope.count("TensorArrayScatterV3") else "static"
+        result.set_description(f"batch multi-class NMS ({loop} batch, {len(nms)} per-class NMS nodes)")
+        for key, value in attrs.items():
+            result.set_attr(key, value)
+        for reader, slots in input_slots(analysis.sg, analysis.inside, tensors).items():
+            result.insert_inputs(scope.suffix_of(reader), slots)
+        for name, index in outputs.items():
+            result.insert_outputs(scope.suffix_of(name), [index])

@@ -180,6 +180,10 @@ def build_graph(kind: str = "plain"):
             with tf.name_scope("blk"):
                 y = x * 2.0 - 1.0
             out = tf.identity(y, name="out")
+        elif kind == "shared_const":  # blk/mul/y is also read outside, so it stays
+            with tf.name_scope("blk"):
+                y = x * 2.0 + 1.0
+            out = tf.add(y, graph.get_tensor_by_name("blk/mul/y:0"), name="out")
         elif kind == "tail":  # the graph output itself lies inside the scope
             with tf.name_scope("blk"):
                 out = x * 5.0 + 2.0

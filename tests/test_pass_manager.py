@@ -167,3 +167,13 @@ def test_candidates_and_near_misses_are_reported():
     (miss,) = pr.near_misses
     assert miss.name == "blk"
     assert miss.reason == "pattern ScaleShift: exactly 1 AddV2 node(s) wanted, 0 found"
+
+
+def test_kept_nodes_do_not_collide_with_the_inlined_reference():
+    """Grappler inlines a fused call as <node>/<body node>; a kept blk/mul/y
+    must not meet the reference's own mul/y there (TensorFlow aborts on it)."""
+    graph, feeds, fetches = build_graph("shared_const")
+    out = _run([ScaleShiftPass], graph)
+    assert [f.name for f in out.report.fused] == ["blk"]
+    assert "blk/mul/y" in {n.name for n in out.graph_def.node}
+    _assert_same(graph, out.graph_def, feeds, fetches)

@@ -64,7 +64,10 @@ class _FunctionCache:
         reference = op_def.reference
 
         def body(*args: Any) -> Any:
-            outs = reference(*args, **attrs)
+            # Grappler inlines the call as "<node>/<body node>": a scope of the
+            # reference's own keeps those names clear of nodes kept in the graph.
+            with tf.name_scope(f"{op_def.name}_reference"):
+                outs = reference(*args, **attrs)
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             if len(outs) != len(op_def.outputs):
                 raise EmitError(

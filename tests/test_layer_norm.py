@@ -102,7 +102,6 @@ def test_variants_without_gamma_or_beta_are_refused(registry, variant, reason):
 
 def test_axes_that_are_not_trailing_are_refused(registry):
     import tensorflow as tf
-    import tf_slim
 
     tf1 = tf.compat.v1
 

@@ -1,0 +1,146 @@
+"""ScopeLayerNormPass: layer normalization scopes -> ``LayerNorm``.
+
+The forms real code produces, each in a scope of its own::
+
+    tf_slim layer_norm, tf_keras LayerNormalization (epsilon < 1.001e-5),
+    any tf.nn.moments + tf.nn.batch_normalization:
+        <scope>/moments/{mean, StopGradient, SquaredDifference, variance}
+        <scope>/batchnorm/{add, Rsqrt, mul, mul_1, mul_2, sub, add_1}
+    Keras 3 LayerNormalization (keras.ops.layer_normalization):
+        <scope>/moments/{...}, <scope>/{add, Rsqrt, Reshape, mul, mul_2, Neg, mul_1, Reshape_1, add_1, add_2}
+    hand-written, e.g. GPT-2's norm():
+        <scope>/{Mean, sub, Square, Mean_1, add, Rsqrt, sub_1, mul, mul_1, add_1}
+    tf_keras LayerNormalization (epsilon >= 1.001e-5): the reshape + FusedBatchNormV3 trick
+        <scope>/{Shape, StridedSlice, Prod, Pack, Reshape, Fill, FusedBatchNormV3, Reshape_1, mul, add}
+
+Patterns find candidates by op types (and the ``moments`` / ``batchnorm``
+sub-scopes ``tf.nn.moments`` and ``tf.nn.batch_normalization`` open); the
+analyses then identify the nodes by their wiring, never by their names
+(:mod:`.moments` for every form that computes its own statistics,
+:mod:`.fused_batch_norm` for the trick), and read epsilon and the axes from the
+graph.  What the op cannot represent (no gamma or beta, axes that are not
+trailing, gamma not shaped like x's trailing axes, RMS-style scaling, ...) is
+refused with a reason.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from ...core.base_pass import ScopeBasePass
+from ...core.patterns import PatternSet, ScopePattern
+from ...core.results import FusionScopesResult, ScopesResult
+from .common import LayerNormMatch
+from .errors import NotLayerNorm
+from .fused_batch_norm import FUSED_BATCH_NORM, analyse_fused_batch_norm
+from .moments import analyse_moments
+from .op import LAYER_NORM, layer_norm_reference
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core.scope_graph import Scope, ScopeGraph
+
+__all__ = ["LAYER_NORM", "NotLayerNorm", "ScopeLayerNormPass", "layer_norm_reference", "analyse"]
+
+#: DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
+FLOAT_TYPES = (1, 2, 14, 19)
+#: Ops a layer norm's own scope never holds (inputs, matrix products, convolutions).
+NOT_IN_A_LAYER_NORM = ("Placeholder", "MatMul", "BatchMatMulV2", "Einsum", "Conv2D", "BiasAdd")
+#: Nodes that locate a layer norm's statistics.
+CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
+
+
+def analyse(scope: "Scope") -> LayerNormMatch:
+    """The layer norm in ``scope``, or :class:`NotLayerNorm` with the reason."""
+    if scope.is_root:
+        raise NotLayerNorm("the layer norm lies in no name scope")
+    if scope.count(FUSED_BATCH_NORM):
+        return analyse_fused_batch_norm(scope)
+    return analyse_moments(scope)
+
+
+class ScopeLayerNormPass(ScopeBasePass):
+    """Layer normalization scopes (tf_slim, tf_keras, Keras 3, hand-written) -> LayerNorm."""
+
+    name = "ScopeLayerNormPass"
+    general = True
+    description = ("layer norm scopes (tf_slim, tf_keras incl. its FusedBatchNormV3 path, Keras 3, "
+                   "GPT-2-style hand-written) -> LayerNorm(x, gamma, beta)")
+
+    def define_patterns(self) -> list[PatternSet]:
+        # tf_slim's default scope name: kept so that look-alikes named LayerNorm are reported
+        slim = (ScopePattern("LayerNorm").add_scope_feature(suffix="LayerNorm")
+                .add_node_op_type_feature("Mean", 2).add_node_op_type_feature("SquaredDifference", 1)
+                .add_node_op_type_feature("Rsqrt", 1))
+        # tf.nn.moments + tf.nn.batch_normalization with scale and offset under any name
+        # (tf_keras, a tf_slim scope of another name): cheap counts first, then the sub-scope
+        # names these functions give (instance norms name theirs "instancenorm"; batch
+        # norms over moving statistics have no Mean)
+        nn_form = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
+                   .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
+                   .add_node_op_type_feature("Mul", 3).add_node_op_type_feature("Sub", 1))
+        for op in NOT_IN_A_LAYER_NORM:  # so that the graph's root or a model scope rarely match
+            nn_form.add_node_op_type_feature(op, -1)
+        nn_form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
+        # flat forms (Keras 3, hand-written): the normaliser lies directly in the scope
+        flat = [
+            ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2).add_node_op_type_feature(op, 1)
+            .add_node_attr_feature(op, "T", dtype)
+            for op in ("Rsqrt", "Sqrt") for dtype in FLOAT_TYPES
+        ]
+        # tf_keras' FusedBatchNormV3 trick
+        fused = (ScopePattern("LayerNorm").add_node_op_type_feature(FUSED_BATCH_NORM, 1)
+                 .add_node_attr_feature(FUSED_BATCH_NORM, "is_training", True)
+                 .add_node_attr_feature(FUSED_BATCH_NORM, "data_format", "NCHW")
+                 .add_node_op_type_feature("Reshape", 0, 1))
+        return [[[slim]], [flat], [[fused]], [[nn_form]]]
+
+    def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
+        """One result per layer norm, in the tightest scope holding its statistics: a
+        matched parent scope (say a Keras model holding one layer norm and a Dense)
+        gives way to the layer norm's own scope."""
+        results, seen = [], set()
+        for scope in self.matched_scopes(scope_graph):
+            tight = _tightest(scope)
+            if id(tight) not in seen:
+                seen.add(id(tight))
+                results.append(ScopesResult([tight]))
+        return results
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        scope = scopes[0]
+        try:
+            match = analyse(scope)
+        except NotLayerNorm as why:
+            result.reject(str(why))
+            return
+        sg = scope.graph
+        result.set_type(LAYER_NORM.name)
+        result.set_description(match.description)
+        result.set_attr("begin_norm_axis", match.begin_norm_axis)
+        result.set_attr("begin_params_axis", match.begin_params_axis)
+        result.set_attr("epsilon", match.epsilon)
+        result.set_attr("T", match.dtype)
+        if len({match.x, match.gamma, match.beta}) != 3:
+            result.reject("x, gamma and beta are not three different tensors")
+            return
+        fused_input = {match.x: 0, match.gamma: 1, match.beta: 2}
+        for name in scope.node_names():  # every inner read of x, gamma and beta
+            slots = [fused_input.get(sg.producer(name, k)) for k in range(len(sg.input_names(name)))]
+            if any(s is not None for s in slots):
+                result.insert_inputs(scope.suffix_of(name), slots)
+        result.insert_outputs(scope.suffix_of(match.output), [0])
+        if match.mean is not None and match.variance is not None:
+            result.insert_outputs(scope.suffix_of(match.mean), [1])
+            result.insert_outputs(scope.suffix_of(match.variance), [2])
+
+
+def _tightest(scope: "Scope") -> "Scope":
+    """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``."""
+    sg = scope.graph
+    homes = [sg.scope_of(n.name) for n in scope.nodes() if n.op in CORE_OPS]
+    if not homes:
+        return scope
+    common = homes[0]
+    for home in homes[1:]:
+        while common is not home and not common.is_ancestor_of(home):
+            common = common.parent  # type: ignore[assignment]
+    return common

@@ -1,0 +1,282 @@
+"""Steps every form shares: the output node, gamma and beta, their shapes, the axes."""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers, has_no_consumers, mul, render, symbol
+from .errors import NotLayerNorm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core.scope_graph import Scope, ScopeGraph
+
+#: Symbols of the normalised part of the output (everything else is an atom).
+NORMALISED = frozenset({"x", "mean", "rstd", "xhat"})
+#: Ops whose output has the shape of their first input.
+SHAPE_KEEPING = PASS_THROUGH | {"ReadVariableOp", "Cast"}
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+
+
+@dataclass
+class LayerNormMatch:
+    """A layer norm found in a scope, described in the fused op's terms."""
+
+    x: Tensor
+    gamma: Tensor
+    beta: Tensor
+    output: str  # output 0 of this node is y
+    mean: str | None  # the node whose output 0 is the op's mean output, if the form has one
+    variance: str | None
+    epsilon: float
+    begin_norm_axis: int
+    begin_params_axis: int
+    dtype: int
+    description: str
+
+
+def tensor_name(t: Tensor) -> str:
+    return t[0] if t[1] == 0 else f"{t[0]}:{t[1]}"
+
+
+def result_node(scope: "Scope", inside: set[str], evaluator: Evaluator, statistics: Sequence[str]) -> str:
+    """The one node whose normalised value leaves the scope (read outside, or a graph sink)."""
+    sg = scope.graph
+    leaving = []
+    for name in scope.node_names():
+        if name in statistics:
+            continue
+        consumers = data_consumers(sg, name)
+        if (any(c not in inside for c, _ in consumers) or has_no_consumers(sg, name)) and evaluator.depends((name, 0)):
+            leaving.append(name)
+    if not leaving:
+        raise NotLayerNorm("no normalised tensor leaves the scope")
+    if len(leaving) > 1:
+        shown = ", ".join(scope.suffix_of(n) for n in leaving[:4])
+        raise NotLayerNorm(f"{len(leaving)} normalised tensors leave the scope ({shown}); LayerNorm has one output y")
+    out = leaving[0]
+    ports = sorted({p for c, p in data_consumers(sg, out) if c not in inside and p != 0})
+    if ports:
+        raise NotLayerNorm(f"output {ports[0]} of {out!r} is read outside the scope; LayerNorm has one output y")
+    return out
+
+
+def _close(a: Poly, b: Poly) -> bool:
+    return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=1e-6, abs_tol=1e-9) for k in a)
+
+
+def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str, base: Poly) -> tuple[Tensor, Tensor]:
+    """gamma and beta of ``poly == base * gamma + beta``; ``lead`` is the symbol gamma must scale."""
+    names = {key: _short(scope, t) for key, t in evaluator.atoms.items()}
+    text = render(poly, names)
+    if lead == "x" and not any(n == "mean" for mono in poly for n, _ in mono):
+        raise NotLayerNorm(
+            f"the output is {text}: it does not subtract the mean (RMS-style scaling), not a layer norm")
+    leading = [mono for mono in poly if any(n == lead for n, _ in mono)]
+    if len(leading) != 1:
+        raise NotLayerNorm(f"the output is {text}, not a layer norm's (x - mean) * rsqrt(variance + epsilon) * gamma + beta")
+    atoms = [(n, e) for n, e in leading[0] if n not in NORMALISED]
+    if not atoms:
+        raise NotLayerNorm("no gamma (scale=False): LayerNorm needs a scale input")
+    if len(atoms) != 1 or atoms[0][1] != 1:
+        raise NotLayerNorm(f"the output is {text}: the normalised input is not scaled by one gamma tensor")
+    gamma = atoms[0][0]
+    offsets = [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]
+    if not offsets:
+        raise NotLayerNorm("no beta (center=False): LayerNorm needs an offset input")
+    beta_mono = offsets[0]
+    if len(offsets) != 1 or len(beta_mono) != 1 or beta_mono[0][1] != 1 or beta_mono[0][0] == gamma:
+        raise NotLayerNorm(f"the output is {text}: it is not shifted by one beta tensor")
+    beta = beta_mono[0][0]
+    expected = add(mul(base, symbol(gamma)), symbol(beta))
+    if not _close(poly, expected):
+        names.update({gamma: "gamma", beta: "beta"})
+        raise NotLayerNorm(f"the output computes {render(poly, names)}, not {render(expected, names)}")
+    return evaluator.atoms[gamma], evaluator.atoms[beta]
+
+
+def _short(scope: "Scope", t: Tensor) -> str:
+    name = tensor_name(t)
+    prefix = scope.name + "/"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+# -- shapes -----------------------------------------------------------------------------
+
+
+def static_shape(sg: "ScopeGraph", tensor: Tensor) -> list[int | None] | None:
+    """The static shape of a tensor as far as the graph tells it (None: unknown rank)."""
+    name, port = tensor
+    for _ in range(64):
+        node = sg.node(name)
+        op = node.op
+        if "_output_shapes" in node.attr:
+            shapes = node.attr["_output_shapes"].list.shape
+            if port < len(shapes) and not shapes[port].unknown_rank:
+                return [d.size if d.size >= 0 else None for d in shapes[port].dim]
+        if op == "Const" and port == 0:
+            return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
+        if op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") or op in VARIABLE_OPS:
+            if "shape" in node.attr and not node.attr["shape"].shape.unknown_rank:
+                return [d.size if d.size >= 0 else None for d in node.attr["shape"].shape.dim]
+        if op == "Reshape" and port == 0:
+            target = sg.const_value(sg.producer(name, 1)[0])
+            if target is not None and target.ndim <= 1:
+                return [int(d) if d >= 0 else None for d in target.reshape(-1)]
+        if op in SHAPE_KEEPING and port == 0 and sg.input_names(name):
+            name, port = sg.producer(name, 0)
+            continue
+        break
+    rank = rank_of(sg, (name, port))
+    return None if rank is None else [None] * rank
+
+
+#: Elementwise ops whose output rank is the widest of their inputs'.
+BROADCASTING = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "SquaredDifference"})
+UNARY = SHAPE_KEEPING | {"BiasAdd", "Relu", "Relu6", "Elu", "Selu", "Gelu", "Tanh", "Sigmoid", "Erf", "Neg", "Square",
+                         "Sqrt", "Rsqrt", "Exp", "Softplus", "Softmax", "LeakyRelu"}
+
+
+def rank_of(sg: "ScopeGraph", tensor: Tensor) -> int | None:
+    """The rank of a tensor: the core's inference, then what the graph still tells about
+    reshapes and broadcasts to computed shapes (``Reshape(t, ConcatV2(GatherV2(Shape(x),
+    ...), ...))``, as Keras' Tensordot writes), ``Einsum`` outputs and reductions."""
+    rank = sg.rank(tensor_name(tensor))
+    if rank is not None:
+        return rank
+    memo = _RANKS.get(sg)
+    if memo is None:
+        memo = _RANKS[sg] = {}
+    return _rank(sg, tensor, memo, 0)
+
+
+_RANKS: "weakref.WeakKeyDictionary[ScopeGraph, dict[Tensor, int | None]]" = weakref.WeakKeyDictionary()
+REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min", "Prod"})
+
+
+def _rank(sg: "ScopeGraph", tensor: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
+    if tensor in memo:
+        return memo[tensor]
+    rank = sg.rank(tensor_name(tensor))
+    if rank is None and depth < 200:
+        memo[tensor] = None  # guards against loops while it is being worked out
+        rank = _rank_rule(sg, tensor, memo, depth + 1)
+    memo[tensor] = rank
+    return rank
+
+
+def _rank_rule(sg: "ScopeGraph", tensor: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
+    name, port = tensor
+    op = sg.op_of(name)
+    n = len(sg.input_names(name))
+    if port != 0 or n == 0:
+        return None
+    arg = [sg.producer(name, k) for k in range(n)]
+    if op in ("Reshape", "BroadcastTo") and n == 2:
+        return _vector_length(sg, arg[1], memo, depth)
+    if op in UNARY:
+        return _rank(sg, arg[0], memo, depth)
+    if op in BROADCASTING or op == "AddN":
+        ranks = [_rank(sg, a, memo, depth) for a in arg]
+        return None if None in ranks else max(ranks)  # type: ignore[type-var]
+    if op in REDUCTIONS and n == 2:
+        node = sg.node(name)
+        below = _rank(sg, arg[0], memo, depth)
+        if below is None or ("keep_dims" in node.attr and node.attr["keep_dims"].b):
+            return below
+        axes = sg.const_value(arg[1][0])
+        return None if axes is None else below - len(set(axes.reshape(-1).tolist()))
+    if op == "Einsum":
+        equation = sg.node(name).attr["equation"].s.decode()
+        if "->" not in equation:
+            return None
+        out = equation.partition("->")[2].strip()
+        return None if "." in out else len(out)
+    return None
+
+
+def _vector_length(sg: "ScopeGraph", t: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
+    """The length of a 1-D shape vector."""
+    name = t[0]
+    value = sg.const_value(name)
+    if value is not None:
+        return int(value.size) if value.ndim == 1 else None
+    op = sg.op_of(name)
+    n = len(sg.input_names(name))
+    if op == "Pack":
+        return n
+    if op == "ConcatV2" and n >= 2:
+        lengths = [_vector_length(sg, sg.producer(name, k), memo, depth + 1) for k in range(n - 1)]
+        return None if None in lengths else sum(lengths)  # type: ignore[arg-type]
+    if op in ("GatherV2", "Gather") and n >= 2:
+        indices = sg.const_value(sg.producer(name, 1)[0])
+        return int(indices.size) if indices is not None and indices.ndim == 1 else None
+    if op == "Shape":
+        return _rank(sg, sg.producer(name, 0), memo, depth + 1)
+    return None
+
+
+def see_through_reshape(sg: "ScopeGraph", inside: set[str], tensor: Tensor) -> Tensor:
+    """The input of an inner ``Reshape`` that only prepends 1s (Keras broadcasting gamma
+    and beta to the input's rank); otherwise ``tensor`` itself."""
+    name, port = tensor
+    if port != 0 or name not in inside or sg.op_of(name) != "Reshape":
+        return tensor
+    target = sg.const_value(sg.producer(name, 1)[0])
+    source = sg.producer(name, 0)
+    shape = static_shape(sg, source)
+    if target is None or target.ndim != 1 or shape is None or None in shape:
+        return tensor
+    dims = [int(d) for d in target]
+    k = len(dims) - len(shape)
+    if k > 0 and all(d == 1 for d in dims[:k]) and dims[k:] == shape:
+        return source
+    return tensor
+
+
+def _show(shape: Sequence[int | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def params_axis(sg: "ScopeGraph", x: Tensor, gamma: Tensor, beta: Tensor) -> int:
+    """``begin_params_axis``: gamma and beta must have the shape of x's trailing axes."""
+    gs = static_shape(sg, gamma)
+    if gs is None or None in gs:
+        raise NotLayerNorm(f"cannot tell how many axes gamma {tensor_name(gamma)!r} spans: its shape is unknown")
+    if not gs:
+        raise NotLayerNorm(f"gamma {tensor_name(gamma)!r} is a scalar; LayerNorm needs one of x's trailing shape")
+    bs = static_shape(sg, beta)
+    if bs is None or None in bs:
+        raise NotLayerNorm(f"cannot tell the shape of beta {tensor_name(beta)!r}")
+    if bs != gs:
+        raise NotLayerNorm(f"beta of shape {_show(bs)} and gamma of shape {_show(gs)} differ")
+    k = len(gs)
+    xs = static_shape(sg, x)
+    if xs is not None and len(xs) < k:
+        raise NotLayerNorm(f"gamma of shape {_show(gs)} has more axes than x (rank {len(xs)})")
+    trailing = xs[-k:] if xs is not None else [None] * k
+    for g, d in zip(gs, trailing):
+        # where x's size is unknown, broadcasting against x makes it g, unless g is 1
+        if (d is None and g == 1) or (d is not None and d != g):
+            raise NotLayerNorm(
+                f"gamma of shape {_show(gs)} does not span the trailing axes of x (x.shape[-{k}:] is "
+                f"{_show(trailing)}); LayerNorm needs gamma of shape x.shape[begin_params_axis:]")
+    return -k
+
+
+def norm_axis(sg: "ScopeGraph", x: Tensor, axes: list[int]) -> int:
+    """``begin_norm_axis`` of reduction ``axes``: they must be x's trailing axes."""
+    if not axes or axes != list(range(axes[0], axes[0] + len(axes))):
+        raise NotLayerNorm(f"reduction axes {axes} are not contiguous")
+    if axes[-1] == -1:
+        return axes[0]
+    if axes[0] < 0:
+        raise NotLayerNorm(f"reduction axes {axes} mix signs or do not end at the last axis")
+    rank = rank_of(sg, x)
+    if rank is None:
+        raise NotLayerNorm(
+            f"cannot tell the rank of {tensor_name(x)!r} to check that axes {axes} are the trailing axes")
+    if axes[-1] != rank - 1:
+        raise NotLayerNorm(f"reduction axes {axes} are not the trailing axes of a rank-{rank} input")
+    return axes[0]

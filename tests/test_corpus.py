@@ -82,18 +82,6 @@ KERAS3_LAYER_NORM = {
     "add_2": "AddV2",  # mul_2 + add_1: the output
 }
 
-KERAS3_LAYER_NORM_REASON = (
-    "ScopeLayerNormPass does not match Keras 3 LayerNormalization. In the frozen keras-hub BertBackbone "
-    "each layer norm is a scope named after the layer, e.g. `bert_backbone_1/embeddings_layer_norm_1` and "
-    "`bert_backbone_1/transformer_layer_0_1/{self_attention,feedforward}_layer_norm_1` (last name "
-    "`*_layer_norm`, never `LayerNorm`), holding `moments/{mean: Mean(x, [-1], keep_dims), StopGradient, "
-    "SquaredDifference, variance: Mean([-1], keep_dims)}` and, with no `batchnorm` sub-scope, directly "
-    "`add: AddV2(variance, 1e-12)`, `Rsqrt`, `Reshape` (gamma -> [1, 1, 64]), `mul: Mul(Rsqrt, gamma)`, "
-    "`mul_2: Mul(x, mul)`, `Neg(mean)`, `mul_1: Mul(Neg, mul)`, `Reshape_1` (beta -> [1, 1, 64]), "
-    "`add_1: AddV2(mul_1, beta)`, `add_2: AddV2(mul_2, add_1)`. The pass only matches scopes whose last "
-    "name is `LayerNorm`, and its analysis expects tf_slim's `batchnorm/sub: Sub(beta, mean * inv)` "
-    "(it reads the Keras `Neg(mean) * inv + beta` form as center=False)"
-)
 
 
 def _keras3_layer_norm_scopes(graph_def) -> dict[str, dict[str, object]]:
@@ -128,7 +116,8 @@ def test_keras_hub_bert_inputs_and_outputs(keras_hub_bert: CorpusModel):
 
 
 def test_keras_hub_bert_layer_norm_structure(keras_hub_bert: CorpusModel):
-    """The structure the xfail reason below states, checked on the graph."""
+    """Keras 3 layer norms in keras-hub: scopes named after the layer (``*_layer_norm``), moments,
+    then flat ops with no ``batchnorm`` sub-scope (``KERAS3_LAYER_NORM`` above), checked on the graph."""
     g = keras_hub_bert.graph_def
     scopes = _keras3_layer_norm_scopes(g)
     assert len(scopes) == keras_hub_bert.layer_norms == 5
@@ -169,17 +158,16 @@ def test_keras_hub_bert_verifies_after_fusing_and_nothing_is_wrongly_fused(keras
         assert [o.shape for o in check.outputs] == [[2, 64], [2, 16, 64]]
 
 
-def test_keras_hub_bert_is_not_matched_today(keras_hub_bert, registry):
-    """What the current pass does with the model: nothing (see the xfail below)."""
-    _assert_nothing_matched(_fuse(keras_hub_bert.graph_def, registry).report)
-
-
-@pytest.mark.xfail(strict=True, reason=KERAS3_LAYER_NORM_REASON)
 def test_keras_hub_bert_layer_norms_are_fused(keras_hub_bert, registry):
+    """Keras 3 layer norms (the structure above) are fused: every one, with its attributes."""
     m = keras_hub_bert
     result = _fuse(m.graph_def, registry)
     assert result.report.fused_count("LayerNorm") == m.layer_norms == 5
+    assert sorted(f.name for f in result.report.fused) == sorted(_keras3_layer_norm_scopes(m.graph_def))
     assert result.report.refused == []
+    for node in (n for n in result.graph_def.node if n.op == "LayerNorm"):
+        assert node.attr["begin_norm_axis"].i == -1 and node.attr["begin_params_axis"].i == -1
+        assert node.attr["epsilon"].f == pytest.approx(1e-12, rel=1e-6)
     _verify(m, result.graph_def, registry, int_range=m.int_range, runs=3)
 
 
@@ -269,18 +257,13 @@ def test_channels_first_instance_norm_named_layer_norm_verifies(channels_first_i
         _verify(m, _fuse(m.graph_def, registry, emit=emit).graph_def, registry)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ScopeLayerNormPass fuses a channels-first tf_slim instance_norm named `LayerNorm` (x [2, 16, 12] "
-    "normalised over its last axis, gamma and beta reshaped to [1, 16, 1]) into LayerNorm with "
-    "begin_norm_axis=2 and begin_params_axis=-3: it takes begin_params_axis from gamma's rank only, "
-    "so gamma [1, 16, 1] is declared to span x.shape[-3:] = [2, 16, 12]; numerically the reference "
-    "broadcasts, but the fused op's contract is broken. It should refuse: gamma does not span the "
-    "trailing axes of x"))
 def test_channels_first_instance_norm_named_layer_norm_is_not_fused(channels_first_instance_norm_named_layer_norm,
                                                                     registry):
+    """gamma and beta [1, C, 1] do not span the trailing axes of x: refused, not fused."""
     report = _fuse(channels_first_instance_norm_named_layer_norm.graph_def, registry).report
     assert report.fused_count("LayerNorm") == 0
     assert sorted(r.name for r in report.refused) == ["block0/LayerNorm", "block1/LayerNorm"]
+    assert all("does not span the trailing axes" in r.reason for r in report.refused)
 
 
 # ------------------------------------------------- tf_slim BERT-style encoder

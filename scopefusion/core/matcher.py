@@ -63,10 +63,16 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
         children = scope.children
         if children:
             stack.extend(reversed(list(children.values())))
-    if stats is not None:
+    if stats is not None and misses:
+        # an ancestor of a match only looks like a near miss through it
+        ancestors: set[int] = set()
+        for f in found:
+            s = f.parent
+            while s is not None and id(s) not in ancestors:
+                ancestors.add(id(s))
+                s = s.parent
         for scope, reason in misses:
-            # an ancestor of a match only looks like one through it
-            if not any(scope.is_ancestor_of(f) for f in found):
+            if id(scope) not in ancestors:
                 stats.near_miss(scope, pattern, reason)
     return found
 

@@ -526,12 +526,35 @@ def test_keras_hub_backbones(keras_hub_backbones, registry, name, epsilon):
     _verify(m.graph_def, result, registry, feeds=m.feeds)
 
 
-@pytest.fixture(scope="session")
-def model_garden_bert() -> Built:
-    import tensorflow as tf
+MODEL_GARDEN = ("tf-models-official==2.20.0", "gin-config==0.5.0")
 
-    tf_keras = pytest.importorskip("tf_keras")
-    networks = pytest.importorskip("official.nlp.modeling.networks")
+
+@pytest.fixture(scope="session")
+def model_garden_site(tmp_path_factory) -> str:
+    """TF Model Garden, installed for the tests only: its declared requirements pin an
+    older TensorFlow, so it goes ``--no-deps`` into a directory of its own."""
+    import subprocess
+    import sys
+
+    try:
+        import official.nlp.modeling.networks  # noqa: F401  (already installed)
+        return ""
+    except ImportError:
+        pass
+    target = tmp_path_factory.mktemp("model-garden")
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
+           "--target", str(target), *MODEL_GARDEN]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, f"pip install {' '.join(MODEL_GARDEN)} failed:\n{proc.stderr}"
+    sys.path.insert(0, str(target))
+    return str(target)
+
+
+@pytest.fixture(scope="session")
+def model_garden_bert(model_garden_site) -> Built:
+    import tensorflow as tf
+    import tf_keras
+    from official.nlp.modeling import networks
     tf_keras.utils.set_random_seed(0)
     encoder = networks.BertEncoderV2(vocab_size=50, hidden_size=32, num_layers=2, num_attention_heads=2,
                                      max_sequence_length=8, inner_dim=64, type_vocab_size=2, dropout_rate=0.0,

@@ -91,3 +91,24 @@ def test_index_tracks_ports_consumers_and_control_edges():
     assert sorted(idx.consumers[idx.index["s"]]) == [(1, 0, 1), (1, 1, 0)]
     assert idx.consumers[idx.index["c"]] == [(1, -1, 2)]
     assert sg.input_names("u", control=True) == ["s:1", "s", "^c"]
+
+
+def test_rank_inference_through_computed_shapes_and_einsum():
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, None, 7], name="x")
+        kernel = tf.ones([7, 4])
+        # what Keras' Tensordot writes: a reshape to a shape computed from Shape(x)
+        flat = tf.matmul(tf.reshape(x, [-1, 7]), kernel, name="flat")
+        shape = tf.concat([tf.gather(tf.shape(x), [0, 1]), [4]], axis=0, name="shape")
+        tf.reshape(flat, shape, name="dense")
+        tf.einsum("bsd,dk->bsk", x, kernel, name="einsum")
+        tf.reshape(x, tf.shape(x)[:2], name="sliced")  # a StridedSlice: length unknown
+    sg = ScopeGraph(graph.as_graph_def())
+    assert sg.rank("x") == 3 and sg.rank("flat") == 2
+    assert sg.rank("dense") == 3
+    assert sg.rank("einsum/Einsum") == 3
+    assert sg.rank("sliced") is None

@@ -14,6 +14,9 @@ from .graph_index import CONTROL, GraphIndex, parse_input
 
 Rank = Optional[int]
 
+#: Pseudo port: "the length of this 1-D tensor" rather than its rank.
+LENGTH = -2
+
 _SAME_AS_FIRST = frozenset("""
 Identity Snapshot StopGradient PreventGradient CheckNumerics Cast Neg Abs Sign Exp Expm1 Log Log1p
 Sqrt Rsqrt Square Reciprocal Inv Erf Erfc Tanh Sigmoid Relu Relu6 Elu Selu Softplus Softsign
@@ -107,7 +110,32 @@ class RankInference:
         shape = [d.size for d in t.tensor_shape.dim]
         return [] if shape == [0] else None
 
+    def _length_rule(self, i: int) -> tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]:
+        """The length of a 1-D shape vector, e.g. the shape input of a Reshape
+        computed as ``ConcatV2(GatherV2(Shape(x), ...), ...)`` (Keras' Tensordot)."""
+        op = self.index.ops[i]
+        ins = self._data_inputs(i)
+        if op == "Const":
+            shape = self._const_shape(i)
+            return [], (lambda _: shape[0] if shape is not None and len(shape) == 1 else None)
+        if op == "Pack":
+            return [], (lambda _: len(ins))
+        if op == "Shape" and ins:
+            return ins[:1], lambda r: r[0]
+        if op == "ConcatV2" and len(ins) >= 2:
+            def total(r: list[Rank]) -> Rank:
+                return None if any(x is None for x in r) else sum(r)  # type: ignore[arg-type]
+            return [(p, LENGTH) for p, _ in ins[:-1]], total
+        if op in ("GatherV2", "Gather") and len(ins) >= 2:
+            indices = self._const_shape(ins[1][0])
+            return [], (lambda _: indices[0] if indices is not None and len(indices) == 1 else None)
+        if op in ("Identity", "Cast") and ins:
+            return [(ins[0][0], LENGTH)], lambda r: r[0]
+        return [], (lambda _: None)
+
     def _rule(self, i: int, port: int) -> tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]:
+        if port == LENGTH:
+            return self._length_rule(i)
         node = self.index.nodes[i]
         op = self.index.ops[i]
         known: Callable[[Rank], tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]]
@@ -139,14 +167,13 @@ class RankInference:
             return known(2)
         if op in _RANK4:
             return known(4)
-        if op in ("Reshape",) and len(ins) > 1:
-            shape_node = ins[1][0]
-            shape = self._const_shape(shape_node)
-            if shape is not None and len(shape) == 1:
-                return known(shape[0])
-            if self.index.ops[shape_node] == "Pack":
-                return known(len(self._data_inputs(shape_node)))
-            return known(None)
+        if op in ("Reshape", "BroadcastTo") and len(ins) > 1:
+            # the rank is the length of the shape vector (see _length_rule)
+            return [(ins[1][0], LENGTH)], lambda r: r[0]
+        if op == "Einsum":
+            equation = node.attr["equation"].s.decode() if "equation" in node.attr else ""
+            out = equation.partition("->")[2].strip()
+            return known(len(out) if "->" in equation and "." not in out else None)
         if op == "ExpandDims":
             return ins[:1], lambda r: None if r[0] is None else r[0] + 1
         if op == "Pack":

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -139,82 +138,8 @@ UNARY = SHAPE_KEEPING | {"BiasAdd", "Relu", "Relu6", "Elu", "Selu", "Gelu", "Tan
 
 
 def rank_of(sg: "ScopeGraph", tensor: Tensor) -> int | None:
-    """The rank of a tensor: the core's inference, then what the graph still tells about
-    reshapes and broadcasts to computed shapes (``Reshape(t, ConcatV2(GatherV2(Shape(x),
-    ...), ...))``, as Keras' Tensordot writes), ``Einsum`` outputs and reductions."""
-    rank = sg.rank(tensor_name(tensor))
-    if rank is not None:
-        return rank
-    memo = _RANKS.get(sg)
-    if memo is None:
-        memo = _RANKS[sg] = {}
-    return _rank(sg, tensor, memo, 0)
-
-
-_RANKS: "weakref.WeakKeyDictionary[ScopeGraph, dict[Tensor, int | None]]" = weakref.WeakKeyDictionary()
-REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min", "Prod"})
-
-
-def _rank(sg: "ScopeGraph", tensor: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
-    if tensor in memo:
-        return memo[tensor]
-    rank = sg.rank(tensor_name(tensor))
-    if rank is None and depth < 200:
-        memo[tensor] = None  # guards against loops while it is being worked out
-        rank = _rank_rule(sg, tensor, memo, depth + 1)
-    memo[tensor] = rank
-    return rank
-
-
-def _rank_rule(sg: "ScopeGraph", tensor: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
-    name, port = tensor
-    op = sg.op_of(name)
-    n = len(sg.input_names(name))
-    if port != 0 or n == 0:
-        return None
-    arg = [sg.producer(name, k) for k in range(n)]
-    if op in ("Reshape", "BroadcastTo") and n == 2:
-        return _vector_length(sg, arg[1], memo, depth)
-    if op in UNARY:
-        return _rank(sg, arg[0], memo, depth)
-    if op in BROADCASTING or op == "AddN":
-        ranks = [_rank(sg, a, memo, depth) for a in arg]
-        return None if None in ranks else max(ranks)  # type: ignore[type-var]
-    if op in REDUCTIONS and n == 2:
-        node = sg.node(name)
-        below = _rank(sg, arg[0], memo, depth)
-        if below is None or ("keep_dims" in node.attr and node.attr["keep_dims"].b):
-            return below
-        axes = sg.const_value(arg[1][0])
-        return None if axes is None else below - len(set(axes.reshape(-1).tolist()))
-    if op == "Einsum":
-        equation = sg.node(name).attr["equation"].s.decode()
-        if "->" not in equation:
-            return None
-        out = equation.partition("->")[2].strip()
-        return None if "." in out else len(out)
-    return None
-
-
-def _vector_length(sg: "ScopeGraph", t: Tensor, memo: dict[Tensor, int | None], depth: int) -> int | None:
-    """The length of a 1-D shape vector."""
-    name = t[0]
-    value = sg.const_value(name)
-    if value is not None:
-        return int(value.size) if value.ndim == 1 else None
-    op = sg.op_of(name)
-    n = len(sg.input_names(name))
-    if op == "Pack":
-        return n
-    if op == "ConcatV2" and n >= 2:
-        lengths = [_vector_length(sg, sg.producer(name, k), memo, depth + 1) for k in range(n - 1)]
-        return None if None in lengths else sum(lengths)  # type: ignore[arg-type]
-    if op in ("GatherV2", "Gather") and n >= 2:
-        indices = sg.const_value(sg.producer(name, 1)[0])
-        return int(indices.size) if indices is not None and indices.ndim == 1 else None
-    if op == "Shape":
-        return _rank(sg, sg.producer(name, 0), memo, depth + 1)
-    return None
+    """The rank of a tensor, as the scope graph infers it."""
+    return sg.rank(tensor_name(tensor))
 
 
 def see_through_reshape(sg: "ScopeGraph", inside: set[str], tensor: Tensor) -> Tensor:

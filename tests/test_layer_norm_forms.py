@@ -212,7 +212,7 @@ def _tf_keras_pair(epsilon: float) -> Built:
     """Two tf_keras LayerNormalizations, axis -1 and [1, 2], traced and frozen."""
     import tensorflow as tf
 
-    tf_keras = pytest.importorskip("tf_keras")
+    import tf_keras
 
     last = tf_keras.layers.LayerNormalization(epsilon=epsilon, name="ln_last")
     both = tf_keras.layers.LayerNormalization(axis=[1, 2], epsilon=epsilon, name="ln_both")
@@ -266,7 +266,7 @@ def tf_keras_tf1_dynamic() -> dict[float, Built]:
     """tf_keras Sequential([Dense, LayerNormalization]) in TF1 graph mode, batch unknown."""
     import tensorflow as tf
 
-    tf_keras = pytest.importorskip("tf_keras")
+    import tf_keras
 
     tf1 = tf.compat.v1
     out = {}
@@ -303,7 +303,7 @@ def test_a_model_scope_holding_one_layer_norm_gives_way_to_the_layer_norm_scope(
     result is the layer norm's own scope."""
     import tensorflow as tf
 
-    tf_keras = pytest.importorskip("tf_keras")
+    import tf_keras
 
     model = tf_keras.Sequential([tf_keras.layers.ReLU(name="re_lu"),
                                  tf_keras.layers.LayerNormalization(epsilon=1e-6, name="layer_normalization")],
@@ -322,9 +322,8 @@ def test_a_model_scope_holding_one_layer_norm_gives_way_to_the_layer_norm_scope(
 
 
 def _keras3():
-    keras = pytest.importorskip("keras")
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("the Keras backend is not tensorflow")
+    import keras
+    assert keras.backend.backend() == "tensorflow", "the tests set KERAS_BACKEND=tensorflow"
     return keras
 
 
@@ -499,7 +498,7 @@ def keras_hub_backbones() -> dict[str, Built]:
     import tensorflow as tf
 
     keras = _keras3()
-    keras_hub = pytest.importorskip("keras_hub")
+    import keras_hub
     keras.utils.set_random_seed(0)
     common = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
                   max_sequence_length=8, dropout=0.0)
@@ -625,7 +624,7 @@ def test_keras3_rms_normalization_is_not_fused(registry):
 def test_tf_keras_batch_normalization_in_inference_is_not_fused(registry, fused):
     import tensorflow as tf
 
-    tf_keras = pytest.importorskip("tf_keras")
+    import tf_keras
 
     layer = tf_keras.layers.BatchNormalization(fused=fused, name="bn")
     layer.build((2, 4, 4, 8))

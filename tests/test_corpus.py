@@ -280,6 +280,9 @@ def test_bert_encoder_layer_norms_are_all_fused(bert_encoder, registry):
         assert report.fused_count("LayerNorm") == report.fused_count() == 7
         assert sorted(s for f in report.fused for s in f.scopes) == scopes
         assert report.refused == []
+        # every layer norm scope, its sub-scopes and the scopes holding it matched
+        # (or missed other patterns of the pass) only through a match: no near misses
+        assert report.pass_report("ScopeLayerNormPass").near_miss_count == 0
         fused_op = "LayerNorm" if emit == "fused" else "PartitionedCall"
         assert sum(1 for n in result.graph_def.node if n.op == fused_op) == 7
         _verify(m, result.graph_def, registry)

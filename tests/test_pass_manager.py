@@ -7,7 +7,7 @@ from scale_shift import (
     PAIR, SCALE_SHIFT, BrokenPass, PairPass, ScaleShiftPass, TwoScopesPass, WholeModelPass, build_graph,
 )
 
-from scopefusion import FusionOptions, GraphIndex, OptionError, PassError, PassSpec, ScopePassManager
+from scopefusion import FusionOptions, ScopePattern, GraphIndex, OptionError, PassError, PassSpec, ScopePassManager
 from scopefusion.core.execute import run_graph_def
 from scopefusion.core.tf_form import to_tf_runnable
 
@@ -167,6 +167,35 @@ def test_candidates_and_near_misses_are_reported():
     (miss,) = pr.near_misses
     assert miss.name == "blk"
     assert miss.reason == "pattern ScaleShift: exactly 1 AddV2 node(s) wanted, 0 found"
+
+
+class TwoPatternSetsPass(ScaleShiftPass):
+    """blk scopes by two pattern sets: the second misses every blk by one feature."""
+
+    name = "TwoPatternSetsPass"
+
+    def define_patterns(self):
+        strict = (ScopePattern("ScaleShift").add_scope_feature(suffix="blk")
+                  .add_node_op_type_feature("Mul", 1).add_node_op_type_feature("AddV2", 2))
+        return super().define_patterns() + [[[strict]]]
+
+
+def test_near_misses_exclude_matches_their_ancestors_and_inner_scopes():
+    """A scope another pattern set of the pass matched is no near miss of it,
+    and each missed scope is reported once, however many patterns it missed."""
+    graph, _, _ = build_graph("plain")
+    out = _run([TwoPatternSetsPass], graph)
+    pr = out.report.pass_report("TwoPatternSetsPass")
+    assert pr.matched_scopes == ["model/blk", "model/blk_1"]
+    assert pr.near_miss_count == 0 and pr.near_misses == []
+    # the same pass on a graph whose blk has no AddV2: one near miss, once
+    near, _, _ = build_graph("near")
+    pr = _run([TwoPatternSetsPass], near).report.pass_report("TwoPatternSetsPass")
+    assert pr.matched_scopes == []
+    assert [(m.name, m.reason) for m in pr.near_misses] == [
+        ("blk", "pattern ScaleShift: exactly 1 AddV2 node(s) wanted, 0 found")]
+    assert pr.near_miss_count == 1
+    assert pr.candidates == 2  # distinct scopes tested: the root and blk
 
 
 def test_kept_nodes_do_not_collide_with_the_inlined_reference():

@@ -21,23 +21,71 @@ MAX_NEAR_MISSES = 50
 
 @dataclass
 class MatchStats:
-    """What a pass's search looked at: scopes tested, and those that missed
-    a pattern by a single feature (the "near misses"), with the reason."""
+    """What a pass's search looked at: the scopes tested, and those that missed
+    a pattern by a single feature (the "near misses"), with the reason.
+
+    Misses are collected while the pattern sets run and settled by
+    :meth:`finish` once the pass's final matches are known: a scope that is a
+    match, lies inside one or holds one only looks like a near miss through
+    that match and is not reported, and a scope that missed several patterns
+    is reported once, with the first reason.
+    """
 
     candidates: int = 0
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
+    _tested: set[int] = field(default_factory=set, repr=False)
+    _misses: dict[int, tuple[Scope, str]] = field(default_factory=dict, repr=False)
+
+    def tested(self, scope: Scope) -> None:
+        if id(scope) not in self._tested:
+            self._tested.add(id(scope))
+            self.candidates += 1
 
     def near_miss(self, scope: Scope, pattern: ScopePattern, reason: str) -> None:
-        self.near_miss_count += 1
-        if len(self.near_misses) < MAX_NEAR_MISSES:
-            self.near_misses.append((scope.name, f"pattern {pattern.sub_type}: {reason}"))
+        if id(scope) not in self._misses:
+            self._misses[id(scope)] = (scope, f"pattern {pattern.sub_type}: {reason}")
+
+    def finish(self, matches: Sequence[Scope]) -> None:
+        """Settle the near misses against the pass's final ``matches``."""
+        matched = {id(m) for m in matches}
+        related = set(matched)  # the matches and their ancestors
+        for m in matches:
+            s = m.parent
+            while s is not None and id(s) not in related:
+                related.add(id(s))
+                s = s.parent
+        under: dict[int, bool] = {}  # scope id -> lies under a match
+
+        def lies_under_a_match(scope: Scope) -> bool:
+            path: list[int] = []
+            s: Scope | None = scope
+            answer = False
+            while s is not None:
+                known = under.get(id(s))
+                if known is not None:
+                    answer = known
+                    break
+                if id(s) in matched:
+                    answer = True
+                    break
+                path.append(id(s))
+                s = s.parent
+            for k in path:
+                under[k] = answer
+            return answer
+
+        kept = [(scope.name, reason) for scope, reason in self._misses.values()
+                if id(scope) not in related and not lies_under_a_match(scope)]
+        self.near_miss_count = len(kept)
+        self.near_misses = kept[:MAX_NEAR_MISSES]
+        self._misses = {}
+        self._tested = set()
 
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
     """Outermost scopes matching ``pattern``, in deterministic pre-order."""
     found: list[Scope] = []
-    misses: list[tuple[Scope, str]] = []
     stack = [tree.root]
     # Without stats, a subtree that cannot have one feature is skipped; with
     # stats it is skipped only when it lacks two, so near misses are seen.
@@ -47,7 +95,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
         if pattern.subtree_misses(scope, prune_at) >= prune_at:
             continue
         if stats is not None:
-            stats.candidates += 1
+            stats.tested(scope)
             if scope.contains_return:
                 failed = None
             else:
@@ -56,24 +104,13 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
                     found.append(scope)
                     continue
             if failed is not None and len(failed) == 1 and len(pattern.features) > 1:
-                misses.append((scope, failed[0].explain(scope)))
+                stats.near_miss(scope, pattern, failed[0].explain(scope))
         elif pattern.match(scope):
             found.append(scope)
             continue
         children = scope.children
         if children:
             stack.extend(reversed(list(children.values())))
-    if stats is not None and misses:
-        # an ancestor of a match only looks like a near miss through it
-        ancestors: set[int] = set()
-        for f in found:
-            s = f.parent
-            while s is not None and id(s) not in ancestors:
-                ancestors.add(id(s))
-                s = s.parent
-        for scope, reason in misses:
-            if id(scope) not in ancestors:
-                stats.near_miss(scope, pattern, reason)
     return found
 
 

@@ -156,6 +156,7 @@ class ScopePassManager:
         instance = spec.cls()
         stats = MatchStats()
         matches = match_pattern_sets(scope_graph.tree, instance.define_patterns(), stats)
+        stats.finish(matches)
         scope_graph.matches[spec.name] = matches
         pr.matched_scopes = [s.name for s in matches]
         pr.candidates = stats.candidates

@@ -296,6 +296,34 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------- main
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its native start-up notices (oneDNN, CUDA drivers), which it
+    prints to file descriptor 2 before its logging is configured, kept off the terminal.
+    If the import fails, what it printed is shown before the error."""
+    if "tensorflow" in sys.modules:
+        return
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr: nothing to keep quiet
+        import tensorflow  # noqa: F401
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
@@ -305,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     handler = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin}[args.command]
     try:
+        if args.command in ("run", "verify") and not args.debug:
+            import_tensorflow_quietly()
         return handler(args)
     except ScopeFusionError as exc:
         if args.debug:

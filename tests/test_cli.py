@@ -76,3 +76,17 @@ def test_list_shows_the_builtin_pass(capsys):
     (ln,) = [p for p in data["passes"] if p["name"] == "ScopeLayerNormPass"]
     assert ln["general"] and ln["enabled"] and ln["origin"] == "built-in"
     assert data["fused_ops"]["LayerNorm"] == "built-in"
+
+
+def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
+    """TensorFlow's native start-up notices (oneDNN, CUDA drivers, ...) stay off the terminal."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "scopefusion.cli", "run", "-o", str(tmp_path / "o.pb")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
+    assert "5 fused op(s)" in proc.stdout

@@ -40,7 +40,9 @@ def resolve_conflicts(
                         del owner[m]
             _accept(plan, owner, accepted)
             continue
-        first = min(rivals.values(), key=lambda r: r.order)
+        # the rivals it merely contains are not what stops it
+        blocking = [r for r in rivals.values() if not r.members < plan.members]
+        first = min(blocking, key=lambda r: r.order)
         drop(plan, f"overlaps {first.name!r} of pass {first.pass_name}, which was registered first")
     return sorted(accepted.values(), key=lambda p: p.order)
 

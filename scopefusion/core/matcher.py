@@ -96,7 +96,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
             continue
         if stats is not None:
             stats.tested(scope)
-            if scope.contains_return:
+            if scope.contains_return or scope.parent is None:
                 failed = None
             else:
                 failed = pattern.failures(scope)
@@ -138,11 +138,31 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStat
 
 
 def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Sequence[Scope]) -> None:
+    """Undo the labels of ``applied`` except on ``keep`` and the scopes inside them."""
     keep_ids = {id(s) for s in keep}
+    inside: dict[int, bool] = {}  # scope id -> is, or lies inside, a kept scope
+
+    def kept(scope: Scope) -> bool:
+        path: list[int] = []
+        s: Scope | None = scope
+        answer = False
+        while s is not None:
+            known = inside.get(id(s))
+            if known is not None:
+                answer = known
+                break
+            if id(s) in keep_ids:
+                answer = True
+                break
+            path.append(id(s))
+            s = s.parent
+        for k in path:
+            inside[k] = answer
+        return answer
+
     for scope, previous in reversed(applied):
-        if id(scope) in keep_ids or any(k.is_ancestor_of(scope) for k in keep):
-            continue
-        tree.set_label(scope, previous)
+        if not kept(scope):
+            tree.set_label(scope, previous)
 
 
 def match_pattern_sets(

@@ -13,6 +13,7 @@ from .errors import GraphValidationError, OptionError, PassError, ScopeFusionErr
 from .fused_ops import FusedOpDef
 from .graph_index import CONTROL, GraphIndex, no_gc, parse_input
 from .matcher import MatchStats, match_pattern_sets
+from .patterns import check_pattern_sets
 from .options import FusionOptions, check_pass_names
 from .plan import FusionPlan, Refused, find_cycle, make_plan, new_node_names, plans_on_cycle
 from .report import FusedRecord, FusionReport, PassReport, Refusal
@@ -155,7 +156,9 @@ class ScopePassManager:
     ) -> list[FusionPlan]:
         instance = spec.cls()
         stats = MatchStats()
-        matches = match_pattern_sets(scope_graph.tree, instance.define_patterns(), stats)
+        scope_graph.tree.clear_labels()  # labels of earlier passes are theirs only
+        pattern_sets = check_pattern_sets(instance.define_patterns())
+        matches = match_pattern_sets(scope_graph.tree, pattern_sets, stats)
         stats.finish(matches)
         scope_graph.matches[spec.name] = matches
         pr.matched_scopes = [s.name for s in matches]
@@ -187,13 +190,19 @@ class ScopePassManager:
         def drop(plan: FusionPlan, reason: str) -> None:
             reports[plan.pass_name].refuse(plan.name, reason, [s.name for s in plan.result.scopes])
 
-        accepted: list[FusionPlan] = []
-        names: dict[str, FusionPlan] = {}
-        for plan in resolve_conflicts(plans, drop):
+        # A result that cannot be applied on its own (not convex) is refused
+        # before conflicts are resolved, so that it cannot push aside a valid
+        # result it contains or overlaps.
+        applicable: list[FusionPlan] = []
+        for plan in plans:
             cycle = find_cycle(index, plan)
             if cycle is not None:
                 drop(plan, cycle)
-                continue
+            else:
+                applicable.append(plan)
+        accepted: list[FusionPlan] = []
+        names: dict[str, FusionPlan] = {}
+        for plan in resolve_conflicts(applicable, drop):
             clash = next((n for n in new_node_names(plan.result) if n in names), None)
             if clash is not None:
                 drop(plan, f"new node name {clash!r} is also produced by {names[clash].name!r}")

@@ -207,8 +207,9 @@ class ScopePattern:
         return self
 
     def match(self, scope: "Scope") -> bool:
-        """True when every feature holds; a scope holding a return node never matches."""
-        if scope.contains_return:
+        """True when every feature holds.  The root scope (the whole graph) and a
+        scope holding a return node never match."""
+        if scope.contains_return or scope.parent is None:
             return False
         return all(f.match(scope) for f in self.features)
 
@@ -240,3 +241,25 @@ class ScopePattern:
 #: A batch is a list of patterns; a pattern set is an ordered list of batches.
 PatternBatch = list[ScopePattern]
 PatternSet = list[PatternBatch]
+
+
+def check_pattern_sets(value: object) -> list[PatternSet]:
+    """``value`` as returned by ``define_patterns()``, checked to be a list of pattern
+    sets, each a list of batches, each a non-empty list of :class:`ScopePattern`;
+    raises ``TypeError`` saying where it is not."""
+    shape = ("define_patterns() must return a list of pattern sets, each a list of batches, "
+             "each a list of ScopePattern, e.g. [[[pattern]]]")
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{shape}; got {type(value).__name__}")
+    for i, pattern_set in enumerate(value):
+        if not isinstance(pattern_set, (list, tuple)):
+            raise TypeError(f"{shape}; pattern set {i} is a {type(pattern_set).__name__}")
+        for j, batch in enumerate(pattern_set):
+            if not isinstance(batch, (list, tuple)) or not batch:
+                what = "empty" if isinstance(batch, (list, tuple)) else f"a {type(batch).__name__}"
+                raise TypeError(f"{shape}; batch {j} of pattern set {i} is {what}")
+            for k, pattern in enumerate(batch):
+                if not isinstance(pattern, ScopePattern):
+                    raise TypeError(f"{shape}; item {k} of batch {j} of pattern set {i} is a "
+                                    f"{type(pattern).__name__}")
+    return [[list(batch) for batch in pattern_set] for pattern_set in value]

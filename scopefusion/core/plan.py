@@ -114,6 +114,8 @@ def make_plan(
 ) -> FusionPlan:
     """Check ``result`` against the graph; raises :class:`Refused` with the reason."""
     names = index.names
+    if not result.name or result.name.startswith("/") or result.name.endswith("/") or "//" in result.name:
+        raise Refused(f"{result.name!r} is not a valid node name for the fused op")
     member_set: set[int] = set()
     for scope in result.scopes:
         member_set.update(scope.all_node_indices())
@@ -138,6 +140,7 @@ def make_plan(
         problems = op_def.check_attrs(result.attrs)
         if problems:
             raise Refused("; ".join(problems))
+    _check_attr_values(result, op_def, fused_ops)
 
     # -- inputs -------------------------------------------------------------
     n_inputs = len(op_def.inputs) if op_def is not None and not result.has_inner_graph else result.num_inputs()
@@ -231,6 +234,7 @@ def make_plan(
     # -- what removed nodes read from outside ------------------------------------
     control_inputs: list[int] = []
     seen_controls: set[int] = set()
+    fed_tensors = set(fed.values())
     for d in removed:
         for slot, (p, port) in enumerate(index.inputs[d]):
             if p in removed_set:
@@ -240,7 +244,7 @@ def make_plan(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (d, slot) in mapped_slots or is_const_like(index, p):
+            if (d, slot) in mapped_slots or (p, port) in fed_tensors or is_const_like(index, p):
                 continue
             raise Refused(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
@@ -251,6 +255,9 @@ def make_plan(
         taken = index.index.get(new_name)
         if taken is not None and taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
+        if taken is not None and taken in aliases:
+            raise Refused(f"new node name {new_name!r} is the name of a graph output inside the result, "
+                          f"which stays fetchable under it")
 
     return FusionPlan(
         result=result,
@@ -272,6 +279,30 @@ def new_node_names(result: FusionScopesResult) -> list[str]:
     if result.has_inner_graph:
         return [f"{result.name}/{n.name}" for n in result.inner_nodes]
     return [result.name]
+
+
+def _check_attr_values(
+    result: FusionScopesResult, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
+) -> None:
+    """Every attribute value must be writable as its declared (or inferred) type."""
+    from .fused_ops import infer_attr_type, make_attr_value
+    from .rewrite import attr_types_for_op
+
+    if result.has_inner_graph:
+        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in result.inner_nodes]
+    else:
+        items = [(result.type, op_def.with_defaults(result.attrs) if op_def else result.attrs, "")]
+    for op, attrs, where in items:
+        if not attrs:
+            continue
+        types = attr_types_for_op(op, fused_ops)
+        for key, value in attrs.items():
+            attr_type = types.get(key)
+            try:
+                make_attr_value(value, attr_type or infer_attr_type(value))
+            except Exception as exc:  # noqa: BLE001 - any conversion failure is the pass's
+                wanted = f" as {attr_type}" if attr_type else ""
+                raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {exc}") from None
 
 
 def _check_inner_graph(result: FusionScopesResult, fused_ops: Mapping[str, FusedOpDef]) -> None:
@@ -305,9 +336,9 @@ def find_cycle(index: GraphIndex, plan: FusionPlan) -> str | None:
     ops = index.ops
     queue: deque[tuple[int, int]] = deque()
     visited: set[int] = set()
+    # a NextIteration among the removed nodes is no back edge any more: the
+    # fused node that replaces it is an ordinary op, so its edges count
     for d in plan.removed:
-        if ops[d] in LOOP_BACK_OPS:
-            continue
         for c, _, _ in consumers[d]:
             if c not in own and c not in visited and pos[c] <= limit:
                 visited.add(c)
@@ -349,7 +380,7 @@ def plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[Fusio
             gc_ = group[c]
             for p, _ in ins:
                 gp = group[p]
-                if gp == gc_ or ops[p] in LOOP_BACK_OPS:
+                if gp == gc_ or (gp == p and ops[p] in LOOP_BACK_OPS):  # a fused NextIteration is no back edge
                     continue
                 indegree[gc_] += 1
                 succ[gp].append(gc_)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _REMOVED = float("inf")
 
 
-def _attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
+def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
     op_def = fused_ops.get(op)
     if op_def is not None:
         return {a.name: a.type for a in op_def.attrs}
@@ -72,7 +72,7 @@ def _build_nodes(
             node = NodeDef(name=f"{res.name}/{inner.name}", op=inner.op, device=device)
             node.input.extend(_inner_input(res.name, ref, inputs) for ref in inner.inputs)
             node.input.extend(controls)
-            _fill_attrs(node, inner.attrs, _attr_types_for_op(inner.op, fused_ops))
+            _fill_attrs(node, inner.attrs, attr_types_for_op(inner.op, fused_ops))
             new.append(node)
     else:
         node = NodeDef(name=res.name, op=res.type, device=device)
@@ -80,7 +80,7 @@ def _build_nodes(
         node.input.extend(controls)
         op_def = plan.op_def
         attrs = op_def.with_defaults(res.attrs) if op_def else res.attrs
-        _fill_attrs(node, attrs, _attr_types_for_op(res.type, fused_ops))
+        _fill_attrs(node, attrs, attr_types_for_op(res.type, fused_ops))
         new.append(node)
     return new
 

@@ -51,7 +51,7 @@ def tensor_value(tensor: Any) -> "np.ndarray":
 def strip_index_suffix(component: str) -> str:
     """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
     base, sep, digits = component.rpartition("_")
-    if sep and base and digits.isdigit() and int(digits) > 0:
+    if sep and base and digits.isascii() and digits.isdigit() and int(digits) > 0:
         return base
     return component
 
@@ -61,7 +61,7 @@ class Scope:
 
     __slots__ = (
         "name", "last_name", "parent", "depth", "children", "direct_nodes",
-        "op_counts", "sub_type", "contains_return", "_tree", "_all_sub_scopes",
+        "op_counts", "sub_type", "contains_return", "label_counts", "_tree", "_all_sub_scopes",
         "_all_nodes",
     )
 
@@ -76,6 +76,7 @@ class Scope:
         self.direct_nodes: list[int] = []
         self.op_counts: dict[str, int] = {}
         self.sub_type: str | None = None
+        self.label_counts: dict[str, int] = {}  # labelled strict descendants per sub_type
         self.contains_return = False
         self._all_sub_scopes: list[Scope] | None = None
         self._all_nodes: list[int] | None = None
@@ -179,7 +180,7 @@ class ScopeTree:
         self._by_name: dict[str, Scope] = {"": self.root}
         self.scopes: list[Scope] = [self.root]
         self.node_scope: list[Scope] = []
-        self.labelled: dict[str, list[Scope]] = {}
+        self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
         self.graph: ScopeGraph | None = None
         self._build()
 
@@ -225,16 +226,44 @@ class ScopeTree:
         return len(self.scopes)
 
     def set_label(self, scope: Scope, sub_type: str | None) -> None:
-        """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
-        if scope.sub_type is not None:
-            self.labelled[scope.sub_type].remove(scope)
+        """Label ``scope`` with ``sub_type`` (``None`` removes its label).
+
+        Every ancestor keeps a count of its labelled descendants per label, so
+        relabelling costs the scope's depth and counting costs nothing.
+        """
+        old = scope.sub_type
+        if old == sub_type:
+            return
+        if old is not None:
+            del self.labelled[old][id(scope)]
+            self._count_label(scope, old, -1)
         scope.sub_type = sub_type
         if sub_type is not None:
-            self.labelled.setdefault(sub_type, []).append(scope)
+            self.labelled.setdefault(sub_type, {})[id(scope)] = scope
+            self._count_label(scope, sub_type, 1)
+
+    @staticmethod
+    def _count_label(scope: Scope, sub_type: str, delta: int) -> None:
+        s = scope.parent
+        while s is not None:
+            counts = s.label_counts
+            counts[sub_type] = counts.get(sub_type, 0) + delta
+            s = s.parent
+
+    def labelled_scopes(self, sub_type: str) -> list[Scope]:
+        """The scopes labelled ``sub_type``, in the order they were labelled."""
+        return list(self.labelled.get(sub_type, {}).values())
+
+    def clear_labels(self) -> None:
+        """Remove every label (each pass starts from an unlabelled tree)."""
+        for by_id in list(self.labelled.values()):
+            for scope in list(by_id.values()):
+                self.set_label(scope, None)
+        self.labelled = {}
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
         """How many scopes strictly below ``scope`` carry label ``sub_type``."""
-        return sum(1 for s in self.labelled.get(sub_type, ()) if scope.is_ancestor_of(s))
+        return scope.label_counts.get(sub_type, 0)
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""

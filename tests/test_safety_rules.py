@@ -1,0 +1,311 @@
+"""Safety rules at the edges: the root scope, loops, results refused before
+conflicts, tensors read twice, attribute values, names, labels between passes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_helpers import make_graph
+from scale_shift import PAIR, SCALE_SHIFT, ScaleShiftPass, build_graph
+
+from scopefusion import (
+    FusionOptions, FusionScopesResult, GraphIndex, PassSpec, ScopeBasePass, ScopePassManager, ScopePattern,
+)
+from scopefusion.core.execute import run_graph_def
+from scopefusion.core.scope_graph import strip_index_suffix
+from scopefusion.core.tf_form import to_tf_runnable
+
+OPS = {"ScaleShift": SCALE_SHIFT, "Pair": PAIR}
+
+
+def _run(passes, graph, **options):
+    from tensorflow.core.framework import graph_pb2
+
+    copy = graph_pb2.GraphDef()
+    copy.CopyFrom(graph)
+    return ScopePassManager([PassSpec(p) for p in passes], OPS, FusionOptions(**options)).run(copy)
+
+
+def _same_outputs(original, fused, feeds, fetches):
+    a = run_graph_def(original, feeds, fetches)
+    b = run_graph_def(to_tf_runnable(fused, OPS), feeds, fetches)
+    assert all(np.allclose(x, y, atol=1e-6) for x, y in zip(a, b))
+
+
+def _const(name, value=2.0):
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+    from tensorflow.python.framework import tensor_util
+
+    return (name, "Const", [], {"value": AttrValue(tensor=tensor_util.make_tensor_proto(np.float32(value))),
+                                "dtype": AttrValue(type=1)})
+
+
+class AnyScaleShift(ScaleShiftPass):
+    """A pattern with no name feature: the root scope holds the same op counts."""
+
+    name = "AnyScaleShift"
+
+    def define_patterns(self):
+        return [[[ScopePattern("ScaleShift").add_node_op_type_feature("Mul", 1)
+                  .add_node_op_type_feature("AddV2", 1)]]]
+
+
+def _single_block_graph():
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.name_scope("blk"):
+            y = x * 2.0 + 1.0
+        out = tf.nn.relu(y, name="out")
+    return graph.as_graph_def(), {"x:0": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}, [out.name]
+
+
+def test_the_root_scope_never_matches():
+    """The root holds the whole graph: a pattern it satisfies matches the scope below instead."""
+    graph, feeds, fetches = _single_block_graph()
+    out = _run([AnyScaleShift], graph)
+    pr = out.report.pass_report("AnyScaleShift")
+    assert pr.matched_scopes == ["blk"]
+    assert [n.name for n in out.graph_def.node if n.op == "ScaleShift"] == ["blk"]
+    assert "" not in {n.name for n in out.graph_def.node}
+    _same_outputs(graph, out.graph_def, feeds, fetches)
+
+
+def test_a_fused_next_iteration_would_close_the_loop_and_is_refused():
+    """merge -> body/mul -> body/next (NextIteration) -> merge: fusing body turns the back
+    edge into an ordinary one, a cycle through merge."""
+
+    class BodyPass(ScopeBasePass):
+        name = "BodyPass"
+
+        def define_patterns(self):
+            return [[[ScopePattern("Body").add_scope_feature(suffix="body").add_node_op_type_feature("Mul", 1)]]]
+
+        def generate_fusion_result(self, scopes, result: FusionScopesResult):
+            result.set_type("ScaleShift")
+            result.set_attr("scale", 2.0)
+            result.set_attr("shift", 0.0)
+            result.set_attr("T", 1)
+            result.insert_inputs("mul", [0, None])
+            result.insert_outputs("next", [0])
+
+    graph = make_graph([("x", "Placeholder", [], {}), ("enter", "Enter", ["x"]),
+                        ("merge", "Merge", ["enter", "body/next"]), _const("body/c"),
+                        ("body/mul", "Mul", ["merge", "body/c"]), ("body/next", "NextIteration", ["body/mul"]),
+                        ("out", "Exit", ["merge"])])
+    GraphIndex(graph)  # the loop's back edge is no cycle
+    for full in (False, True):
+        out = _run([BodyPass], graph, validate_output=full)
+        (refusal,) = out.report.refused
+        assert refusal.name == "body" and refusal.reason.startswith("not convex")
+        assert out.report.fused == []
+        GraphIndex(out.graph_def)
+
+
+class ModelPass(ScaleShiftPass):
+    """The whole ``model`` scope as a Pair(x, outside) -> (tail, blk/add): every edge mapped,
+    but not convex in the graph below."""
+
+    name = "ModelPass"
+
+    def define_patterns(self):
+        return [[[ScopePattern("Model").add_scope_feature(suffix="model")]]]
+
+    def generate_fusion_result(self, scopes, result):
+        scope = scopes[0]
+        result.set_type("Pair")
+        result.set_attr("T", 1)
+        result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])
+        result.insert_inputs("tail", [1])
+        result.insert_outputs("tail", [0])
+        result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [1])
+
+
+def test_a_refused_container_does_not_push_aside_what_it_contains():
+    """model/blk fuses on its own; model is not convex (model/blk -> outside -> model/tail).
+    The container is refused first, so it cannot subsume model/blk."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.name_scope("model"):
+            with tf.name_scope("blk"):
+                y = x * 2.0 + 1.0
+        r = tf.nn.relu(y, name="outside")
+        with tf.name_scope("model/"):
+            t = tf.nn.relu6(r, name="tail")
+        out = tf.identity(t, name="out")
+    graph_def = graph.as_graph_def()
+    result = _run([ScaleShiftPass, ModelPass], graph_def)
+    assert [f.name for f in result.report.fused] == ["model/blk"]
+    (refusal,) = result.report.refused
+    assert refusal.name == "model" and refusal.reason.startswith("not convex")
+    feeds = {"x:0": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
+    _same_outputs(graph_def, result.graph_def, feeds, [out.name])
+
+
+def test_an_input_read_by_several_inner_nodes_is_mapped_once():
+    """blk computes x * 2 + x: x is fused input 0, read by two inner nodes; one map entry is enough."""
+    import tensorflow as tf
+
+    class TwiceReadPass(ScaleShiftPass):
+        name = "TwiceReadPass"
+
+        def generate_fusion_result(self, scopes, result):
+            scope = scopes[0]
+            result.set_type("ScaleShift")
+            result.set_attr("scale", 3.0)
+            result.set_attr("shift", 0.0)
+            result.set_attr("T", 1)
+            result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])  # only the Mul's read
+            result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [0])
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.name_scope("blk"):
+            y = tf.add(x * 2.0, x)
+        out = tf.nn.relu(y, name="out")
+    graph_def = graph.as_graph_def()
+    result = _run([TwiceReadPass], graph_def)
+    assert result.report.refused == []
+    assert [f.name for f in result.report.fused] == ["blk"]
+    feeds = {"x:0": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
+    _same_outputs(graph_def, result.graph_def, feeds, [out.name])
+
+
+class BadAttrPass(ScaleShiftPass):
+    """Sets the float attribute ``scale`` of its second result to a string."""
+
+    name = "BadAttrPass"
+
+    def generate_fusion_result(self, scopes, result):
+        super().generate_fusion_result(scopes, result)
+        if scopes[0].name.endswith("_1"):
+            result.set_attr("scale", "small")
+
+
+def test_an_attribute_value_of_the_wrong_type_refuses_that_result_only():
+    """The spoilt result is refused before conflicts, so the later pass's equal result fuses."""
+    graph, feeds, fetches = build_graph("plain")  # model/blk and model/blk_1
+    copy = type(graph)()
+    copy.CopyFrom(graph)
+    manager = ScopePassManager([PassSpec(BadAttrPass), PassSpec(ScaleShiftPass)], OPS, FusionOptions())
+    out = manager.run(copy)
+    bad, good = out.report.pass_report("BadAttrPass"), out.report.pass_report("ScaleShiftPass")
+    assert bad.error is None and good.error is None
+    assert [f.name for f in bad.fused] == ["model/blk"] and [f.name for f in good.fused] == ["model/blk_1"]
+    (refusal,) = bad.refused
+    assert refusal.name == "model/blk_1"
+    assert refusal.reason == ("attribute 'scale' = 'small' cannot be written as float: "
+                              "could not convert string to float: 'small'")
+    GraphIndex(copy)  # the graph handed to run() is valid
+    _same_outputs(graph, out.graph_def, feeds, fetches)
+
+
+def test_a_new_node_may_not_take_the_name_of_an_aliased_graph_output():
+    """blk/add is a graph output inside the result and stays fetchable under its name, so an
+    inner-graph node called ``add`` (-> blk/add) would clash: the result is refused."""
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+    class ClashPass(ScaleShiftPass):
+        name = "ClashPass"
+
+        def generate_fusion_result(self, scopes, result):
+            scope = scopes[0]
+            result.set_type("ReluGraph")
+            result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])
+            result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [0])
+            result.add_inner_node("add", "Relu", [result.fused_input(0)], {"T": AttrValue(type=1)})
+            result.set_inner_output(0, "add:0")
+
+    graph, _, fetches = build_graph("tail")
+    assert fetches == ["blk/add:0"]
+    out = _run([ClashPass], graph)
+    (refusal,) = out.report.refused
+    assert "new node name 'blk/add' is the name of a graph output" in refusal.reason
+    assert out.report.nodes_after == out.report.nodes_before
+    GraphIndex(out.graph_def)
+
+
+def test_labels_of_one_pass_are_not_seen_by_the_next():
+    """Pass A labels a scope 'Blk' and raises; pass B counts 'Blk' labels below 'model'
+    and must see only its own."""
+
+    class CountingPass(ScaleShiftPass):
+        name = "CountingPass"
+
+        def define_patterns(self):
+            return [[[ScopePattern("Blk").add_scope_feature(suffix="blk")],
+                     [ScopePattern("Model").add_scope_feature(sub_type="Blk", num=1, suffix="model")]]]
+
+        def generate_fusion_result(self, scopes, result):
+            result.reject("counting only")
+
+    class LabellingPass(ScaleShiftPass):
+        name = "LabellingPass"
+
+        def define_patterns(self):
+            return [[[ScopePattern("Blk").add_scope_feature(suffix="other")]]]
+
+        def generate_fusion_result(self, scopes, result):
+            raise RuntimeError("boom")
+
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.name_scope("model"):
+            with tf.name_scope("blk"):
+                y = x * 2.0 + 1.0
+            with tf.name_scope("other"):
+                tf.nn.relu(y, name="r")
+    alone = _run([CountingPass], graph.as_graph_def()).report.pass_report("CountingPass")
+    both = _run([LabellingPass, CountingPass], graph.as_graph_def()).report
+    assert alone.matched_scopes == ["model"]
+    assert both.pass_report("LabellingPass").error.endswith("raised RuntimeError: boom")
+    assert both.pass_report("CountingPass").matched_scopes == ["model"]
+
+
+def test_the_reason_for_a_dropped_result_names_the_result_that_blocks_it():
+    from types import SimpleNamespace
+
+    from scopefusion.core.conflicts import resolve_conflicts
+
+    def plan(name, pass_name, order, members):
+        return SimpleNamespace(name=name, pass_name=pass_name, order=order, members=frozenset(members))
+
+    inner = plan("a/blk", "P1", 0, {1, 2})          # inside "a"
+    other = plan("b", "P2", 1_000_000, {3, 9})      # overlaps "a" in part
+    outer = plan("a", "P3", 2_000_000, {1, 2, 3, 4})
+    dropped = []
+    accepted = resolve_conflicts([inner, other, outer], lambda p, why: dropped.append((p.name, why)))
+    assert [p.name for p in accepted] == ["a/blk", "b"]
+    assert dropped == [("a", "overlaps 'b' of pass P2, which was registered first")]
+
+
+def test_badly_nested_patterns_are_a_clear_pass_error():
+    class FlatPass(ScaleShiftPass):
+        name = "FlatPass"
+
+        def define_patterns(self):
+            return [[ScopePattern("ScaleShift").add_scope_feature(suffix="blk")]]  # one level short
+
+    graph, _, _ = build_graph("plain")
+    out = _run([FlatPass, ScaleShiftPass], graph)
+    error = out.report.pass_report("FlatPass").error
+    assert "define_patterns() must return a list of pattern sets" in error
+    assert "batch 0 of pattern set 0 is a ScopePattern" in error
+    assert len(out.report.fused) == 2  # the other pass still applies
+    with pytest.raises(Exception, match="define_patterns"):
+        _run([FlatPass], graph, strict=True)
+
+
+@pytest.mark.parametrize("component,last", [
+    ("LayerNorm_1", "LayerNorm"), ("x_0", "x_0"), ("x_01", "x"), ("x_\u00b2", "x_\u00b2"), ("_3", "_3"), ("a_", "a_"),
+])
+def test_index_suffix_rule(component, last):
+    assert strip_index_suffix(component) == last

@@ -69,7 +69,7 @@ def fuse(
         outputs=parse_pass_list(outputs),
         strict=strict,
     )
-    registry = registry or load_registry(block=block_plugins)
+    registry = registry or load_registry(block=block_plugins, strict=strict)
     loaded = _as_model(model, signature)
     if not options.outputs and loaded.outputs:
         options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
@@ -77,6 +77,7 @@ def fuse(
     outcome = manager.run(loaded.graph_def)
     report = outcome.report
     report.overrides = list(registry.overrides)
+    report.plugin_errors = list(registry.errors)
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
     graph = fused_graph

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from .core.errors import ScopeFusionError
 
@@ -29,10 +29,18 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _registry(args: argparse.Namespace) -> Any:
     from .core.options import parse_pass_list
-    from .plugins.registry import load_registry
+    from .plugins.registry import load_registry, normalise_distribution
 
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
-    return load_registry(block=args.block_plugins, only=only)
+    block = [name for value in args.block_plugins for name in parse_pass_list(value)]
+    registry = load_registry(block=block, only=only, strict=getattr(args, "strict", False))
+    found = {n for p in registry.plugins for n in (p.name, normalise_distribution(p.distribution))}
+    for option, names in (("--block-plugin", block), ("--only-plugins", only or [])):
+        for name in names:
+            if name not in found and normalise_distribution(name) not in found:
+                print(f"scopefusion: warning: {option} {name}: no installed plugin has that entry-point or "
+                      "distribution name", file=sys.stderr)
+    return registry
 
 
 def _add_verify_options(p: argparse.ArgumentParser) -> None:
@@ -52,8 +60,15 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
                    help="compare only these output tensors (default: every sink of both graphs)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other error, with status 2."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"scopefusion: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="scopefusion",
         description="Fuse TensorFlow subgraphs found by name scope into single operators.",
     )
@@ -140,7 +155,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     plugins = [
         {"name": p.name, "distribution": p.distribution, "version": p.version, "entry_point": p.value,
-         "blocked": p.blocked, "passes": p.passes, "fused_ops": p.fused_ops}
+         "blocked": p.blocked, "error": p.error, "passes": p.passes, "fused_ops": p.fused_ops}
         for p in registry.plugins
     ]
     if args.json:
@@ -164,11 +179,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             pt.add_column(col)
         for p in plugins:
             contributes = ", ".join(p["passes"] + p["fused_ops"]) or "-"
-            pt.add_row(p["name"], p["distribution"], p["version"], "blocked" if p["blocked"] else "loaded",
-                       contributes)
+            status = "blocked" if p["blocked"] else ("skipped: hook raised" if p["error"] else "loaded")
+            pt.add_row(p["name"], p["distribution"], p["version"], status, contributes)
         console.print(pt if plugins else "No plugins installed.")
     for line in registry.overrides:
         console.print(f"override: {line}")
+    for line in registry.errors:
+        print(f"scopefusion: error: {line}", file=sys.stderr)
     return 0
 
 
@@ -178,16 +195,37 @@ def _default_output(model: Path) -> Path:
     return Path.cwd() / f"{stem}_fused.pb"
 
 
+def _check_output_paths(model: Path, output: Path, report: Path | None) -> None:
+    """Refuse, before any work, a file to write that is (or lies inside) the input
+    model, is a directory, or has no directory to go to."""
+    model_real = model.resolve() if model.exists() else None
+    for what, path in (("output", output), ("report", report)):
+        if path is None:
+            continue
+        real = path.resolve()
+        if model_real is not None and (real == model_real or (model.is_dir() and model_real in real.parents)):
+            where = " (it lies inside the SavedModel directory)" if real != model_real else ""
+            raise ScopeFusionError(f"{path}: refusing to overwrite the input model{where}")
+        if path.is_dir():
+            raise ScopeFusionError(f"{path}: is a directory; give a file name for the {what}")
+        if not real.parent.is_dir():
+            raise ScopeFusionError(f"{path}: directory {path.parent} does not exist")
+    if report is not None and report.resolve() == output.resolve():
+        raise ScopeFusionError(f"{report}: the report and the fused graph cannot go to the same file")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .api import fuse
-    from .core.graph_io import load_model, save_graph
+    from .core.graph_io import load_model, save_graph, write_atomically
 
     model = Path(args.model) if args.model else EXAMPLE_MODEL
     if not args.model:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
     output = Path(args.output) if args.output else _default_output(model)
-    if output.exists() and model.exists() and output.resolve() == model.resolve():
-        raise ScopeFusionError(f"{output}: refusing to overwrite the input model")
+    report_path = Path(args.report) if args.report else None
+    _check_output_paths(model, output, report_path)
+    if args.signature and not model.is_dir():
+        raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
     loaded = load_model(model, args.signature)
     original = None
     if args.verify:
@@ -203,8 +241,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   strict=args.strict, registry=registry)
     report = result.report
     save_graph(result.graph_def, output)
-    if args.report:
-        Path(args.report).write_text(report.to_json() + "\n")
+    if report_path is not None:
+        write_atomically(report_path, (report.to_json() + "\n").encode("utf-8"))
     _print_summary(report, output, args.emit)
     if original is not None:
         return _verify_and_print(args, original, result.fused_graph_def)
@@ -283,6 +321,8 @@ def _print_summary(report: Any, output: Path, emit: str) -> None:
                           "(all of them in --report)")
     for line in report.overrides:
         console.print(f"override: {line}")
+    for line in report.plugin_errors:
+        console.print(f"[red]error[/red] {line} (--strict makes this fatal)")
     console.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
                   f"{len(report.fused)} fused op(s)")
 
@@ -344,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scopefusion: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # an unexpected failure: still one line unless --debug
         if args.debug:
             raise

@@ -90,3 +90,88 @@ def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
     assert "5 fused op(s)" in proc.stdout
+
+
+def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):
+    model = tmp_path / "m.pb"
+    model.write_bytes(EXAMPLE_MODEL.read_bytes())
+    saved = tmp_path / "sm"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"the SavedModel's own file")
+    cases = [
+        (["run", str(model), "-o", str(tmp_path / "o.pb"), "--report", str(model)],
+         f"{model}: refusing to overwrite the input model"),
+        (["run", str(saved), "-o", str(saved / "saved_model.pb")],
+         "refusing to overwrite the input model (it lies inside the SavedModel directory)"),
+        (["run", str(saved), "-o", str(tmp_path / "o.pb"), "--report", str(saved / "variables.json")],
+         "it lies inside the SavedModel directory"),
+        (["run", str(model), "-o", str(tmp_path / "o.pb"), "--report", str(tmp_path / "o.pb")],
+         "the report and the fused graph cannot go to the same file"),
+        (["run", str(model), "-o", str(tmp_path / "o.pb"), "--report", str(tmp_path)],
+         "is a directory; give a file name for the report"),
+        (["run", str(model), "-o", str(tmp_path)], "is a directory; give a file name for the output"),
+        (["run", str(model), "-o", str(tmp_path / "o.pb"), "--report", str(tmp_path / "no" / "r.json")],
+         "does not exist"),
+        (["run", str(model), "-o", str(tmp_path / "o.pb"), "--signature", "serving_default"],
+         "is not a SavedModel directory"),
+    ]
+    for argv, needle in cases:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("scopefusion: error:") and needle in err[0], (argv, err)
+    assert model.read_bytes() == EXAMPLE_MODEL.read_bytes()
+    assert (saved / "saved_model.pb").read_bytes() == b"the SavedModel's own file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pb", "sm"]  # checked before any work
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n", b"# a comment only\n"])
+def test_a_model_without_nodes_is_an_error(tmp_path, capsys, content):
+    empty = tmp_path / "empty.pbtxt"
+    empty.write_bytes(content)
+    assert main(["run", str(empty), "-o", str(tmp_path / "o.pb")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("scopefusion: error:") and "the graph has no nodes" in line
+    assert not (tmp_path / "o.pb").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "m.pb", "--emit", "xyz"], "scopefusion run: argument --emit: invalid choice: 'xyz'"),
+    (["run", "m.pb", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+    (["verify", "m.pb"], "scopefusion verify: the following arguments are required: fused"),
+])
+def test_usage_errors_are_one_line_with_status_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("scopefusion: error:") and needle in line and "--help" in line
+
+
+def test_a_reader_that_goes_away_is_no_error(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(f"{sys.executable} -m scopefusion.cli list --json | head -c 1", shell=True,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.stdout == "{"
+    assert "Error" not in proc.stderr and "error" not in proc.stderr
+
+
+def test_unknown_plugin_names_in_block_and_only_are_warned_about(capsys):
+    assert main(["list", "--json", "--block-plugin", "nosuch-plugin,other"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --block-plugin nosuch-plugin: no installed plugin has that" in err
+    assert "warning: --block-plugin other:" in err
+
+
+def test_verify_names_a_fused_op_nobody_declares(tmp_path, capsys):
+    from scopefusion import load_model, save_graph
+
+    graph = load_model(EXAMPLE_MODEL).graph_def
+    node = next(n for n in graph.node if n.op == "Rsqrt")
+    node.op = "MysteryFusedOp"
+    save_graph(graph, tmp_path / "fused.pb")
+    assert main(["verify", str(EXAMPLE_MODEL), str(tmp_path / "fused.pb")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "neither TensorFlow ops nor declared fused ops: MysteryFusedOp (node" in line
+    assert "is the plugin that declares them installed" in line

@@ -244,15 +244,40 @@ def test_plugin_that_fails_to_import(use_plugins):
     assert isinstance(info.value.__cause__, ImportError)
 
 
-def test_hook_that_raises(use_plugins):
-    use_plugins("sf-test-badhook")
+def test_hook_that_raises_skips_that_plugin_and_strict_makes_it_an_error(use_plugins):
+    use_plugins("sf-test-badhook", "sf-test-extra")
+    registry = load_registry()
+    (error,) = registry.errors
+    assert "'badhook'" in error and "sf-test-badhook 0.2.0" in error
+    assert "scopefusion_scope_passes" in error
+    assert "RuntimeError" in error and "hook exploded" in error and error.endswith("skipped")
+    (bad,) = [p for p in registry.plugins if p.name == "badhook"]
+    assert bad.error == error and bad.passes == [] and bad.fused_ops == []
+    assert "TestExtraPass" in registry.pass_names()  # the other plugin still loads
     with pytest.raises(PluginError) as info:
-        load_registry()
+        load_registry(strict=True)
     message = str(info.value)
-    assert "'badhook'" in message and "sf-test-badhook 0.2.0" in message
-    assert "scopefusion_scope_passes" in message
-    assert "RuntimeError" in message and "hook exploded" in message
+    assert "'badhook'" in message and "sf-test-badhook 0.2.0" in message and "hook exploded" in message
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_cli_reports_a_plugin_whose_hook_raises(plugin_dirs, tmp_path):
+    from scopefusion.cli import EXAMPLE_MODEL
+
+    listed = _cli(plugin_dirs, ["sf-test-badhook"], "list", "--plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert "skipped: hook raised" in listed.stdout
+    assert "scopefusion: error: plugin 'badhook' (distribution sf-test-badhook 0.2.0" in listed.stderr
+    out = tmp_path / "o.pb"
+    ran = _cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(out))
+    assert ran.returncode == 0, ran.stderr
+    assert "hook exploded" in ran.stdout and "5 fused op(s)" in ran.stdout
+    strict = _cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "s.pb"),
+                  "--strict")
+    assert strict.returncode == 1
+    (line,) = strict.stderr.strip().splitlines()
+    assert line.startswith("scopefusion: error: plugin 'badhook'") and "hook exploded" in line
+    assert not (tmp_path / "s.pb").exists()
 
 
 def test_hook_that_returns_a_non_pass(use_plugins):
@@ -463,7 +488,7 @@ def test_cli_list_json_shows_the_override(plugin_dirs):
     assert rows["TestExtraPass"]["general"] is False and rows["TestExtraPass"]["enabled"] is False
     assert data["plugins"] == [{
         "name": "extra", "distribution": "sf-test-extra", "version": "1.2.3",
-        "entry_point": "sf_test_extra.plugin", "blocked": False,
+        "entry_point": "sf_test_extra.plugin", "blocked": False, "error": None,
         "passes": ["TestExtraPass", "ScopeLayerNormPass", "TestExtraLatePass"], "fused_ops": ["TestExtra"],
     }]
     assert data["fused_ops"] == {**{op: "built-in" for op in BUILTIN_OPS}, "TestExtra": EXTRA_ORIGIN}

@@ -309,3 +309,47 @@ def test_badly_nested_patterns_are_a_clear_pass_error():
 ])
 def test_index_suffix_rule(component, last):
     assert strip_index_suffix(component) == last
+
+
+def test_a_pass_raising_a_scopefusion_error_is_skipped_like_any_other():
+    from scopefusion import OptionError
+
+    class OptionRaisingPass(ScaleShiftPass):
+        name = "OptionRaisingPass"
+
+        def generate_fusion_result(self, scopes, result):
+            raise OptionError("pass-internal")
+
+    graph, _, _ = build_graph("plain")
+    out = _run([OptionRaisingPass, AnyScaleShift], graph)
+    error = out.report.pass_report("OptionRaisingPass").error
+    assert error == "pass OptionRaisingPass (built-in) raised OptionError: pass-internal"
+    assert [f.name for f in out.report.fused] == ["model/blk", "model/blk_1"]
+    with pytest.raises(Exception, match="OptionRaisingPass .* raised OptionError: pass-internal"):
+        _run([OptionRaisingPass], graph, strict=True)
+
+
+def test_a_failing_reference_implementation_names_who_declared_it():
+    import types
+
+    import scopefusion
+    from scopefusion import AttrDef, FusedOpDef, TensorArg, hookimpl
+    from scopefusion.plugins.registry import load_registry
+
+    def exploding(x, *, scale, shift, T):
+        raise ValueError("reference exploded")
+
+    module = types.ModuleType("sf_exploding")
+    op = FusedOpDef("ScaleShift", inputs=(TensorArg("x", type_attr="T"),), outputs=(TensorArg("y", type_attr="T"),),
+                    attrs=(AttrDef("scale", "float"), AttrDef("shift", "float"), AttrDef("T", "type")),
+                    reference=exploding)
+    module.scopefusion_scope_passes = hookimpl(lambda: [ScaleShiftPass])
+    module.scopefusion_fused_ops = hookimpl(lambda: [op])
+    registry = load_registry(autoload=False, plugins=[("sf_exploding", module)])
+    assert registry.fused_ops["ScaleShift"].origin == "sf_exploding local"
+    graph, _, _ = build_graph("plain")
+    with pytest.raises(scopefusion.ScopeFusionError) as info:
+        scopefusion.fuse(graph, registry=registry, emit="tf")
+    message = str(info.value)
+    assert "reference implementation of ScaleShift failed: reference exploded" in message
+    assert "declared by sf_exploding local" in message

@@ -66,6 +66,8 @@ class FusedOpDef:
     attrs: tuple[AttrDef, ...] = ()
     reference: Callable[..., Sequence[Any]] | None = field(default=None, compare=False)
     description: str = ""
+    #: who declared it ("built-in" or a plugin's distribution and version); set by the registry
+    origin: str = field(default="", compare=False)
 
     def attr_def(self, name: str) -> AttrDef | None:
         for a in self.attrs:

@@ -84,6 +84,8 @@ def load_model(path: str | os.PathLike[str], signature: str | None = None) -> Lo
     except OSError as exc:
         raise GraphLoadError(f"{p}: cannot read ({exc.strerror})") from exc
     graph, fmt = parse_graph_def(data, str(p))
+    if not graph.node:
+        raise GraphLoadError(f"{p}: the graph has no nodes" + (" (empty file)" if not data.strip() else ""))
     return LoadedModel(graph, str(p), fmt)
 
 
@@ -129,9 +131,19 @@ def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | N
         if fmt == "pbtxt"
         else graph_def.SerializeToString()
     )
+    write_atomically(dest, data)
+    return dest
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory,
+    fsync and rename: readers see the old file or the whole new one, never a part."""
+    dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
     if not directory.is_dir():
         raise ScopeFusionError(f"{dest}: directory {directory} does not exist")
+    if dest.is_dir():
+        raise ScopeFusionError(f"{dest}: is a directory, not a file name")
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
     try:
         umask = os.umask(0)

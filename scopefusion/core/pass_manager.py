@@ -117,9 +117,7 @@ class ScopePassManager:
             started = time.perf_counter()
             try:
                 plans.extend(self._run_pass(k, spec, scope_graph, graph_outputs, pr))
-            except ScopeFusionError:
-                raise
-            except Exception as exc:  # a pass's own bug: name it, skip it
+            except Exception as exc:  # a pass's own bug (whatever it raised): name it, skip it
                 message = f"pass {spec.name} ({spec.origin}) raised {type(exc).__name__}: {exc}"
                 if self.options.strict:
                     raise PassError(message) from exc

@@ -58,6 +58,7 @@ class FusionReport:
     nodes_after: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
+    plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 

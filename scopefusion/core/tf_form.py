@@ -107,7 +107,12 @@ def to_tf_runnable(graph_def: "GraphDef", fused_ops: Mapping[str, FusedOpDef]) -
         op_def = fused_ops.get(node.op)
         if op_def is None:
             continue
-        fname, in_types, out_types = cache.function_for(node, op_def)
+        try:
+            fname, in_types, out_types = cache.function_for(node, op_def)
+        except EmitError as exc:
+            if not op_def.origin or op_def.origin in str(exc):
+                raise
+            raise EmitError(f"{exc} (fused op {op_def.name} is declared by {op_def.origin})") from exc
         data_inputs = [i for i in node.input if not i.startswith("^")]
         if len(data_inputs) != len(op_def.inputs):
             raise EmitError(

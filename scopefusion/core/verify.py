@@ -148,6 +148,23 @@ def _tolerance(dtype: Any, atol: float | None, rtol: float | None) -> tuple[floa
     return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
 
 
+def _check_ops_known(graph: "GraphDef", fused_ops: Mapping[str, "FusedOpDef"]) -> None:
+    """Every op of the fused graph is a TensorFlow op or a declared fused op."""
+    from tensorflow.python.framework import op_def_registry
+
+    functions = {f.signature.name for f in graph.library.function}  # called by name
+    unknown: dict[str, str] = {}
+    for node in graph.node:
+        op = node.op
+        if op not in fused_ops and op not in unknown and op not in functions and op_def_registry.get(op) is None:
+            unknown[node.op] = node.name
+    if unknown:
+        ops = ", ".join(f"{op} (node {name!r})" for op, name in unknown.items())
+        raise ScopeFusionError(
+            f"the fused graph has ops that are neither TensorFlow ops nor declared fused ops: {ops}; "
+            "is the plugin that declares them installed (scopefusion list --plugins)?")
+
+
 def verify(
     original: Any,
     fused: Any,
@@ -180,6 +197,7 @@ def verify(
         from ..plugins.registry import load_registry
 
         fused_ops = load_registry().fused_ops
+    _check_ops_known(fused_graph, fused_ops)
     if any(n.op in fused_ops for n in fused_graph.node):
         fused_graph = to_tf_runnable(fused_graph, fused_ops)
 

@@ -9,8 +9,11 @@ Rules:
 * a plugin pass (or fused op) with a built-in's name replaces the built-in in
   its slot, and the replacement is recorded;
 * two plugins contributing the same name is an error naming both;
-* a plugin that fails to load, or whose hook raises or returns something that
-  is not a pass, is an error naming its distribution and entry point;
+* a plugin that fails to load, or whose hook returns something that is not a
+  pass, is an error naming its distribution and entry point;
+* a plugin whose hook raises is reported (``Registry.errors``, naming its
+  distribution) and skipped whole, so the others still apply; with
+  ``strict=True`` it is an error;
 * plugins can be blocked by entry-point or distribution name
   (``SCOPEFUSION_BLOCK_PLUGINS=a,b``), or autoloading switched off
   (``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD=1``) or limited to an allow-list
@@ -18,6 +21,7 @@ Rules:
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -47,6 +51,7 @@ class PluginInfo:
     version: str
     value: str
     blocked: bool = False
+    error: str | None = None  # why it was skipped, if it was
     passes: list[str] = field(default_factory=list)
     fused_ops: list[str] = field(default_factory=list)
 
@@ -67,6 +72,7 @@ class Registry:
     fused_op_origins: dict[str, str] = field(default_factory=dict)
     plugins: list[PluginInfo] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
 
     def pass_names(self) -> list[str]:
         return [p.name for p in self.passes]
@@ -143,7 +149,7 @@ class _Collector:
                 self.registry.overrides.append(f"fused op {op.name}: built-in replaced by {who}")
             elif owner is not None:
                 raise PluginError(f"fused op {op.name!r} is declared twice: by {owner} and by {who}")
-            self.registry.fused_ops[op.name] = op
+            self.registry.fused_ops[op.name] = dataclasses.replace(op, origin=origin)
             self.registry.fused_op_origins[op.name] = origin
             self._op_owner[op.name] = BUILTIN if origin == BUILTIN else who
             added.append(op.name)
@@ -154,11 +160,15 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+class PluginHookError(PluginError):
+    """A plugin's hook raised."""
+
+
 def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
     try:
         value = function()
     except Exception as exc:
-        raise PluginError(f"{who}: hook {hook} raised {type(exc).__name__}: {exc}") from exc
+        raise PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}") from exc
     if value is None:
         return []
     try:
@@ -173,6 +183,7 @@ def load_registry(
     only: Sequence[str] | None = None,
     autoload: bool | None = None,
     plugins: Sequence[tuple[str, Any]] = (),
+    strict: bool = False,
 ) -> Registry:
     """Collect built-ins and plugins.
 
@@ -180,6 +191,8 @@ def load_registry(
     ``SCOPEFUSION_PLUGINS``) loads just the named plugins; ``autoload=False``
     (or ``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD=1``) loads none from entry points.
     ``plugins`` are extra ``(name, module)`` pairs registered after discovery.
+    A plugin whose hook raises is skipped and named in ``Registry.errors``;
+    ``strict=True`` raises :class:`PluginError` instead.
     """
     from .. import builtin_passes
 
@@ -243,12 +256,22 @@ def load_registry(
     pass_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_scope_passes.get_hookimpls()}
     op_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_fused_ops.get_hookimpls()}
     for obj, origin, who, info in loaded:
-        if id(obj) in op_impls:
-            names = collector.add_fused_ops(_call_hook(op_impls[id(obj)], who, "scopefusion_fused_ops"), origin, who)
+        try:  # both hooks first: a plugin whose hook raises contributes nothing
+            ops = _call_hook(op_impls[id(obj)], who, "scopefusion_fused_ops") if id(obj) in op_impls else None
+            passes = (_call_hook(pass_impls[id(obj)], who, "scopefusion_scope_passes")
+                      if id(obj) in pass_impls else None)
+        except PluginHookError as exc:
+            if strict or info is None:
+                raise
+            info.error = f"{exc}; skipped"
+            registry.errors.append(info.error)
+            continue
+        if ops is not None:
+            names = collector.add_fused_ops(ops, origin, who)
             if info is not None:
                 info.fused_ops = names
-        if id(obj) in pass_impls:
-            names = collector.add_passes(_call_hook(pass_impls[id(obj)], who, "scopefusion_scope_passes"), origin, who)
+        if passes is not None:
+            names = collector.add_passes(passes, origin, who)
             if info is not None:
                 info.passes = names
     return registry

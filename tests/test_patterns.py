@@ -130,3 +130,19 @@ def test_a_batch_matching_nothing_ends_the_set_with_no_result(sg):
     assert match_pattern_set(sg.tree, [[moments], [nothing]]) == []
     assert all(s.sub_type is None for s in sg.scopes())  # everything rolled back
     assert match_pattern_set(sg.tree, [[nothing], [moments]]) == []
+
+
+def test_attribute_values_compare_by_the_attr_kind():
+    """Float attrs compare with a tolerance; int, bool and string attrs exactly, even against a float."""
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+    from scopefusion.core.patterns import attr_equals
+
+    assert attr_equals(AttrValue(f=1e-12), 1.0000001e-12)
+    assert attr_equals(AttrValue(f=0.5), 0.5) and not attr_equals(AttrValue(f=0.5), 0.6)
+    assert attr_equals(AttrValue(i=100_000_000), 100_000_000)
+    assert attr_equals(AttrValue(i=100_000_000), 100_000_000.0)
+    assert not attr_equals(AttrValue(i=100_000_000), 100_000_500.0)
+    assert not attr_equals(AttrValue(i=3), 3.5)
+    assert attr_equals(AttrValue(b=True), True) and not attr_equals(AttrValue(b=True), 1)
+    assert attr_equals(AttrValue(s=b"NHWC"), "NHWC")

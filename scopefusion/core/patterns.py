@@ -105,11 +105,13 @@ def _count_rule(num: int, step: int) -> str:
 def _scalar_equals(actual: Any, expected: Any) -> bool:
     if isinstance(expected, bool) or isinstance(actual, bool):
         return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
-    if isinstance(expected, float) or isinstance(actual, float):
+    if isinstance(actual, float):  # a float attr: compared with a tolerance
         try:
-            return math.isclose(float(actual), float(expected), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL)
+            return math.isclose(actual, float(expected), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL)
         except (TypeError, ValueError):
             return False
+    if isinstance(expected, float):  # an int attr against a float: exactly
+        return isinstance(actual, int) and float(actual) == expected
     if isinstance(expected, str) and isinstance(actual, bytes):
         return actual == expected.encode()
     return bool(actual == expected)

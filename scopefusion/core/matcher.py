@@ -55,32 +55,40 @@ class MatchStats:
             while s is not None and id(s) not in related:
                 related.add(id(s))
                 s = s.parent
-        under: dict[int, bool] = {}  # scope id -> lies under a match
-
-        def lies_under_a_match(scope: Scope) -> bool:
-            path: list[int] = []
-            s: Scope | None = scope
-            answer = False
-            while s is not None:
-                known = under.get(id(s))
-                if known is not None:
-                    answer = known
-                    break
-                if id(s) in matched:
-                    answer = True
-                    break
-                path.append(id(s))
-                s = s.parent
-            for k in path:
-                under[k] = answer
-            return answer
-
+        within = _Within(matches)
         kept = [(scope.name, reason) for scope, reason in self._misses.values()
-                if id(scope) not in related and not lies_under_a_match(scope)]
+                if id(scope) not in related and not within(scope)]
         self.near_miss_count = len(kept)
         self.near_misses = kept[:MAX_NEAR_MISSES]
         self._misses = {}
         self._tested = set()
+
+
+class _Within:
+    """Is a scope one of ``scopes`` or inside one?  Answers are remembered along
+    the path walked up, so asking about many scopes costs about the tree's size."""
+
+    def __init__(self, scopes: Sequence[Scope]) -> None:
+        self._ids = {id(s) for s in scopes}
+        self._known: dict[int, bool] = {}
+
+    def __call__(self, scope: Scope) -> bool:
+        path: list[int] = []
+        s: Scope | None = scope
+        answer = False
+        while s is not None:
+            known = self._known.get(id(s))
+            if known is not None:
+                answer = known
+                break
+            if id(s) in self._ids:
+                answer = True
+                break
+            path.append(id(s))
+            s = s.parent
+        for k in path:
+            self._known[k] = answer
+        return answer
 
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
@@ -139,27 +147,7 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStat
 
 def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Sequence[Scope]) -> None:
     """Undo the labels of ``applied`` except on ``keep`` and the scopes inside them."""
-    keep_ids = {id(s) for s in keep}
-    inside: dict[int, bool] = {}  # scope id -> is, or lies inside, a kept scope
-
-    def kept(scope: Scope) -> bool:
-        path: list[int] = []
-        s: Scope | None = scope
-        answer = False
-        while s is not None:
-            known = inside.get(id(s))
-            if known is not None:
-                answer = known
-                break
-            if id(s) in keep_ids:
-                answer = True
-                break
-            path.append(id(s))
-            s = s.parent
-        for k in path:
-            inside[k] = answer
-        return answer
-
+    kept = _Within(keep)
     for scope, previous in reversed(applied):
         if not kept(scope):
             tree.set_label(scope, previous)

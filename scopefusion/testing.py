@@ -12,6 +12,7 @@ entry point, it provides the fixture ``scopefusion_helper`` (an instance of
 """
 from __future__ import annotations
 
+import difflib
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -20,7 +21,7 @@ import pytest
 from .api import FuseResult, fuse
 from .core.base_pass import ScopeBasePass
 from .core.fused_ops import FusedOpDef, attr_value_to_python
-from .core.options import PassList
+from .core.options import PassList, parse_pass_list
 from .core.verify import VerifyResult, verify
 from .plugins.registry import BUILTIN, Registry, load_registry
 
@@ -43,8 +44,15 @@ def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
 
 def registry_with(passes: Iterable[type[ScopeBasePass]] = (), fused_ops: Iterable[FusedOpDef] = (),
                   *, autoload: bool = True) -> Registry:
-    """The installed registry plus extra pass classes and fused ops (tests of
-    a pass that is not installed yet)."""
+    """The built-in passes plus ``passes`` and ``fused_ops`` (tests of a pass
+    that is not installed, or of a working copy of one that is).
+
+    With ``autoload`` the installed plugins are loaded too, except any plugin
+    (distribution) that contributes a pass or fused op with the name of one
+    given here: that is the installed copy of the same plugin, and the given
+    objects take its place instead of clashing with it. ``autoload=False``
+    loads no installed plugin at all.
+    """
     from .plugins.hookspecs import hookimpl
 
     passes, fused_ops = list(passes), list(fused_ops)
@@ -58,8 +66,16 @@ def registry_with(passes: Iterable[type[ScopeBasePass]] = (), fused_ops: Iterabl
         def scopefusion_fused_ops(self) -> list[FusedOpDef]:
             return fused_ops
 
-    extra = [("test-passes", _Extra())] if passes or fused_ops else []
-    return load_registry(autoload=autoload, plugins=extra)
+    if not passes and not fused_ops:
+        return load_registry(autoload=autoload)
+    block: list[str] = []
+    if autoload:
+        pass_names = {getattr(cls, "name", None) for cls in passes}
+        op_names = {getattr(op, "name", None) for op in fused_ops}
+        installed = load_registry(autoload=True)
+        block = sorted({info.distribution for info in installed.plugins if not info.blocked and (
+            pass_names.intersection(info.passes) or op_names.intersection(info.fused_ops))})
+    return load_registry(autoload=autoload, block=block, plugins=[("test-passes", _Extra())])
 
 
 def fused_nodes(result: FuseResult, op_type: str) -> list[Any]:
@@ -76,12 +92,27 @@ def _same(actual: Any, expected: Any) -> bool:
     return bool(actual == expected)
 
 
+def _pass_errors(result: FuseResult) -> list[str]:
+    return [p.error for p in result.report.passes if p.error]
+
+
+def _errors_text(errors: Sequence[str]) -> str:
+    return f"{len(errors)} pass(es) raised (the run was not strict): " + "; ".join(errors)
+
+
 def assert_fused(result: FuseResult, op_type: str, count: int, **attrs: Any) -> list[Any]:
-    """Assert ``op_type`` appears ``count`` times, each with the given attribute values."""
+    """Assert ``op_type`` appears ``count`` times, each with the given attribute values.
+
+    A pass that raised during a non-strict run makes this fail too (with the
+    error), whatever the count: its matches are missing from the result.
+    """
     nodes = fused_nodes(result, op_type)
     refusals = "; ".join(f"{r.name}: {r.reason}" for r in result.report.refused) or "none"
-    assert len(nodes) == count, (
-        f"expected {count} fused {op_type} node(s), found {len(nodes)}; refusals: {refusals}")
+    errors = _pass_errors(result)
+    found = f"expected {count} fused {op_type} node(s), found {len(nodes)}"
+    assert not errors, f"{found}, but {_errors_text(errors)}; refusals: {refusals}"
+    skipped = "; ".join(getattr(result.report, "plugin_errors", None) or [])
+    assert len(nodes) == count, f"{found}; refusals: {refusals}" + (f"; plugins skipped: {skipped}" if skipped else "")
     for node in nodes:
         for key, expected in attrs.items():
             assert key in node.attr, f"{node.name}: no attribute {key!r}"
@@ -90,15 +121,63 @@ def assert_fused(result: FuseResult, op_type: str, count: int, **attrs: Any) -> 
     return nodes
 
 
-def assert_not_matched(result: FuseResult, scope: str) -> str:
-    """Assert nothing was fused for ``scope``; returns why (the refusal reason,
-    or that no pattern matched it)."""
-    fused = [f for f in result.report.fused if scope in f.scopes or f.name == scope]
-    assert not fused, f"scope {scope!r} was fused as {fused[0].type} {fused[0].name!r}"
+def _scope_names(result: FuseResult) -> set[str]:
+    """The scopes of the graph that was fused: those still in the result, plus
+    every scope the report names (fused scopes are single nodes now)."""
+    names: set[str] = set()
+    for node in result.fused_graph_def.node:
+        parts = node.name.split("/")
+        names.update("/".join(parts[:i]) for i in range(1, len(parts)))
     for p in result.report.passes:
-        for r in p.refused:
-            if scope in r.scopes or r.name == scope:
-                return f"{p.name}: {r.reason}"
+        names.update(p.matched_scopes)
+        names.update(r.name for r in p.near_misses)
+        for record in [*p.fused, *p.refused]:
+            names.update(record.scopes)
+    return names
+
+
+def _similar(scope: str, names: set[str]) -> list[str]:
+    last = scope.rsplit("/", 1)[-1]
+    same_end = sorted(n for n in names if n.endswith("/" + scope) or n.rsplit("/", 1)[-1] == last)
+    close = difflib.get_close_matches(scope, sorted(names), n=5, cutoff=0.6)
+    return list(dict.fromkeys([*same_end, *close]))[:5]
+
+
+def assert_not_matched(result: FuseResult, scope: str) -> str:
+    """Assert nothing was fused for ``scope`` (a full scope name); returns why.
+
+    Fails if the scope, or a scope holding it, was fused; if the graph has no
+    scope of that name (a typo: the message lists similar names); or if a pass
+    raised during a non-strict run (it might have fused the scope). Otherwise
+    returns the reason: ``"<pass>: <reason>"`` for each pass that matched the
+    scope and whose result was refused, else ``"<pass>: pattern <P>: <feature>
+    wanted, ..."`` for each pass whose pattern the scope missed by a single
+    feature (a near miss), else ``"no pattern matched it"``.
+    """
+    report = result.report
+    for f in report.fused:
+        if f.name == scope or scope in f.scopes:
+            raise AssertionError(f"scope {scope!r} was fused as {f.type} {f.name!r}")
+        outer = next((s for s in f.scopes if scope.startswith(s + "/")), None)
+        if outer is not None:
+            raise AssertionError(f"scope {scope!r} lies inside scope {outer!r}, which was fused as {f.type} {f.name!r}")
+    names = _scope_names(result)
+    if scope not in names:
+        similar = _similar(scope, names)
+        raise AssertionError(f"no scope named {scope!r} in the graph; scopes with a similar name: "
+                             + (", ".join(repr(n) for n in similar) if similar else "none"))
+    errors = _pass_errors(result)
+    assert not errors, f"scope {scope!r} was not fused, but {_errors_text(errors)}"
+    refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused if scope in r.scopes or r.name == scope]
+    if refused:
+        return "; ".join(refused)
+    unused = [f"{p.name}: matched it, but the pass made no result for it"
+              for p in report.passes if scope in p.matched_scopes]
+    if unused:
+        return "; ".join(unused)
+    near = [f"{p.name}: {r.reason}" for p in report.passes for r in p.near_misses if r.name == scope]
+    if near:
+        return "; ".join(near)
     return "no pattern matched it"
 
 
@@ -128,16 +207,34 @@ class PassTester:
         return self._registry
 
     def with_passes(self, passes: Sequence[type[ScopeBasePass]] = (),
-                    fused_ops: Sequence[FusedOpDef] = ()) -> "PassTester":
-        """A tester whose registry also holds these (not installed) passes and ops."""
-        return PassTester(registry_with(passes, fused_ops))
+                    fused_ops: Sequence[FusedOpDef] = (), *, autoload: bool = False) -> "PassTester":
+        """A tester whose registry is the built-in passes plus exactly these
+        passes and fused ops (a pass with a built-in's name replaces it).
 
-    def run(self, graph: Any, *, enable: PassList = None, only: Sequence[str] | None = None,
-            emit: str = "fused", **options: Any) -> FuseResult:
-        """Fuse ``graph`` with the registry; ``only`` keeps just the named passes
-        (their general flag still decides whether ``enable`` must name them)."""
+        Installed plugins are not loaded, so a test gives the same result before
+        and after your package is installed, whatever else is installed.
+        ``autoload=True`` loads them too, except the installed copy of the
+        plugin these come from (any distribution contributing a pass or fused op
+        of the same name), which these replace.
+        """
+        return PassTester(registry_with(passes, fused_ops, autoload=autoload))
+
+    def run(self, graph: Any, *, enable: PassList = None, only: PassList | None = None,
+            emit: str = "fused", strict: bool = True, **options: Any) -> FuseResult:
+        """Fuse ``graph`` with the registry.
+
+        ``enable`` names non-general passes to run (general ones always run).
+        ``only`` keeps just the named passes and runs them, general or not.
+        The run is strict by default: a pass that raises makes this raise
+        :class:`~scopefusion.core.errors.PassError`, with the pass's own
+        exception as its cause; ``strict=False`` reports and skips it instead
+        (``result.report.passes[i].error``), as ``scopefusion run`` does.
+        Other ``options`` go to :func:`scopefusion.fuse`.
+        """
         registry = self.registry
+        enabled = parse_pass_list(enable)
         if only is not None:
+            only = parse_pass_list(only)
             unknown = [n for n in only if n not in registry.pass_names()]
             assert not unknown, f"unknown pass(es) {unknown}; registered: {registry.pass_names()}"
             registry = Registry(
@@ -145,7 +242,9 @@ class PassTester:
                 fused_ops=registry.fused_ops, fused_op_origins=registry.fused_op_origins,
                 plugins=registry.plugins, overrides=registry.overrides,
             )
-        return fuse(graph, enable_scope_fusion_passes=enable, emit=emit, registry=registry, **options)
+            enabled += [n for n in only if n not in enabled]
+        return fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict, registry=registry,
+                    **options)
 
     def assert_verified(self, original: Any, result: FuseResult | Any, **options: Any) -> VerifyResult:
         options.setdefault("fused_ops", self.registry.fused_ops)

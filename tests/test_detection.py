@@ -104,8 +104,13 @@ def test_decode_lookalikes_are_not_fused(od, registry):
     result = fuse(m, registry)
     assert result.report.fused == []
     assert "not the Faster R-CNN decode" in assert_not_matched(result, "Swapped/Decode")
-    for scope in ("Square/Decode", "Keypoint/Decode", "BoxDecoder"):
-        assert assert_not_matched(result, scope) == "no pattern matched it"
+    # the square coder's Decode computes one Exp and a Sqrt: one feature away from two patterns
+    assert assert_not_matched(result, "Square/Decode") == (
+        "ScopeLayerNormPass: pattern LayerNorm: exactly 2 Mean node(s) wanted, 0 found; "
+        "ScopeDecodeBboxV2Pass: pattern DecodeBboxV2: exactly 2 Exp node(s) wanted, 1 found")
+    assert assert_not_matched(result, "Keypoint/Decode") == "no pattern matched it"
+    assert assert_not_matched(result, "BoxDecoder") == (
+        "ScopeDecodeBboxV2Pass: pattern DecodeBboxV2: scope name 'BoxDecoder' is not 'Decode'")
 
 
 # --------------------------------------------------------------------------- ClipBoxes

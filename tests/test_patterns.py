@@ -146,3 +146,18 @@ def test_attribute_values_compare_by_the_attr_kind():
     assert not attr_equals(AttrValue(i=3), 3.5)
     assert attr_equals(AttrValue(b=True), True) and not attr_equals(AttrValue(b=True), 1)
     assert attr_equals(AttrValue(s=b"NHWC"), "NHWC")
+
+
+def test_an_attribute_feature_may_accept_a_set_of_values():
+    """A set holds when the attribute equals any of its members (e.g. every float dtype)."""
+    from scopefusion import ScopeGraph
+    from scopefusion.core.patterns import NodeAttrFeature
+
+    graph = make_graph([("x", "Placeholder", []), ("blk/r", "Rsqrt", ["x"])])  # T = DT_FLOAT (1)
+    blk = ScopeGraph(graph).scope("blk")
+    assert NodeAttrFeature("Rsqrt", "T", {1, 2, 14, 19}).match(blk)
+    assert NodeAttrFeature("Rsqrt", "T", frozenset({1})).match(blk)
+    assert not NodeAttrFeature("Rsqrt", "T", {2, 19}).match(blk)
+    assert NodeAttrFeature("Rsqrt", "T", {19, 2}).explain(blk) == (
+        "no Rsqrt node directly in the scope has T = one of 2, 19")
+    assert hash(NodeAttrFeature("Rsqrt", "T", {1, 2}))  # frozen and hashable, like every feature

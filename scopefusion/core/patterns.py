@@ -76,23 +76,37 @@ class NodeAttrFeature:
     """Some direct node of ``op_type`` has attribute ``attr_name`` equal to ``value``.
 
     Floats compare with a tolerance; ints, strings and bools exactly.  A list
-    value compares element-wise with a list attribute.
+    value compares element-wise with a list attribute.  A set (or frozenset)
+    of values holds when the attribute equals any one of them, e.g. every
+    float dtype: ``NodeAttrFeature("Rsqrt", "T", {1, 2, 14, 19})``.
     """
 
     op_type: str
     attr_name: str
-    value: Union[AttrScalar, Sequence[AttrScalar]]
+    value: Union[AttrScalar, Sequence[AttrScalar], "frozenset[AttrScalar]"]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, set):  # hashable, like the rest of the feature
+            object.__setattr__(self, "value", frozenset(self.value))
 
     def match(self, scope: "Scope") -> bool:
+        name, value = self.attr_name, self.value
+        choices = value if isinstance(value, frozenset) else (value,)
         for node in scope.nodes_by_op(self.op_type, direct=True):
-            if self.attr_name in node.attr and attr_equals(node.attr[self.attr_name], self.value):
-                return True
+            if name in node.attr:
+                attr = node.attr[name]
+                if any(attr_equals(attr, v) for v in choices):
+                    return True
         return False
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return self.op_type not in scope.op_counts
 
     def explain(self, scope: "Scope") -> str:
+        if isinstance(self.value, frozenset):
+            ordered = sorted(self.value, key=lambda v: (type(v).__name__, v))
+            wanted = "one of " + ", ".join(repr(v) for v in ordered)
+            return f"no {self.op_type} node directly in the scope has {self.attr_name} = {wanted}"
         return f"no {self.op_type} node directly in the scope has {self.attr_name} = {self.value!r}"
 
 

@@ -83,8 +83,8 @@ class ScopeLayerNormPass(ScopeBasePass):
         # flat forms (Keras 3, hand-written): the normaliser lies directly in the scope
         flat = [
             ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2).add_node_op_type_feature(op, 1)
-            .add_node_attr_feature(op, "T", dtype)
-            for op in ("Rsqrt", "Sqrt") for dtype in FLOAT_TYPES
+            .add_node_attr_feature(op, "T", frozenset(FLOAT_TYPES))
+            for op in ("Rsqrt", "Sqrt")
         ]
         # tf_keras' FusedBatchNormV3 trick
         fused = (ScopePattern("LayerNorm").add_node_op_type_feature(FUSED_BATCH_NORM, 1)

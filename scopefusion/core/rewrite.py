@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
-from .graph_index import CONTROL, GraphIndex, no_gc, tensor_name
+from .graph_index import CONTROL, GraphIndex, no_gc, parse_input, tensor_name
 from .results import FusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +90,8 @@ def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequen
         return fused_inputs[ref.index]
     if ref.startswith("^"):
         return f"^{result_name}/{ref[1:]}"
-    return f"{result_name}/{ref}"
+    inner, port = parse_input(ref)
+    return tensor_name(f"{result_name}/{inner}", port)  # port 0 bare, as TensorFlow writes it
 
 
 def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[int]) -> "NodeDef":

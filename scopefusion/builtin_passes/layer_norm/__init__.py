@@ -18,7 +18,10 @@ sub-scopes ``tf.nn.moments`` and ``tf.nn.batch_normalization`` open); the
 analyses then identify the nodes by their wiring, never by their names
 (:mod:`.moments` for every form that computes its own statistics,
 :mod:`.fused_batch_norm` for the trick), and read epsilon and the axes from the
-graph.  What the op cannot represent (no gamma or beta, axes that are not
+graph.  In half or bfloat16, the float32 statistics between casts are seen through: a
+layer computing in float32 between two casts (Keras mixed precision) becomes a float32
+LayerNorm followed by its own down-cast; ``tf.nn.moments`` on float16 input becomes a
+float16 LayerNorm.  What the op cannot represent (no gamma or beta, axes that are not
 trailing, gamma not shaped like x's trailing axes, RMS-style scaling, ...) is
 refused with a reason.
 """
@@ -127,10 +130,34 @@ class ScopeLayerNormPass(ScopeBasePass):
             slots = [fused_input.get(sg.producer(name, k)) for k in range(len(sg.input_names(name)))]
             if any(s is not None for s in slots):
                 result.insert_inputs(scope.suffix_of(name), slots)
+        if match.output_cast is not None:
+            _cast_after(scope, match, result)
+            return
         result.insert_outputs(scope.suffix_of(match.output), [0])
         if match.mean is not None and match.variance is not None:
             result.insert_outputs(scope.suffix_of(match.mean), [1])
             result.insert_outputs(scope.suffix_of(match.variance), [2])
+
+
+def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
+    """A layer norm computed in float32 and cast down to half or bfloat16 (Keras layers
+    under a low-precision or mixed dtype policy): the scope becomes a float32 LayerNorm
+    followed by the same Cast, under the Cast's own name, so numerics do not change.
+    The Cast that brings x up to float32 stays in the graph as the LayerNorm's input."""
+    sg = scope.graph
+    cast = scope.suffix_of(match.output_cast)  # type: ignore[arg-type]
+    attrs = {key: result.attrs[key] for key in ("begin_norm_axis", "begin_params_axis", "epsilon", "T")}
+    result.add_inner_node(LAYER_NORM.name, LAYER_NORM.name,
+                          [result.fused_input(0), result.fused_input(1), result.fused_input(2)], attrs)
+    cast_attrs = sg.node(match.output_cast).attr  # type: ignore[arg-type]
+    result.add_inner_node(cast, "Cast", [f"{LAYER_NORM.name}:0"], {key: cast_attrs[key] for key in cast_attrs})
+    result.insert_outputs(cast, [0])
+    result.set_inner_output(0, f"{cast}:0")
+    if match.mean is not None and match.variance is not None:
+        result.insert_outputs(scope.suffix_of(match.mean), [1])
+        result.insert_outputs(scope.suffix_of(match.variance), [2])
+        result.set_inner_output(1, f"{LAYER_NORM.name}:1")
+        result.set_inner_output(2, f"{LAYER_NORM.name}:2")
 
 
 def _tightest(scope: "Scope") -> "Scope":

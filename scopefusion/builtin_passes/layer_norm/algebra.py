@@ -161,7 +161,7 @@ class Evaluator:
         name, port = tensor
         if not self.depends(tensor):
             value = sg.const_value(name) if port == 0 else None
-            if value is not None and value.size == 1 and value.dtype.kind in "fiu":
+            if value is not None and value.size == 1 and (value.dtype.kind in "fiu" or value.dtype.name == "bfloat16"):
                 return const(float(value.reshape(-1)[0]))
             key = f"@{name}" if port == 0 else f"@{name}:{port}"
             self.atoms[key] = tensor

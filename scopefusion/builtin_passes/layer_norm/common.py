@@ -9,6 +9,8 @@ from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers,
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from ...core.scope_graph import Scope, ScopeGraph
 
 #: Symbols of the normalised part of the output (everything else is an atom).
@@ -33,6 +35,30 @@ class LayerNormMatch:
     begin_params_axis: int
     dtype: int
     description: str
+    #: a Cast from the float32 result down to half or bfloat16 (a Keras mixed-precision or
+    #: low-precision layer computes in float32 between two casts): its output is the one
+    #: read outside, and it stays a Cast after the LayerNorm
+    output_cast: str | None = None
+
+
+DT_FLOAT = 1
+#: DT_HALF, DT_BFLOAT16: the types a layer norm is computed in float32 for
+LOW_PRECISION = frozenset({19, 14})
+
+
+def precision_cast(sg: "ScopeGraph", inside: set[str], name: str, *, up: bool) -> bool:
+    """Is ``name`` a Cast in the scope from half/bfloat16 up to float32 (``up``), or
+    from float32 down to half/bfloat16?"""
+    if name not in inside or sg.op_of(name) != "Cast":
+        return False
+    attrs = sg.node(name).attr
+    src, dst = attrs["SrcT"].type, attrs["DstT"].type
+    return (src in LOW_PRECISION and dst == DT_FLOAT) if up else (src == DT_FLOAT and dst in LOW_PRECISION)
+
+
+def is_float_array(value: "np.ndarray") -> bool:
+    """A floating-point numpy array, bfloat16 included (numpy sees that as kind 'V')."""
+    return value.dtype.kind == "f" or value.dtype.name == "bfloat16"
 
 
 def tensor_name(t: Tensor) -> str:
@@ -59,6 +85,18 @@ def result_node(scope: "Scope", inside: set[str], evaluator: Evaluator, statisti
     if ports:
         raise NotLayerNorm(f"output {ports[0]} of {out!r} is read outside the scope; LayerNorm has one output y")
     return out
+
+
+def strip_output_cast(sg: "ScopeGraph", inside: set[str], out: str) -> tuple[str, str | None]:
+    """``(y, cast)``: when ``out`` casts a float32 result down to half or bfloat16 and
+    nothing else reads that result, the layer norm ends at the result and ``out`` is the
+    cast after it; otherwise ``(out, None)``."""
+    if not precision_cast(sg, inside, out, up=False):
+        return out, None
+    y = sg.producer(out, 0)
+    if y[1] != 0 or y[0] not in inside or [c for c, _ in data_consumers(sg, y[0])] != [out]:
+        return out, None
+    return y[0], out
 
 
 def _close(a: Poly, b: Poly) -> bool:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .algebra import ADD_OPS, Evaluator, Tensor, add, mul, symbol
-from .common import LayerNormMatch, norm_axis, params_axis, result_node, scale_and_offset, see_through_reshape
+from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, mul, symbol
+from .common import (
+    LayerNormMatch, is_float_array, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
+    see_through_reshape, strip_output_cast,
+)
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +36,7 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     norm = norms[0]
     norm_op = sg.op_of(norm)
     variance_tensor, epsilon = _variance_plus_epsilon(sg, inside, norm, norm_op)
-    variance = sg.resolve_forwarding(variance_tensor[0])
+    variance = sg.resolve_forwarding(_below_down_cast(sg, inside, variance_tensor)[0])
     x, mean, spelling = _mean_and_input(sg, inside, variance)
     for m in (mean, variance):
         node = sg.node(m)
@@ -43,39 +46,96 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     if _axes(sg, variance) != axes:
         raise NotLayerNorm("mean and variance reduce different axes")
 
-    leaves = {x: symbol("x"), (mean, 0): symbol("mean"), (norm, 0): symbol("rstd", 1 if norm_op == "Rsqrt" else -1)}
+    # In half or bfloat16 the statistics are computed in float32: x is cast up (by
+    # tf.nn.moments, or by a Keras layer around its whole body) and, with tf.nn.moments,
+    # the mean and variance are cast back down. Either side of a cast is the same symbol.
+    x_low = sg.producer(x[0], 0) if x[1] == 0 and precision_cast(sg, inside, x[0], up=True) else None
+    mean_casts = [c for c, port in data_consumers(sg, mean) if port == 0 and precision_cast(sg, inside, c, up=False)]
+    rstd = symbol("rstd", 1 if norm_op == "Rsqrt" else -1)
+    leaves = {x: symbol("x"), (mean, 0): symbol("mean"), (norm, 0): rstd}
+    if x_low is not None:
+        leaves[x_low] = symbol("x")
+    for cast in mean_casts:
+        leaves[(cast, 0)] = symbol("mean")
     evaluator = Evaluator(sg, inside, leaves)
-    output = result_node(scope, inside, evaluator, (mean, variance))
+    output = result_node(scope, inside, evaluator, (mean, variance, *mean_casts))
+    output, output_cast = strip_output_cast(sg, inside, output)
     poly = evaluator.value((output, 0))
     base = add(mul(symbol("x"), symbol("rstd")), mul(symbol("mean"), symbol("rstd")), -1.0)
     gamma, beta = scale_and_offset(scope, evaluator, poly, "x", base)
     gamma, beta = see_through_reshape(sg, inside, gamma), see_through_reshape(sg, inside, beta)
-    begin_norm_axis = norm_axis(sg, x, axes)
-    begin_params_axis = params_axis(sg, x, gamma, beta)
+
+    # the fused op's x, mean and variance are the tensors of the type it computes in
+    dtype = _dtype(sg, (output, 0)) or _dtype(sg, (mean, 0))
+    x_fused = next((t for t in (x, x_low) if t is not None and _dtype(sg, t) == dtype), None)
+    if x_fused is None:
+        raise NotLayerNorm(f"no input of the layer norm has the type of its output ({_type_name(dtype)})")
+    mean_out = next((m for m in (mean, *mean_casts) if _dtype(sg, (m, 0)) == dtype), None)
+    variance_out = next((v for v in (variance, variance_tensor[0]) if _dtype(sg, (v, 0)) == dtype), None)
+    if mean_out is None or variance_out is None:
+        mean_out = variance_out = None
+    begin_norm_axis = norm_axis(sg, x_fused, axes)
+    begin_params_axis = params_axis(sg, x_fused, gamma, beta)
     normaliser = "rsqrt" if norm_op == "Rsqrt" else "1 / sqrt"
+    precision = ""
+    if output_cast is not None:
+        precision = f", computed in float32 and cast to {_type_name(_dtype(sg, (output_cast, 0)))}"
+    elif x_fused == x_low:
+        precision = ", statistics computed in float32"
     return LayerNormMatch(
-        x=x, gamma=gamma, beta=beta, output=output, mean=mean, variance=variance, epsilon=epsilon,
-        begin_norm_axis=begin_norm_axis, begin_params_axis=begin_params_axis,
-        dtype=sg.node(mean).attr["T"].type,
-        description=f"LayerNorm over axes {axes}: mean of {spelling}, {normaliser}(variance + epsilon)",
+        x=x_fused, gamma=gamma, beta=beta, output=output, mean=mean_out, variance=variance_out, epsilon=epsilon,
+        begin_norm_axis=begin_norm_axis, begin_params_axis=begin_params_axis, dtype=dtype,
+        description=f"LayerNorm over axes {axes}: mean of {spelling}, {normaliser}(variance + epsilon){precision}",
+        output_cast=output_cast,
     )
 
 
+_TYPE_NAMES = {1: "float32", 2: "float64", 14: "bfloat16", 19: "float16"}
+
+
+def _type_name(dtype: int | None) -> str:
+    return _TYPE_NAMES.get(dtype, f"DataType {dtype}") if dtype is not None else "unknown"
+
+
+def _dtype(sg: "ScopeGraph", tensor: Tensor) -> int | None:
+    """The DataType of a tensor as its producer's attributes tell it."""
+    name, port = tensor
+    if not sg.has_node(name):
+        return None
+    attrs = sg.node(name).attr
+    for key in ("DstT", "T", "dtype"):
+        if key in attrs and attrs[key].WhichOneof("value") == "type":
+            return attrs[key].type
+    return None
+
+
+def _below_down_cast(sg: "ScopeGraph", inside: set[str], tensor: Tensor) -> Tensor:
+    """The float32 tensor under a Cast down to half or bfloat16, else ``tensor``."""
+    if tensor[1] == 0 and precision_cast(sg, inside, tensor[0], up=False):
+        return sg.producer(tensor[0], 0)
+    return tensor
+
+
 def _variance_plus_epsilon(sg: "ScopeGraph", inside: set[str], norm: str, norm_op: str) -> tuple[Tensor, float]:
-    """The variance tensor under ``norm`` and the epsilon added to it (0 when none is)."""
+    """The variance tensor under ``norm`` (a Mean, or its cast down to half) and the
+    epsilon added to it (0 when none is)."""
     arg = sg.producer(norm, 0)
     node = arg[0]
     op = sg.op_of(node)
+
+    def is_variance(t: Tensor) -> bool:
+        return sg.op_of(sg.resolve_forwarding(_below_down_cast(sg, inside, t)[0])) == "Mean"
+
     if node in inside and op in ADD_OPS:
         for slot in (0, 1):
             value = sg.const_value(sg.producer(node, 1 - slot)[0])
             candidate = sg.producer(node, slot)
-            if value is not None and sg.op_of(sg.resolve_forwarding(candidate[0])) == "Mean":
-                if value.size != 1 or value.dtype.kind != "f":
+            if value is not None and is_variance(candidate):
+                if value.size != 1 or not is_float_array(value):
                     raise NotLayerNorm("epsilon is not a scalar constant")
                 return candidate, float(value.reshape(-1)[0])
         raise NotLayerNorm(f"{node!r} does not add a constant epsilon to a Mean")
-    if op == "Mean" or sg.op_of(sg.resolve_forwarding(node)) == "Mean":
+    if is_variance(arg):
         return arg, 0.0
     raise NotLayerNorm(f"{norm_op} reads {op} {node!r}, not variance + epsilon")
 

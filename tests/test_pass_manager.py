@@ -198,6 +198,34 @@ def test_near_misses_exclude_matches_their_ancestors_and_inner_scopes():
     assert pr.candidates == 2  # distinct scopes tested: the root and blk
 
 
+def test_a_near_miss_about_ops_is_shown_before_one_about_the_name():
+    """A scope that misses one pattern by its name and another by an op count is
+    reported with the op count: that is what the user can act on."""
+
+    class NamedAndCountedPass(ScaleShiftPass):
+        name = "NamedAndCountedPass"
+
+        def define_patterns(self):
+            named = (ScopePattern("ByName").add_scope_feature(suffix="blk")
+                     .add_node_op_type_feature("Mul", 1).add_node_op_type_feature("AddV2", 1))
+            counted = (ScopePattern("ByOps").add_node_op_type_feature("Mul", 1)
+                       .add_node_op_type_feature("AddV2", 2))
+            return [[[named]], [[counted]]]
+
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.name_scope("other"):
+            y = x * 2.0 + 1.0
+        tf.identity(y, name="out")
+    pr = _run([NamedAndCountedPass], graph.as_graph_def()).report.pass_report("NamedAndCountedPass")
+    assert pr.matched_scopes == []
+    assert [(m.name, m.reason) for m in pr.near_misses] == [
+        ("other", "pattern ByOps: exactly 2 AddV2 node(s) wanted, 1 found")]
+
+
 def test_kept_nodes_do_not_collide_with_the_inlined_reference():
     """Grappler inlines a fused call as <node>/<body node>; a kept blk/mul/y
     must not meet the reference's own mul/y there (TensorFlow aborts on it)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .patterns import PatternSet, ScopePattern
+from .patterns import Feature, PatternSet, ScopeFeature, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
 #: Near misses kept per pass (all are counted).
@@ -35,16 +35,20 @@ class MatchStats:
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
     _tested: set[int] = field(default_factory=set, repr=False)
-    _misses: dict[int, tuple[Scope, str]] = field(default_factory=dict, repr=False)
+    _misses: dict[int, tuple[Scope, str, bool]] = field(default_factory=dict, repr=False)
 
     def tested(self, scope: Scope) -> None:
         if id(scope) not in self._tested:
             self._tested.add(id(scope))
             self.candidates += 1
 
-    def near_miss(self, scope: Scope, pattern: ScopePattern, reason: str) -> None:
-        if id(scope) not in self._misses:
-            self._misses[id(scope)] = (scope, f"pattern {pattern.sub_type}: {reason}")
+    def near_miss(self, scope: Scope, pattern: ScopePattern, feature: Feature) -> None:
+        """``scope`` missed ``pattern`` by ``feature`` only.  Of several misses of one scope the
+        first is kept, unless it was only the scope's name and a later one is about its ops."""
+        known = self._misses.get(id(scope))
+        by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix)
+        if known is None or (known[2] and not by_name):
+            self._misses[id(scope)] = (scope, f"pattern {pattern.sub_type}: {feature.explain(scope)}", by_name)
 
     def finish(self, matches: Sequence[Scope]) -> None:
         """Settle the near misses against the pass's final ``matches``."""
@@ -56,7 +60,7 @@ class MatchStats:
                 related.add(id(s))
                 s = s.parent
         within = _Within(matches)
-        kept = [(scope.name, reason) for scope, reason in self._misses.values()
+        kept = [(scope.name, reason) for scope, reason, _ in self._misses.values()
                 if id(scope) not in related and not within(scope)]
         self.near_miss_count = len(kept)
         self.near_misses = kept[:MAX_NEAR_MISSES]
@@ -112,7 +116,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
                     found.append(scope)
                     continue
             if failed is not None and len(failed) == 1 and len(pattern.features) > 1:
-                stats.near_miss(scope, pattern, failed[0].explain(scope))
+                stats.near_miss(scope, pattern, failed[0])
         elif pattern.match(scope):
             found.append(scope)
             continue

@@ -170,3 +170,30 @@ def test_tf1_style_add_ops_are_fused_too(registry):
     result = scopefusion.fuse(graph, emit="tf", registry=registry)
     assert result.report.fused_count("LayerNorm") == 1
     assert _max_err(run_graph_def(graph, feeds, outputs), run_graph_def(result.graph_def, feeds, outputs)) <= 1e-4
+
+
+def test_a_layer_norm_written_with_reduce_variance(registry):
+    """tf.math.reduce_variance takes a mean of its own: two Means of x, one statistic."""
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    rng = np.random.default_rng(4)
+    gamma = tf.constant(rng.uniform(0.5, 1.5, 8).astype(np.float32))
+    beta = tf.constant(rng.normal(size=8).astype(np.float32))
+
+    def norm(x):
+        with tf.name_scope("ln"):
+            mean = tf.reduce_mean(x, -1, keepdims=True)
+            variance = tf.math.reduce_variance(x, -1, keepdims=True)
+            return (x - mean) * tf.math.rsqrt(variance + 1e-5) * gamma + beta
+
+    concrete = tf.function(norm, input_signature=[tf.TensorSpec([2, 4, 8], tf.float32, "x")]).get_concrete_function()
+    graph = convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    assert sum(n.op == "Mean" for n in graph.node) == 3
+    result = scopefusion.fuse(graph, registry=registry)
+    assert result.report.refused == []
+    (node,) = [n for n in result.graph_def.node if n.op == "LayerNorm"]
+    assert node.name == "ln" and node.input[0] == "x"
+    assert node.attr["epsilon"].f == pytest.approx(1e-5) and node.attr["begin_norm_axis"].i == -1
+    assert not any(n.op == "Mean" for n in result.graph_def.node)
+    scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops).assert_ok()

@@ -10,6 +10,7 @@ The forms real code produces, each in a scope of its own::
         <scope>/moments/{...}, <scope>/{add, Rsqrt, Reshape, mul, mul_2, Neg, mul_1, Reshape_1, add_1, add_2}
     hand-written, e.g. GPT-2's norm():
         <scope>/{Mean, sub, Square, Mean_1, add, Rsqrt, sub_1, mul, mul_1, add_1}
+    or with tf.math.reduce_variance (a second mean of x, in reduce_variance/)
     tf_keras LayerNormalization (epsilon >= 1.001e-5): the reshape + FusedBatchNormV3 trick
         <scope>/{Shape, StridedSlice, Prod, Pack, Reshape, Fill, FusedBatchNormV3, Reshape_1, mul, add}
 
@@ -84,10 +85,11 @@ class ScopeLayerNormPass(ScopeBasePass):
             nn_form.add_node_op_type_feature(op, -1)
         nn_form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
         # flat forms (Keras 3, hand-written): the normaliser lies directly in the scope
+        # (3 Means: tf.math.reduce_variance takes a mean of its own)
         flat = [
-            ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2).add_node_op_type_feature(op, 1)
+            ScopePattern("LayerNorm").add_node_op_type_feature("Mean", means).add_node_op_type_feature(op, 1)
             .add_node_attr_feature(op, "T", frozenset(FLOAT_TYPES))
-            for op in ("Rsqrt", "Sqrt")
+            for means in (2, 3) for op in ("Rsqrt", "Sqrt")
         ]
         # tf_keras' FusedBatchNormV3 trick
         fused = (ScopePattern("LayerNorm").add_node_op_type_feature(FUSED_BATCH_NORM, 1)

@@ -39,8 +39,7 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     variance = sg.resolve_forwarding(_below_down_cast(sg, inside, variance_tensor)[0])
     x, mean, spelling = _mean_and_input(sg, inside, variance)
     for m in (mean, variance):
-        node = sg.node(m)
-        if "keep_dims" not in node.attr or not node.attr["keep_dims"].b:
+        if not _keeps_dims(sg, m):
             raise NotLayerNorm(f"{m!r} does not keep reduced dimensions")
     axes = _axes(sg, mean)
     if _axes(sg, variance) != axes:
@@ -51,14 +50,17 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     # the mean and variance are cast back down. Either side of a cast is the same symbol.
     x_low = sg.producer(x[0], 0) if x[1] == 0 and precision_cast(sg, inside, x[0], up=True) else None
     mean_casts = [c for c, port in data_consumers(sg, mean) if port == 0 and precision_cast(sg, inside, c, up=False)]
+    # the same mean computed twice (tf.math.reduce_variance takes a mean of its own)
+    twins = [n.name for n in scope.nodes() if n.op == "Mean" and n.name not in (mean, variance)
+             and sg.producer(n.name, 0) == x and _keeps_dims(sg, n.name) and _axes(sg, n.name) == axes]
     rstd = symbol("rstd", 1 if norm_op == "Rsqrt" else -1)
     leaves = {x: symbol("x"), (mean, 0): symbol("mean"), (norm, 0): rstd}
     if x_low is not None:
         leaves[x_low] = symbol("x")
-    for cast in mean_casts:
-        leaves[(cast, 0)] = symbol("mean")
+    for other in (*mean_casts, *twins):
+        leaves[(other, 0)] = symbol("mean")
     evaluator = Evaluator(sg, inside, leaves)
-    output = result_node(scope, inside, evaluator, (mean, variance, *mean_casts))
+    output = result_node(scope, inside, evaluator, (mean, variance, *mean_casts, *twins))
     output, output_cast = strip_output_cast(sg, inside, output)
     poly = evaluator.value((output, 0))
     base = add(mul(symbol("x"), symbol("rstd")), mul(symbol("mean"), symbol("rstd")), -1.0)
@@ -165,6 +167,11 @@ def _mean_and_input(sg: "ScopeGraph", inside: set[str], variance: str) -> tuple[
                 and sg.producer(mean, 0) == a):
             return a, mean, spelling
     raise NotLayerNorm(f"{spelling} {diff!r} does not subtract the mean of the same input")
+
+
+def _keeps_dims(sg: "ScopeGraph", mean: str) -> bool:
+    attrs = sg.node(mean).attr
+    return "keep_dims" in attrs and attrs["keep_dims"].b
 
 
 def _axes(sg: "ScopeGraph", mean: str) -> list[int]:

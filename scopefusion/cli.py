@@ -6,11 +6,13 @@ the model.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from .core.errors import ScopeFusionError
 
@@ -245,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_atomically(report_path, (report.to_json() + "\n").encode("utf-8"))
     _print_summary(report, output, args.emit)
     if original is not None:
-        return _verify_and_print(args, original, result.fused_graph_def)
+        return _verify_and_print(args, original, result.fused_graph_def, registry)
     return 0
 
 
@@ -259,14 +261,15 @@ def _int_range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any) -> int:
+def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, registry: Any) -> int:
     from .core.verify import verify
 
-    result = verify(
-        original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
-        runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=_int_range(args.int_range),
-        feeds=args.feeds, fused_ops=_registry(args).fused_ops,
-    )
+    with native_stderr_quiet(not args.debug):  # sessions start here: no CUDA notices
+        result = verify(
+            original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
+            runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=_int_range(args.int_range),
+            feeds=args.feeds, fused_ops=registry.fused_ops,
+        )
     for note in result.notes:
         print(note, file=sys.stderr)
     from rich.table import Table
@@ -293,7 +296,10 @@ def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any) -> in
 def cmd_verify(args: argparse.Namespace) -> int:
     from .core.graph_io import load_model
 
-    return _verify_and_print(args, load_model(args.original), load_model(args.fused))
+    registry = _registry(args)
+    for line in registry.errors:
+        print(f"scopefusion: error: {line}", file=sys.stderr)
+    return _verify_and_print(args, load_model(args.original), load_model(args.fused), registry)
 
 
 def _print_summary(report: Any, output: Path, emit: str) -> None:
@@ -336,24 +342,24 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------- main
-def import_tensorflow_quietly() -> None:
-    """Import TensorFlow with its native start-up notices (oneDNN, CUDA drivers), which it
-    prints to file descriptor 2 before its logging is configured, kept off the terminal.
-    If the import fails, what it printed is shown before the error."""
-    if "tensorflow" in sys.modules:
+@contextlib.contextmanager
+def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
+    """Keep what native code (TensorFlow's C++ logging: oneDNN and CUDA notices at import,
+    a failed cuInit when a session starts) writes to file descriptor 2 off the terminal.
+    If the block raises, what was written is shown before the error."""
+    if not enabled:
+        yield
         return
-    import tempfile
-
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError):  # no real stderr: nothing to keep quiet
-        import tensorflow  # noqa: F401
+        yield
         return
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
+            yield
         except BaseException:
             os.dup2(saved, 2)
             sink.seek(0)
@@ -362,6 +368,14 @@ def import_tensorflow_quietly() -> None:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its native start-up notices kept off the terminal."""
+    if "tensorflow" in sys.modules:
+        return
+    with native_stderr_quiet():
+        import tensorflow  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -240,7 +240,7 @@ class PassTester:
             registry = Registry(
                 passes=[p for p in registry.passes if p.name in only],
                 fused_ops=registry.fused_ops, fused_op_origins=registry.fused_op_origins,
-                plugins=registry.plugins, overrides=registry.overrides,
+                plugins=registry.plugins, overrides=registry.overrides, errors=registry.errors,
             )
             enabled += [n for n in only if n not in enabled]
         return fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict, registry=registry,

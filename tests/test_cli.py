@@ -85,11 +85,11 @@ def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    proc = subprocess.run([sys.executable, "-m", "scopefusion.cli", "run", "-o", str(tmp_path / "o.pb")],
+    proc = subprocess.run([sys.executable, "-m", "scopefusion.cli", "run", "-o", str(tmp_path / "o.pb"), "--verify"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
-    assert "5 fused op(s)" in proc.stdout
+    assert "5 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
 
 
 def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):

@@ -197,3 +197,22 @@ def test_a_layer_norm_written_with_reduce_variance(registry):
     assert node.attr["epsilon"].f == pytest.approx(1e-5) and node.attr["begin_norm_axis"].i == -1
     assert not any(n.op == "Mean" for n in result.graph_def.node)
     scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops).assert_ok()
+
+
+def test_a_layer_norm_of_an_embedding_lookup(registry):
+    """x comes from a GatherV2 (whose type attr is Tparams): nothing to tell about its type."""
+    import tensorflow as tf
+    import tf_slim
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        ids = tf1.placeholder(tf.int32, [2, 5], name="ids")
+        table = tf.constant(np.random.default_rng(2).normal(size=(10, 8)).astype(np.float32))
+        y = tf_slim.layers.layer_norm(tf.gather(table, ids), begin_norm_axis=-1, begin_params_axis=-1)
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            frozen = tf1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), [y.op.name])
+    result = scopefusion.fuse(frozen, registry=registry)
+    assert result.report.refused == [] and result.report.fused_count("LayerNorm") == 1
+    scopefusion.verify(frozen, result.graph_def, fused_ops=registry.fused_ops, int_range=(0, 10)).assert_ok()

@@ -190,3 +190,17 @@ def test_keras_hub_backbone_under_mixed_precision(registry):
     assert sum(n.op == "LayerNorm" and n.attr["T"].type == DT_FLOAT for n in result.graph_def.node) == 5
     check = scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops, int_range=(0, 2), runs=2)
     check.assert_ok()
+
+
+def test_the_down_cast_may_be_a_graph_output(registry):
+    """The re-created Cast keeps its name, so a graph output naming it needs no alias."""
+    graph = _keras3_layer_norm("mixed_float16")
+    reader = next(n for n in graph.node if n.name == "Identity")
+    cast = reader.input[0]
+    assert next(n for n in graph.node if n.name == cast).op == "Cast"
+    result = scopefusion.fuse(graph, registry=registry, outputs=["Identity", cast])
+    assert result.report.refused == [] and result.report.fused_count("LayerNorm") == 1
+    check = scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops,
+                               outputs=["Identity:0", f"{cast}:0"])
+    check.assert_ok()
+    assert [o.name for o in check.outputs] == ["Identity:0", f"{cast}:0"]

@@ -261,6 +261,22 @@ def test_hook_that_raises_skips_that_plugin_and_strict_makes_it_an_error(use_plu
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+def test_a_generator_hook_that_raises_is_skipped_like_any_other():
+    from scopefusion import hookimpl
+
+    class GeneratorPlugin:
+        @hookimpl
+        def scopefusion_scope_passes(self):
+            raise ValueError("generator exploded")
+            yield  # pragma: no cover - makes this a generator
+
+    registry = load_registry(autoload=False, plugins=[("sf_generator", GeneratorPlugin())])
+    (error,) = registry.errors
+    assert "'sf_generator'" in error and "raised ValueError: generator exploded" in error
+    with pytest.raises(PluginError, match="generator exploded"):
+        load_registry(autoload=False, plugins=[("sf_generator", GeneratorPlugin())], strict=True)
+
+
 def test_cli_reports_a_plugin_whose_hook_raises(plugin_dirs, tmp_path):
     from scopefusion.cli import EXAMPLE_MODEL
 

@@ -205,29 +205,49 @@ def test_an_attribute_value_of_the_wrong_type_refuses_that_result_only():
     _same_outputs(graph, out.graph_def, feeds, fetches)
 
 
-def test_a_new_node_may_not_take_the_name_of_an_aliased_graph_output():
-    """blk/add is a graph output inside the result and stays fetchable under its name, so an
-    inner-graph node called ``add`` (-> blk/add) would clash: the result is refused."""
+def _inner_graph_pass(output_node: str):
+    """blk -> an inner graph of two Relus, ``scaled`` then ``add``; ``output_node`` is the
+    one that gives the fused output."""
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
-    class ClashPass(ScaleShiftPass):
-        name = "ClashPass"
+    class InnerPass(ScaleShiftPass):
+        name = "InnerPass"
 
         def generate_fusion_result(self, scopes, result):
             scope = scopes[0]
             result.set_type("ReluGraph")
             result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])
             result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [0])
-            result.add_inner_node("add", "Relu", [result.fused_input(0)], {"T": AttrValue(type=1)})
-            result.set_inner_output(0, "add:0")
+            result.add_inner_node("scaled", "Relu", [result.fused_input(0)], {"T": AttrValue(type=1)})
+            result.add_inner_node("add", "Relu", ["scaled"], {"T": AttrValue(type=1)})
+            result.set_inner_output(0, f"{output_node}:0")
 
+    return InnerPass
+
+
+def test_a_new_node_may_not_take_the_name_of_an_aliased_graph_output():
+    """blk/add is a graph output inside the result and stays fetchable under its name: an
+    inner-graph node called ``add`` (-> blk/add) that is not that output would clash."""
     graph, _, fetches = build_graph("tail")
     assert fetches == ["blk/add:0"]
-    out = _run([ClashPass], graph)
+    out = _run([_inner_graph_pass("scaled")], graph)
     (refusal,) = out.report.refused
     assert "new node name 'blk/add' is the name of a graph output" in refusal.reason
     assert out.report.nodes_after == out.report.nodes_before
     GraphIndex(out.graph_def)
+
+
+def test_a_new_node_that_is_the_graph_output_of_its_name_needs_no_alias():
+    """The inner node ``add`` (-> blk/add) gives the fused output that graph output blk/add:0
+    maps to: the name stays fetchable through the new node itself."""
+    graph, feeds, fetches = build_graph("tail")
+    out = _run([_inner_graph_pass("add")], graph)
+    assert out.report.refused == [] and [f.name for f in out.report.fused] == ["blk"]
+    nodes = {n.name: n for n in out.graph_def.node}
+    assert nodes["blk/add"].op == "Relu" and list(nodes["blk/add"].input) == ["blk/scaled"]
+    GraphIndex(out.graph_def)
+    (value,) = run_graph_def(out.graph_def, feeds, fetches)
+    np.testing.assert_allclose(value, np.maximum(feeds["x:0"], 0.0))
 
 
 def test_labels_of_one_pass_are_not_seen_by_the_next():
@@ -353,3 +373,33 @@ def test_a_failing_reference_implementation_names_who_declared_it():
     message = str(info.value)
     assert "reference implementation of ScaleShift failed: reference exploded" in message
     assert "declared by sf_exploding local" in message
+
+
+@pytest.mark.parametrize("scale,reason", [
+    (1.7, "attribute 'scale' = 1.7 cannot be written as int: not a whole number"),
+    ("attr-value", "cannot be written as int: an AttrValue holding 'f'"),
+])
+def test_an_int_attribute_refuses_fractions_and_attr_values_of_another_kind(scale, reason):
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+    from scopefusion import AttrDef, FusedOpDef, TensorArg
+
+    int_scale = FusedOpDef("IntScale", inputs=(TensorArg("x", type_attr="T"),), outputs=(TensorArg("y", type_attr="T"),),
+                           attrs=(AttrDef("scale", "int"), AttrDef("T", "type")), reference=lambda x, *, scale, T: (x,))
+    value = AttrValue(f=2.0) if scale == "attr-value" else scale
+
+    class IntScalePass(ScaleShiftPass):
+        name = "IntScalePass"
+
+        def generate_fusion_result(self, scopes, result):
+            scope = scopes[0]
+            result.set_type("IntScale")
+            result.set_attr("scale", value)
+            result.set_attr("T", 1)
+            result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])
+            result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [0])
+
+    graph, _, _ = build_graph("tail")
+    out = ScopePassManager([PassSpec(IntScalePass)], {"IntScale": int_scale}, FusionOptions()).run(graph)
+    (refusal,) = out.report.refused
+    assert reason in refusal.reason

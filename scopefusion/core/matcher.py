@@ -46,7 +46,7 @@ class MatchStats:
         """``scope`` missed ``pattern`` by ``feature`` only.  Of several misses of one scope the
         first is kept, unless it was only the scope's name and a later one is about its ops."""
         known = self._misses.get(id(scope))
-        by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix)
+        by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
         if known is None or (known[2] and not by_name):
             self._misses[id(scope)] = (scope, f"pattern {pattern.sub_type}: {feature.explain(scope)}", by_name)
 

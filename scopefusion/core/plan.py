@@ -256,8 +256,11 @@ def make_plan(
         if taken is not None and taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
         if taken is not None and taken in aliases:
-            raise Refused(f"new node name {new_name!r} is the name of a graph output inside the result, "
-                          f"which stays fetchable under it")
+            if all(_inner_tensor(result, outputs[(taken, p)]) == tensor_name(new_name, p) for p in aliases[taken]):
+                del aliases[taken]  # the new node of that name produces the same outputs: no alias needed
+            else:
+                raise Refused(f"new node name {new_name!r} is the name of a graph output inside the result, "
+                              f"which stays fetchable under it")
 
     return FusionPlan(
         result=result,
@@ -272,6 +275,14 @@ def make_plan(
         aliases=aliases,
         op_def=op_def if not result.has_inner_graph else None,
     )
+
+
+def _inner_tensor(result: FusionScopesResult, fused_port: int) -> str | None:
+    """The full tensor name of an inner graph's output ``fused_port``."""
+    if not result.has_inner_graph or fused_port not in result.inner_outputs:
+        return None
+    inner, port = parse_input(result.inner_outputs[fused_port])
+    return tensor_name(f"{result.name}/{inner}", port)
 
 
 def new_node_names(result: FusionScopesResult) -> list[str]:
@@ -298,11 +309,31 @@ def _check_attr_values(
         types = attr_types_for_op(op, fused_ops)
         for key, value in attrs.items():
             attr_type = types.get(key)
+            wanted = f" as {attr_type}" if attr_type else ""
             try:
-                make_attr_value(value, attr_type or infer_attr_type(value))
+                written = make_attr_value(value, attr_type or infer_attr_type(value))
             except Exception as exc:  # noqa: BLE001 - any conversion failure is the pass's
-                wanted = f" as {attr_type}" if attr_type else ""
                 raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {exc}") from None
+            problem = _attr_kind_problem(value, written, attr_type)
+            if problem:
+                raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {problem}")
+
+
+#: The AttrValue field each declared attr type is written to.
+_ATTR_FIELDS = {"float": "f", "int": "i", "bool": "b", "string": "s", "type": "type", "shape": "shape"}
+
+
+def _attr_kind_problem(value: object, written: object, attr_type: str | None) -> str | None:
+    """Why a value that converted is still wrong for its declared type, if it is."""
+    if attr_type is None:
+        return None
+    if isinstance(value, float) and attr_type == "int" and not value.is_integer():
+        return "not a whole number"
+    field = _ATTR_FIELDS.get(attr_type, "list" if attr_type.startswith("list(") else None)
+    kind = written.WhichOneof("value")  # type: ignore[attr-defined]
+    if value is written and field is not None and kind not in (field, None):
+        return f"an AttrValue holding {kind!r}"
+    return None
 
 
 def _check_inner_graph(result: FusionScopesResult, fused_ops: Mapping[str, FusedOpDef]) -> None:

@@ -172,9 +172,13 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
     if value is None:
         return []
     try:
-        return list(value)
+        items = iter(value)
     except TypeError:
         raise PluginError(f"{who}: hook {hook} must return a sequence, got {value!r}") from None
+    try:
+        return list(items)  # a generator hook runs its body here
+    except Exception as exc:
+        raise PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}") from exc
 
 
 def load_registry(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, mul, symbol
 from .common import (
-    LayerNormMatch, is_float_array, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
+    LOW_PRECISION, LayerNormMatch, is_float_array, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
     see_through_reshape, strip_output_cast,
 )
 from .errors import NotLayerNorm
@@ -67,22 +67,26 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     gamma, beta = scale_and_offset(scope, evaluator, poly, "x", base)
     gamma, beta = see_through_reshape(sg, inside, gamma), see_through_reshape(sg, inside, beta)
 
-    # the fused op's x, mean and variance are the tensors of the type it computes in
-    dtype = _dtype(sg, (output, 0)) or _dtype(sg, (mean, 0))
-    x_fused = next((t for t in (x, x_low) if t is not None and _dtype(sg, t) == dtype), None)
-    if x_fused is None:
-        raise NotLayerNorm(f"no input of the layer norm has the type of its output ({_type_name(dtype)})")
-    mean_out = next((m for m in (mean, *mean_casts) if _dtype(sg, (m, 0)) == dtype), None)
-    variance_out = next((v for v in (variance, variance_tensor[0]) if _dtype(sg, (v, 0)) == dtype), None)
-    if mean_out is None or variance_out is None:
-        mean_out = variance_out = None
+    # The fused op computes in the output's type: float32 statistics of a half or bfloat16
+    # layer norm (tf.nn.moments) make a half LayerNorm of the input before its up-cast,
+    # whose mean and variance are the casts back down.
+    dtype = _dtype(sg, output) or _dtype(sg, mean)
+    low = x_low is not None and dtype in LOW_PRECISION
+    x_fused = x_low if low else x
+    mean_out: str | None = mean
+    variance_out: str | None = variance
+    if low:
+        variance_out = variance_tensor[0] if _dtype(sg, variance_tensor[0]) == dtype else None
+        mean_out = mean_casts[0] if len(mean_casts) == 1 else None
+        if mean_out is None or variance_out is None:
+            mean_out = variance_out = None  # no statistics outputs of the fused op's type
     begin_norm_axis = norm_axis(sg, x_fused, axes)
     begin_params_axis = params_axis(sg, x_fused, gamma, beta)
     normaliser = "rsqrt" if norm_op == "Rsqrt" else "1 / sqrt"
     precision = ""
     if output_cast is not None:
-        precision = f", computed in float32 and cast to {_type_name(_dtype(sg, (output_cast, 0)))}"
-    elif x_fused == x_low:
+        precision = f", computed in float32 and cast to {_type_name(_dtype(sg, output_cast))}"
+    elif low:
         precision = ", statistics computed in float32"
     return LayerNormMatch(
         x=x_fused, gamma=gamma, beta=beta, output=output, mean=mean_out, variance=variance_out, epsilon=epsilon,
@@ -99,11 +103,8 @@ def _type_name(dtype: int | None) -> str:
     return _TYPE_NAMES.get(dtype, f"DataType {dtype}") if dtype is not None else "unknown"
 
 
-def _dtype(sg: "ScopeGraph", tensor: Tensor) -> int | None:
-    """The DataType of a tensor as its producer's attributes tell it."""
-    name, port = tensor
-    if not sg.has_node(name):
-        return None
+def _dtype(sg: "ScopeGraph", name: str) -> int | None:
+    """The DataType of output 0 of an elementwise op, a Cast or a Mean, from its attributes."""
     attrs = sg.node(name).attr
     for key in ("DstT", "T", "dtype"):
         if key in attrs and attrs[key].WhichOneof("value") == "type":

@@ -6,15 +6,14 @@ the model.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Iterator, NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from .core.errors import ScopeFusionError
+from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
 NEAR_MISSES_SHOWN = 3
@@ -342,42 +341,6 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------- main
-@contextlib.contextmanager
-def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
-    """Keep what native code (TensorFlow's C++ logging: oneDNN and CUDA notices at import,
-    a failed cuInit when a session starts) writes to file descriptor 2 off the terminal.
-    If the block raises, what was written is shown before the error."""
-    if not enabled:
-        yield
-        return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real stderr: nothing to keep quiet
-        yield
-        return
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            sink.seek(0)
-            sys.stderr.write(sink.read().decode("utf-8", "replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-def import_tensorflow_quietly() -> None:
-    """Import TensorFlow with its native start-up notices kept off the terminal."""
-    if "tensorflow" in sys.modules:
-        return
-    with native_stderr_quiet():
-        import tensorflow  # noqa: F401
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()

@@ -15,7 +15,8 @@ from .graph_index import CONTROL, GraphIndex, no_gc, parse_input
 from .matcher import MatchStats, match_pattern_sets
 from .patterns import check_pattern_sets
 from .options import FusionOptions, check_pass_names
-from .plan import FusionPlan, Refused, find_cycle, make_plan, new_node_names, plans_on_cycle
+from .cycles import find_cycle, plans_on_cycle
+from .plan import FusionPlan, Refused, make_plan, new_node_names
 from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .results import FusionScopesResult
 from .rewrite import apply_plans, check_rewrite

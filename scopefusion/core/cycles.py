@@ -1,0 +1,95 @@
+"""Cycle checks for fusion plans.
+
+Fusing a result contracts its removed nodes into one node.  That creates a cycle
+when the result is not convex (a path leaves it and comes back), or when two
+results, each convex, would feed each other once both are contracted.  A loop's
+``NextIteration`` back edge is no cycle while the node stays; taken into a result
+it becomes an ordinary edge.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Sequence
+
+from .graph_index import LOOP_BACK_OPS, GraphIndex, no_gc
+from .plan import FusionPlan
+
+
+def find_cycle(index: GraphIndex, plan: FusionPlan) -> str | None:
+    """Would fusing ``plan`` alone create a cycle (is its node set not convex)?
+
+    Returns a description of the offending path, or None.  Only nodes ordered
+    before the last removed node can lie on such a path, so the search stays
+    inside that window of the topological order.
+    """
+    pos = index.position
+    limit = max(pos[d] for d in plan.removed)
+    own = set(plan.removed)
+    consumers = index.consumers
+    ops = index.ops
+    queue: deque[tuple[int, int]] = deque()
+    visited: set[int] = set()
+    # a NextIteration among the removed nodes is no back edge any more: the
+    # fused node that replaces it is an ordinary op, so its edges count
+    for d in plan.removed:
+        for c, _, _ in consumers[d]:
+            if c not in own and c not in visited and pos[c] <= limit:
+                visited.add(c)
+                queue.append((c, d))
+    while queue:
+        v, origin = queue.popleft()
+        if ops[v] in LOOP_BACK_OPS:
+            continue
+        for c, _, _ in consumers[v]:
+            if c in own:
+                return (
+                    f"not convex: {index.names[origin]!r} reaches {index.names[c]!r} through "
+                    f"{index.names[v]!r}, outside the result, so fusing would create a cycle"
+                )
+            if c not in visited and pos[c] <= limit:
+                visited.add(c)
+                queue.append((c, origin))
+    return None
+
+
+def plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[FusionPlan]:
+    """Contract every plan's removed nodes to one node and sort the result
+    topologically; returns the plans lying on a cycle (empty when none).
+
+    Each plan is convex on its own (:func:`find_cycle`), yet two can feed each
+    other once both are contracted; this one pass over all edges finds that.
+    """
+    n = len(index)
+    group = list(range(n))
+    for k, plan in enumerate(plans):
+        for d in plan.removed:
+            group[d] = n + k
+    total = n + len(plans)
+    indegree = [0] * total
+    succ: list[list[int]] = [[] for _ in range(total)]
+    ops = index.ops
+    with no_gc():
+        for c, ins in enumerate(index.inputs):
+            gc_ = group[c]
+            for p, _ in ins:
+                gp = group[p]
+                if gp == gc_ or (gp == p and ops[p] in LOOP_BACK_OPS):  # a fused NextIteration is no back edge
+                    continue
+                indegree[gc_] += 1
+                succ[gp].append(gc_)
+        for k in range(n):
+            if group[k] != k:
+                indegree[k] = -1  # merged into its group
+        queue = [k for k in range(total) if indegree[k] == 0]
+        seen = 0
+        while queue:
+            k = queue.pop()
+            seen += 1
+            for c in succ[k]:
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    queue.append(c)
+    if seen == total - sum(len(p.removed) for p in plans):
+        return []
+    stuck = GraphIndex._on_cycles([max(d, 0) for d in indegree], succ)
+    return [plans[k - n] for k in stuck if k >= n]

@@ -1,0 +1,50 @@
+"""Keeping native output off the terminal.
+
+TensorFlow's C++ code writes notices (oneDNN, CUDA drivers, a failed ``cuInit``)
+straight to file descriptor 2, before and outside Python's logging, where no
+log level reaches them.  The command line sends them to a temporary file while
+it imports TensorFlow and runs sessions, and shows them only when that fails.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
+    """Keep what native code (TensorFlow's C++ logging: oneDNN and CUDA notices at import,
+    a failed cuInit when a session starts) writes to file descriptor 2 off the terminal.
+    If the block raises, what was written is shown before the error."""
+    if not enabled:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr: nothing to keep quiet
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its native start-up notices kept off the terminal."""
+    if "tensorflow" in sys.modules:
+        return
+    with native_stderr_quiet():
+        import tensorflow  # noqa: F401

@@ -161,7 +161,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     if args.json:
         print(json.dumps({"passes": rows, "plugins": plugins,
-                          "fused_ops": {k: registry.fused_op_origins[k] for k in registry.fused_ops},
+                          "fused_ops": registry.fused_op_origins,
                           "overrides": registry.overrides}, indent=2))
         return 0
     from rich.table import Table

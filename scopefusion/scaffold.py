@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .core.errors import ScopeFusionError
+from .plugins.registry import normalise_distribution
 
 #: A valid distribution name (PEP 508), ASCII only.
 _DIST_NAME = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
@@ -199,7 +200,7 @@ def check_name(name: str) -> tuple[str, str]:
             f"plugin name {name!r} is not a valid distribution name: use ASCII letters, digits, '-', '_' "
             "and '.', beginning and ending with a letter or digit")
     module = re.sub(r"[-.]+", "_", name).lower()
-    dist = re.sub(r"[-_.]+", "-", name).lower()
+    dist = normalise_distribution(name)
     if not module.isidentifier() or keyword.iskeyword(module):
         raise ScopeFusionError(
             f"plugin name {name!r} would make the module name {module!r}, which is not a valid Python "

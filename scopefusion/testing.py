@@ -12,6 +12,7 @@ entry point, it provides the fixture ``scopefusion_helper`` (an instance of
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -111,7 +112,7 @@ def assert_fused(result: FuseResult, op_type: str, count: int, **attrs: Any) -> 
     errors = _pass_errors(result)
     found = f"expected {count} fused {op_type} node(s), found {len(nodes)}"
     assert not errors, f"{found}, but {_errors_text(errors)}; refusals: {refusals}"
-    skipped = "; ".join(getattr(result.report, "plugin_errors", None) or [])
+    skipped = "; ".join(result.report.plugin_errors)
     assert len(nodes) == count, f"{found}; refusals: {refusals}" + (f"; plugins skipped: {skipped}" if skipped else "")
     for node in nodes:
         for key, expected in attrs.items():
@@ -237,11 +238,7 @@ class PassTester:
             only = parse_pass_list(only)
             unknown = [n for n in only if n not in registry.pass_names()]
             assert not unknown, f"unknown pass(es) {unknown}; registered: {registry.pass_names()}"
-            registry = Registry(
-                passes=[p for p in registry.passes if p.name in only],
-                fused_ops=registry.fused_ops, fused_op_origins=registry.fused_op_origins,
-                plugins=registry.plugins, overrides=registry.overrides, errors=registry.errors,
-            )
+            registry = dataclasses.replace(registry, passes=[p for p in registry.passes if p.name in only])
             enabled += [n for n in only if n not in enabled]
         return fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict, registry=registry,
                     **options)

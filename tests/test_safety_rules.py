@@ -49,16 +49,29 @@ class AnyScaleShift(ScaleShiftPass):
                   .add_node_op_type_feature("AddV2", 1)]]]
 
 
-def _single_block_graph():
+FEEDS = {"x:0": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
+
+
+def _tf1_graph(build):
+    """A real TF graph: ``build(x)`` on a [2, 3] float placeholder ``x``, returning the
+    output tensor; gives ``(graph_def, feeds, [output name])``."""
     import tensorflow as tf
 
     graph = tf.Graph()
     with graph.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        out = build(tf.compat.v1.placeholder(tf.float32, [2, 3], name="x"))
+    return graph.as_graph_def(), FEEDS, [out.name]
+
+
+def _single_block_graph():
+    import tensorflow as tf
+
+    def build(x):
         with tf.name_scope("blk"):
             y = x * 2.0 + 1.0
-        out = tf.nn.relu(y, name="out")
-    return graph.as_graph_def(), {"x:0": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}, [out.name]
+        return tf.nn.relu(y, name="out")
+
+    return _tf1_graph(build)
 
 
 def test_the_root_scope_never_matches():
@@ -127,23 +140,21 @@ def test_a_refused_container_does_not_push_aside_what_it_contains():
     The container is refused first, so it cannot subsume model/blk."""
     import tensorflow as tf
 
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+    def build(x):
         with tf.name_scope("model"):
             with tf.name_scope("blk"):
                 y = x * 2.0 + 1.0
         r = tf.nn.relu(y, name="outside")
         with tf.name_scope("model/"):
             t = tf.nn.relu6(r, name="tail")
-        out = tf.identity(t, name="out")
-    graph_def = graph.as_graph_def()
+        return tf.identity(t, name="out")
+
+    graph_def, feeds, fetches = _tf1_graph(build)
     result = _run([ScaleShiftPass, ModelPass], graph_def)
     assert [f.name for f in result.report.fused] == ["model/blk"]
     (refusal,) = result.report.refused
     assert refusal.name == "model" and refusal.reason.startswith("not convex")
-    feeds = {"x:0": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
-    _same_outputs(graph_def, result.graph_def, feeds, [out.name])
+    _same_outputs(graph_def, result.graph_def, feeds, fetches)
 
 
 def test_an_input_read_by_several_inner_nodes_is_mapped_once():
@@ -162,18 +173,16 @@ def test_an_input_read_by_several_inner_nodes_is_mapped_once():
             result.insert_inputs(scope.nodes_by_op("Mul")[0].name, [0, None])  # only the Mul's read
             result.insert_outputs(scope.nodes_by_op("AddV2")[0].name, [0])
 
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+    def build(x):
         with tf.name_scope("blk"):
             y = tf.add(x * 2.0, x)
-        out = tf.nn.relu(y, name="out")
-    graph_def = graph.as_graph_def()
+        return tf.nn.relu(y, name="out")
+
+    graph_def, feeds, fetches = _tf1_graph(build)
     result = _run([TwiceReadPass], graph_def)
     assert result.report.refused == []
     assert [f.name for f in result.report.fused] == ["blk"]
-    feeds = {"x:0": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
-    _same_outputs(graph_def, result.graph_def, feeds, [out.name])
+    _same_outputs(graph_def, result.graph_def, feeds, fetches)
 
 
 class BadAttrPass(ScaleShiftPass):
@@ -275,16 +284,16 @@ def test_labels_of_one_pass_are_not_seen_by_the_next():
 
     import tensorflow as tf
 
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+    def build(x):
         with tf.name_scope("model"):
             with tf.name_scope("blk"):
                 y = x * 2.0 + 1.0
             with tf.name_scope("other"):
-                tf.nn.relu(y, name="r")
-    alone = _run([CountingPass], graph.as_graph_def()).report.pass_report("CountingPass")
-    both = _run([LabellingPass, CountingPass], graph.as_graph_def()).report
+                return tf.nn.relu(y, name="r")
+
+    graph_def, _, _ = _tf1_graph(build)
+    alone = _run([CountingPass], graph_def).report.pass_report("CountingPass")
+    both = _run([LabellingPass, CountingPass], graph_def).report
     assert alone.matched_scopes == ["model"]
     assert both.pass_report("LabellingPass").error.endswith("raised RuntimeError: boom")
     assert both.pass_report("CountingPass").matched_scopes == ["model"]

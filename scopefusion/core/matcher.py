@@ -108,7 +108,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
             continue
         if stats is not None:
             stats.tested(scope)
-            if scope.contains_return or scope.parent is None:
+            if not pattern.can_match(scope):
                 failed = None
             else:
                 failed = pattern.failures(scope)

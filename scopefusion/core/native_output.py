@@ -30,16 +30,16 @@ def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
         return
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
+        failed = True
         try:
             yield
-        except BaseException:
-            os.dup2(saved, 2)
-            sink.seek(0)
-            sys.stderr.write(sink.read().decode("utf-8", "replace"))
-            raise
+            failed = False
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            if failed:
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode("utf-8", "replace"))
 
 
 def import_tensorflow_quietly() -> None:

@@ -129,7 +129,7 @@ class ScopePassManager:
 
         t0 = time.perf_counter()
         accepted = self._select(index, plans, reports)
-        counts = apply_plans(index, accepted, self.fused_ops)
+        counts = apply_plans(index, accepted)
         for plan in accepted:
             res = plan.result
             reports[plan.pass_name].fused.append(FusedRecord(

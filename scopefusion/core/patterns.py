@@ -222,12 +222,14 @@ class ScopePattern:
         self.features.append(ScopeFeature(sub_type, num, suffix, sub_scope_mask, step))
         return self
 
+    @staticmethod
+    def can_match(scope: "Scope") -> bool:
+        """The root scope (the whole graph) and a scope holding a return node never match."""
+        return not scope.contains_return and scope.parent is not None
+
     def match(self, scope: "Scope") -> bool:
-        """True when every feature holds.  The root scope (the whole graph) and a
-        scope holding a return node never match."""
-        if scope.contains_return or scope.parent is None:
-            return False
-        return all(f.match(scope) for f in self.features)
+        """True when the scope can match and every feature holds."""
+        return self.can_match(scope) and all(f.match(scope) for f in self.features)
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         """True when neither this scope nor any descendant can match."""

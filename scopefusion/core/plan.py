@@ -17,12 +17,15 @@ produce, or when fusing it would create a cycle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from .fused_ops import FusedOpDef
 from .graph_index import CONTROL, GraphIndex, parse_input, tensor_name
 from .results import FusedInput, FusionScopesResult
 from .scope_graph import FORWARDING_OPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
 CONST_OPS = frozenset({"Const", "HostConst"})
 
@@ -46,6 +49,8 @@ class FusionPlan:
     outputs: dict[tuple[int, int], int]  # (removed node, port) -> fused output
     aliases: dict[int, list[int]] = field(default_factory=dict)  # graph-output node -> ports
     op_def: FusedOpDef | None = None
+    #: the attributes of each new node (in :func:`new_node_names` order), written once
+    attr_values: list[dict[str, "AttrValue"]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -53,11 +58,15 @@ class FusionPlan:
 
     def output_tensor(self, fused_port: int) -> str:
         """The tensor name that carries fused output ``fused_port`` after rewriting."""
-        res = self.result
-        if res.has_inner_graph:
-            inner, port = parse_input(res.inner_outputs[fused_port])
-            return tensor_name(f"{res.name}/{inner}", port)
-        return tensor_name(res.name, fused_port)
+        return fused_output_tensor(self.result, fused_port)
+
+
+def fused_output_tensor(result: FusionScopesResult, fused_port: int) -> str:
+    """The tensor name that carries fused output ``fused_port`` of ``result`` after rewriting."""
+    if result.has_inner_graph:
+        inner, port = parse_input(result.inner_outputs[fused_port])
+        return tensor_name(f"{result.name}/{inner}", port)
+    return tensor_name(result.name, fused_port)
 
 
 def _resolve_key(index: GraphIndex, result: FusionScopesResult, members: frozenset[int], key: str) -> int:
@@ -139,7 +148,7 @@ def make_plan(
         problems = op_def.check_attrs(result.attrs)
         if problems:
             raise Refused("; ".join(problems))
-    _check_attr_values(result, op_def, fused_ops)
+    attr_values = _written_attrs(result, op_def, fused_ops)
 
     # -- inputs -------------------------------------------------------------
     n_inputs = len(op_def.inputs) if op_def is not None and not result.has_inner_graph else result.num_inputs()
@@ -255,7 +264,8 @@ def make_plan(
         if taken is not None and taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
         if taken is not None and taken in aliases:
-            if all(_inner_tensor(result, outputs[(taken, p)]) == tensor_name(new_name, p) for p in aliases[taken]):
+            if all(fused_output_tensor(result, outputs[(taken, p)]) == tensor_name(new_name, p)
+                   for p in aliases[taken]):
                 del aliases[taken]  # the new node of that name produces the same outputs: no alias needed
             else:
                 raise Refused(f"new node name {new_name!r} is the name of a graph output inside the result, "
@@ -273,15 +283,8 @@ def make_plan(
         outputs=outputs,
         aliases=aliases,
         op_def=op_def if not result.has_inner_graph else None,
+        attr_values=attr_values,
     )
-
-
-def _inner_tensor(result: FusionScopesResult, fused_port: int) -> str | None:
-    """The full tensor name of an inner graph's output ``fused_port``."""
-    if not result.has_inner_graph or fused_port not in result.inner_outputs:
-        return None
-    inner, port = parse_input(result.inner_outputs[fused_port])
-    return tensor_name(f"{result.name}/{inner}", port)
 
 
 def new_node_names(result: FusionScopesResult) -> list[str]:
@@ -291,21 +294,32 @@ def new_node_names(result: FusionScopesResult) -> list[str]:
     return [result.name]
 
 
-def _check_attr_values(
+def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
+    """Declared attribute types of a fused op, or of a TensorFlow op."""
+    op_def = fused_ops.get(op)
+    if op_def is not None:
+        return {a.name: a.type for a in op_def.attrs}
+    from tensorflow.python.framework import op_def_registry
+
+    tf_def = op_def_registry.get(op)
+    return {a.name: a.type for a in tf_def.attr} if tf_def is not None else {}
+
+
+def _written_attrs(
     result: FusionScopesResult, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
-) -> None:
-    """Every attribute value must be writable as its declared (or inferred) type."""
+) -> list[dict[str, "AttrValue"]]:
+    """The attributes of each new node as ``AttrValue``s; a value that cannot be
+    written as its declared (or inferred) type refuses the result."""
     from .fused_ops import infer_attr_type, make_attr_value
-    from .rewrite import attr_types_for_op
 
     if result.has_inner_graph:
         items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in result.inner_nodes]
     else:
         items = [(result.type, op_def.with_defaults(result.attrs) if op_def else result.attrs, "")]
+    written_all: list[dict[str, AttrValue]] = []
     for op, attrs, where in items:
-        if not attrs:
-            continue
-        types = attr_types_for_op(op, fused_ops)
+        types = attr_types_for_op(op, fused_ops) if attrs else {}
+        written_all.append({})
         for key, value in attrs.items():
             attr_type = types.get(key)
             wanted = f" as {attr_type}" if attr_type else ""
@@ -316,6 +330,8 @@ def _check_attr_values(
             problem = _attr_kind_problem(value, written, attr_type)
             if problem:
                 raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {problem}")
+            written_all[-1][key] = written
+    return written_all
 
 
 #: The AttrValue field each declared attr type is written to.

@@ -7,9 +7,9 @@ sort of the node list.  The cost is linear in nodes plus edges.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from .fused_ops import FusedOpDef, infer_attr_type, make_attr_value
+from .fused_ops import make_attr_value
 from .graph_index import CONTROL, GraphIndex, no_gc, parse_input, tensor_name
 from .results import FusedInput
 
@@ -20,22 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .plan import FusionPlan
 
 _REMOVED = float("inf")
-
-
-def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
-    op_def = fused_ops.get(op)
-    if op_def is not None:
-        return {a.name: a.type for a in op_def.attrs}
-    from tensorflow.python.framework import op_def_registry
-
-    tf_def = op_def_registry.get(op)
-    return {a.name: a.type for a in tf_def.attr} if tf_def is not None else {}
-
-
-def _fill_attrs(node: "NodeDef", attrs: Mapping[str, Any], types: Mapping[str, str]) -> None:
-    for key, value in attrs.items():
-        attr_type = types.get(key) or infer_attr_type(value)
-        node.attr[key].CopyFrom(make_attr_value(value, attr_type))
 
 
 def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int | None:
@@ -58,7 +42,7 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
 
 
 def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, fused_ops: Mapping[str, FusedOpDef], resolve: Callable[[int, int], str]
+    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str]
 ) -> list["NodeDef"]:
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
@@ -72,16 +56,15 @@ def _build_nodes(
             node = NodeDef(name=f"{res.name}/{inner.name}", op=inner.op, device=device)
             node.input.extend(_inner_input(res.name, ref, inputs) for ref in inner.inputs)
             node.input.extend(controls)
-            _fill_attrs(node, inner.attrs, attr_types_for_op(inner.op, fused_ops))
             new.append(node)
     else:
         node = NodeDef(name=res.name, op=res.type, device=device)
         node.input.extend(inputs)
         node.input.extend(controls)
-        op_def = plan.op_def
-        attrs = op_def.with_defaults(res.attrs) if op_def else res.attrs
-        _fill_attrs(node, attrs, attr_types_for_op(res.type, fused_ops))
         new.append(node)
+    for node, attrs in zip(new, plan.attr_values):  # written when the plan was checked
+        for key, value in attrs.items():
+            node.attr[key].CopyFrom(value)
     return new
 
 
@@ -127,9 +110,7 @@ class RewriteSummary:
     new_names: list[str]
 
 
-def apply_plans(
-    index: GraphIndex, plans: Sequence["FusionPlan"], fused_ops: Mapping[str, FusedOpDef]
-) -> RewriteSummary:
+def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSummary:
     """Rewrite ``index.graph_def`` in place."""
     graph = index.graph_def
     names = index.names
@@ -179,7 +160,7 @@ def apply_plans(
         new_wrappers: list["NodeDef"] = []
         summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
         staged = [
-            (plan, _build_nodes(plan, index, fused_ops, resolve),
+            (plan, _build_nodes(plan, index, resolve),
              {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
             for plan in plans
         ]

@@ -250,10 +250,6 @@ class ScopeTree:
             counts[sub_type] = counts.get(sub_type, 0) + delta
             s = s.parent
 
-    def labelled_scopes(self, sub_type: str) -> list[Scope]:
-        """The scopes labelled ``sub_type``, in the order they were labelled."""
-        return list(self.labelled.get(sub_type, {}).values())
-
     def clear_labels(self) -> None:
         """Remove every label (each pass starts from an unlabelled tree)."""
         for by_id in list(self.labelled.values()):

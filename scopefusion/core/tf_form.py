@@ -110,7 +110,7 @@ def to_tf_runnable(graph_def: "GraphDef", fused_ops: Mapping[str, FusedOpDef]) -
         try:
             fname, in_types, out_types = cache.function_for(node, op_def)
         except EmitError as exc:
-            if not op_def.origin or op_def.origin in str(exc):
+            if not op_def.origin:
                 raise
             raise EmitError(f"{exc} (fused op {op_def.name} is declared by {op_def.origin})") from exc
         data_inputs = [i for i in node.input if not i.startswith("^")]

@@ -69,10 +69,14 @@ class Registry:
 
     passes: list[PassSpec] = field(default_factory=list)
     fused_ops: dict[str, FusedOpDef] = field(default_factory=dict)
-    fused_op_origins: dict[str, str] = field(default_factory=dict)
     plugins: list[PluginInfo] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
+
+    @property
+    def fused_op_origins(self) -> dict[str, str]:
+        """Who declared each fused op ("built-in" or a distribution and version)."""
+        return {name: op.origin for name, op in self.fused_ops.items()}
 
     def pass_names(self) -> list[str]:
         return [p.name for p in self.passes]
@@ -150,7 +154,6 @@ class _Collector:
             elif owner is not None:
                 raise PluginError(f"fused op {op.name!r} is declared twice: by {owner} and by {who}")
             self.registry.fused_ops[op.name] = dataclasses.replace(op, origin=origin)
-            self.registry.fused_op_origins[op.name] = origin
             self._op_owner[op.name] = BUILTIN if origin == BUILTIN else who
             added.append(op.name)
         return added
@@ -165,10 +168,13 @@ class PluginHookError(PluginError):
 
 
 def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
+    def raised(exc: Exception) -> PluginHookError:
+        return PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}")
+
     try:
         value = function()
     except Exception as exc:
-        raise PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}") from exc
+        raise raised(exc) from exc
     if value is None:
         return []
     try:
@@ -178,7 +184,7 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
     try:
         return list(items)  # a generator hook runs its body here
     except Exception as exc:
-        raise PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}") from exc
+        raise raised(exc) from exc
 
 
 def load_registry(

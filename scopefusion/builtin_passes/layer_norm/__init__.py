@@ -148,9 +148,8 @@ def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResul
     The Cast that brings x up to float32 stays in the graph as the LayerNorm's input."""
     sg = scope.graph
     cast = scope.suffix_of(match.output_cast)  # type: ignore[arg-type]
-    attrs = {key: result.attrs[key] for key in ("begin_norm_axis", "begin_params_axis", "epsilon", "T")}
     result.add_inner_node(LAYER_NORM.name, LAYER_NORM.name,
-                          [result.fused_input(0), result.fused_input(1), result.fused_input(2)], attrs)
+                          [result.fused_input(0), result.fused_input(1), result.fused_input(2)], dict(result.attrs))
     cast_attrs = sg.node(match.output_cast).attr  # type: ignore[arg-type]
     result.add_inner_node(cast, "Cast", [f"{LAYER_NORM.name}:0"], {key: cast_attrs[key] for key in cast_attrs})
     result.insert_outputs(cast, [0])

@@ -15,7 +15,7 @@ beta, ...).  Scalar constants become coefficients.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...core.graph_index import CONTROL
 from .errors import NotLayerNorm
@@ -33,6 +33,11 @@ PASS_THROUGH = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradie
 ADD_OPS = frozenset({"Add", "AddV2"})
 MAX_TERMS = 64
 MAX_DEPTH = 256
+
+
+def is_float_array(value: Any) -> bool:
+    """A floating-point numpy array, bfloat16 included (numpy sees that as kind 'V')."""
+    return value.dtype.kind == "f" or value.dtype.name == "bfloat16"
 
 
 def const(value: float) -> Poly:
@@ -161,7 +166,7 @@ class Evaluator:
         name, port = tensor
         if not self.depends(tensor):
             value = sg.const_value(name) if port == 0 else None
-            if value is not None and value.size == 1 and (value.dtype.kind in "fiu" or value.dtype.name == "bfloat16"):
+            if value is not None and value.size == 1 and (value.dtype.kind in "iu" or is_float_array(value)):
                 return const(float(value.reshape(-1)[0]))
             key = f"@{name}" if port == 0 else f"@{name}:{port}"
             self.atoms[key] = tensor

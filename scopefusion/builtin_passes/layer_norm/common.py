@@ -9,8 +9,6 @@ from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers,
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from ...core.scope_graph import Scope, ScopeGraph
 
 #: Symbols of the normalised part of the output (everything else is an atom).
@@ -54,11 +52,6 @@ def precision_cast(sg: "ScopeGraph", inside: set[str], name: str, *, up: bool) -
     attrs = sg.node(name).attr
     src, dst = attrs["SrcT"].type, attrs["DstT"].type
     return (src in LOW_PRECISION and dst == DT_FLOAT) if up else (src == DT_FLOAT and dst in LOW_PRECISION)
-
-
-def is_float_array(value: "np.ndarray") -> bool:
-    """A floating-point numpy array, bfloat16 included (numpy sees that as kind 'V')."""
-    return value.dtype.kind == "f" or value.dtype.name == "bfloat16"
 
 
 def tensor_name(t: Tensor) -> str:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, mul, symbol
+from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, is_float_array, mul, symbol
 from .common import (
-    LOW_PRECISION, LayerNormMatch, is_float_array, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
+    LOW_PRECISION, LayerNormMatch, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
     see_through_reshape, strip_output_cast,
 )
 from .errors import NotLayerNorm

@@ -330,10 +330,10 @@ class EncoderGenerator:
 # --------------------------------------------------------------------------- checks
 def check_small_instance(gen: EncoderGenerator) -> str:
     """Run a two-layer instance in TensorFlow, fuse it, and compare outputs."""
-    from scopefusion.core.execute import run_graph_def
-    from scopefusion.core.options import FusionOptions
-    from scopefusion.core.pass_manager import ScopePassManager
-    from scopefusion.core.tf_form import to_tf_runnable
+    from scopefusion.core.verify.execute import run_graph_def
+    from scopefusion.core.fusion.options import FusionOptions
+    from scopefusion.core.scope.pass_manager import ScopePassManager
+    from scopefusion.core.verify.tf_form import to_tf_runnable
     from scopefusion.plugins.registry import load_registry
     from tensorflow.core.framework import graph_pb2
 
@@ -427,9 +427,9 @@ def best_of(n: int, fn: Callable[[], None]) -> float:
 
 def fuse_once(src: Path, dest: Path, scopes: Sequence[str]) -> FuseTiming:
     """load + run + save, each timed; checks that every layer norm scope was fused."""
-    from scopefusion.core.graph_io import load_model, save_graph
-    from scopefusion.core.options import FusionOptions
-    from scopefusion.core.pass_manager import ScopePassManager
+    from scopefusion.core.graph.io import load_model, save_graph
+    from scopefusion.core.fusion.options import FusionOptions
+    from scopefusion.core.scope.pass_manager import ScopePassManager
     from scopefusion.plugins.registry import load_registry
 
     reg = load_registry()
@@ -511,9 +511,9 @@ def profile_run(gen: EncoderGenerator, nodes: int, workdir: Path, top: int) -> N
     import cProfile
     import pstats
 
-    from scopefusion.core.graph_io import load_model
-    from scopefusion.core.options import FusionOptions
-    from scopefusion.core.pass_manager import ScopePassManager
+    from scopefusion.core.graph.io import load_model
+    from scopefusion.core.fusion.options import FusionOptions
+    from scopefusion.core.scope.pass_manager import ScopePassManager
     from scopefusion.plugins.registry import load_registry
 
     generated = gen.build(gen.layers_for(nodes))

@@ -1,13 +1,13 @@
-"""scopefusion: find TensorFlow subgraphs by name scope and op types and
-replace each with one fused operator, through pluggable passes.
+"""scopefusion: find TensorFlow subgraphs by name scope (scope fusion) or by op
+pattern (graph fusion) and replace each with one fused operator, through
+pluggable passes.
 
 Importing this package does not import TensorFlow; loading, fusing and
 emitting graphs do.
 """
 from __future__ import annotations
 
-from .api import FuseResult, fuse
-from .core.base_pass import PassSpec, ScopeBasePass
+from .api import FuseResult, fuse, verify
 from .core.errors import (
     EmitError,
     GraphLoadError,
@@ -17,27 +17,42 @@ from .core.errors import (
     PluginError,
     ScopeFusionError,
 )
-from .core.fused_ops import AttrDef, FusedOpDef, TensorArg
-from .core.graph_index import GraphIndex
-from .core.graph_io import LoadedModel, load_model, save_graph
-from .core.options import FusionOptions
-from .core.pass_manager import FusionOutcome, ScopePassManager
-from .core.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
-from .core.report import FusedRecord, FusionReport, PassReport, Refusal
-from .core.results import FusedInput, FusionScopesResult, InnerNode, ScopesResult
-from .core.scope_graph import Scope, ScopeGraph, ScopeTree
-from .core.verify import TensorComparison, VerifyResult, verify
+from .core.fusion.candidate import FusedInput, FusionCandidate, InnerNode
+from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from .core.fusion.options import FusionOptions
+from .core.fusion.pass_spec import PassSpec
+from .core.fusion.pipeline import FusionOutcome, FusionPipeline
+from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
+from .core.graph.index import GraphIndex
+from .core.graph.io import LoadedModel, load_model, save_graph
+from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
+from .core.graph.pattern import ANY, OpPattern, PatternDefinitionError, const, one_of, op, var
+from .core.graph.view import GraphView
+from .core.graph_fusion.base_pass import FusedOp, NotFused, PatternFusionBasePass, fused_input, inner_node
+from .core.graph_fusion.engine import GraphFusionEngine
+from .core.graph_fusion.fusion_pattern import FusionPattern, FusionPatternError
+from .core.graph_fusion.switch import FusionSwitch, FusionSwitchError
+from .core.scope.base_pass import ScopeBasePass
+from .core.scope.pass_manager import ScopePassManager
+from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
+from .core.scope.results import FusionScopesResult, ScopesResult
+from .core.scope.scope_graph import Scope, ScopeGraph, ScopeTree
+from .core.verify.verify import TensorComparison, VerifyResult
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AttrDef", "EmitError", "FuseResult", "FusedInput", "FusedOpDef", "FusedRecord", "FusionOptions",
-    "FusionOutcome", "FusionReport", "FusionScopesResult", "GraphIndex", "GraphLoadError",
-    "GraphValidationError", "InnerNode", "LoadedModel", "NodeAttrFeature", "NodeOpTypeFeature",
-    "OptionError", "PassError", "PassReport", "PassSpec", "PluginError", "Refusal", "Registry", "Scope",
-    "ScopeBasePass", "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern",
-    "ScopeTree", "ScopesResult", "TensorArg", "fuse", "hookimpl", "load_model", "load_registry",
-    "save_graph", "TensorComparison", "VerifyResult", "verify", "__version__",
+    "ANY", "AttrDef", "EmitError", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",
+    "FusionCandidate", "FusionOptions", "FusionOutcome", "FusionPattern", "FusionPatternError",
+    "FusionPipeline", "FusionReport", "FusionScopesResult", "FusionSwitch", "FusionSwitchError",
+    "GraphFusionEngine", "GraphIndex", "GraphLoadError", "GraphValidationError", "GraphView", "InnerNode",
+    "LoadedModel", "MatchFailure", "NodeAttrFeature", "NodeOpTypeFeature", "NotFused", "OpPattern",
+    "OptionError", "PassError", "PassReport", "PassSpec", "PatternDefinitionError", "PatternFusionBasePass",
+    "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
+    "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
+    "ScopesResult", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "fuse",
+    "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "save_graph",
+    "var", "verify",
 ]

@@ -1,22 +1,32 @@
-"""The Python API: :func:`fuse` mirrors ``scopefusion run``."""
+"""The Python API: :func:`fuse` mirrors ``scopefusion run``, :func:`verify` ``scopefusion verify``."""
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from .core.errors import ScopeFusionError
-from .core.graph_io import LoadedModel, load_model
-from .core.options import FusionOptions, PassList, parse_pass_list
-from .core.pass_manager import ScopePassManager
-from .core.report import FusionReport
+from .core.fusion.options import FusionOptions, PassList, parse_pass_list
+from .core.fusion.pipeline import FusionPipeline
+from .core.fusion.report import FusionReport
+from .core.graph.io import LoadedModel, load_model
+from .core.graph_fusion.base_pass import FUSION_TYPES
+from .core.graph_fusion.engine import GraphFusionEngine
+from .core.graph_fusion.switch import FusionSwitch
+from .core.scope.pass_manager import ScopePassManager
+from .core.verify import verify as core_verify
+from .core.verify.tf_form import to_tf_runnable
 from .plugins.registry import Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
+    from .core.fusion.fused_ops import FusedOpDef
+    from .core.verify.verify import VerifyResult
+
 ModelLike = Union[str, "os.PathLike[str]", "GraphDef", LoadedModel]
+SwitchLike = Union[str, "os.PathLike[str]", FusionSwitch, None]
 
 
 @dataclass
@@ -46,6 +56,29 @@ def _as_model(model: ModelLike, signature: str | None) -> LoadedModel:
     raise ScopeFusionError(f"cannot fuse a {type(model).__name__}; give a path or a GraphDef")
 
 
+def load_switch(value: SwitchLike) -> FusionSwitch:
+    """A fusion switch from a file path (or an already loaded one); none: every graph pass on."""
+    if value is None or value == "":
+        return FusionSwitch.default()
+    if isinstance(value, FusionSwitch):
+        return value
+    return FusionSwitch.load(value)
+
+
+def switch_warnings(switch: FusionSwitch, registry: Registry) -> list[str]:
+    """Names in the switch file that match no registered graph pass (with close matches)."""
+    known = {t: [p.name for p in registry.graph_passes if p.fusion_type == t] for t in FUSION_TYPES}
+    return switch.unknown_name_warnings(known)
+
+
+def build_pipeline(registry: Registry, options: FusionOptions, switch: FusionSwitch) -> FusionPipeline:
+    """The stages of a run: scope fusion, then graph fusion, then UB fusion."""
+    engines: list[Any] = [ScopePassManager(registry.passes, registry.fused_ops, options)]
+    for fusion_type in FUSION_TYPES:
+        engines.append(GraphFusionEngine(registry.graph_passes, registry.fused_ops, options, switch, fusion_type))
+    return FusionPipeline(engines, registry.fused_ops, options)
+
+
 def fuse(
     model: ModelLike,
     *,
@@ -56,35 +89,51 @@ def fuse(
     registry: Registry | None = None,
     block_plugins: Sequence[str] = (),
     signature: str | None = None,
+    fusion_switch_file: SwitchLike = None,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
     ``emit="fused"`` returns fused ops as nodes of their own type;
     ``emit="tf"`` returns the TensorFlow-runnable form in which every fused
-    node calls its reference implementation.
+    node calls its reference implementation.  ``fusion_switch_file`` turns graph
+    passes on or off (a path, or a loaded :class:`FusionSwitch`).
     """
     options = FusionOptions(
         enable_scope_fusion_passes=parse_pass_list(enable_scope_fusion_passes),
         emit=emit,
         outputs=parse_pass_list(outputs),
         strict=strict,
+        fusion_switch_file=None if isinstance(fusion_switch_file, FusionSwitch) else fusion_switch_file,
     )
+    switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
     registry = registry or load_registry(block=block_plugins, strict=strict)
+    pipeline = build_pipeline(registry, options, switch)
     loaded = _as_model(model, signature)
     if not options.outputs and loaded.outputs:
-        options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
-    manager = ScopePassManager(registry.passes, registry.fused_ops, options)
-    outcome = manager.run(loaded.graph_def)
+        pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
+    outcome = pipeline.run(loaded.graph_def)
     report = outcome.report
     report.overrides = list(registry.overrides)
     report.plugin_errors = list(registry.errors)
+    report.warnings = switch_warnings(switch, registry)
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
     graph = fused_graph
     if emit == "tf":
-        from .core.tf_form import to_tf_runnable
-
         t0 = time.perf_counter()
         graph = to_tf_runnable(fused_graph, registry.fused_ops)
         report.stage_seconds["emit_tf"] = time.perf_counter() - t0
     return FuseResult(graph, report, fused_graph)
+
+
+def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] | None = None,
+           registry: Registry | None = None, **options: Any) -> "VerifyResult":
+    """Run ``original`` and ``fused`` in TensorFlow on the same feeds and compare every output.
+
+    The fused graph's fused ops run the reference implementations of ``fused_ops``
+    (default: those of ``registry``, or of the installed plugins).  Other keyword
+    arguments are those of :func:`scopefusion.core.verify.verify`.
+    """
+    if fused_ops is None:
+        fused_ops = (registry or load_registry()).fused_ops
+    return core_verify(original, fused, fused_ops=fused_ops, **options)

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from .core.errors import ScopeFusionError
+from .core.fusion.options import check_pass_names, parse_pass_list
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
-NEAR_MISSES_SHOWN = 3
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _registry(args: argparse.Namespace) -> Any:
-    from .core.options import parse_pass_list
     from .plugins.registry import load_registry, normalise_distribution
 
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
@@ -42,6 +41,12 @@ def _registry(args: argparse.Namespace) -> Any:
                 print(f"scopefusion: warning: {option} {name}: no installed plugin has that entry-point or "
                       "distribution name", file=sys.stderr)
     return registry
+
+
+def _add_switch_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fusion_switch_file", "--fusion-switch-file", dest="fusion_switch_file", default=None,
+                   metavar="FILE", help='turn graph passes on or off: JSON {"Switch": {"GraphFusion": {"ALL": "off", '
+                   '"GeluFusionPass": "on"}, "UBFusion": {...}}, "Priority": {...}} or Name:on|off lines')
 
 
 def _add_verify_options(p: argparse.ArgumentParser) -> None:
@@ -71,7 +76,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="scopefusion",
-        description="Fuse TensorFlow subgraphs found by name scope into single operators.",
+        description="Fuse TensorFlow subgraphs found by name scope or op pattern into single operators.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -90,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="FILE", help="write the full report as JSON")
     run.add_argument("--outputs", default="", metavar="T1,T2",
                      help="graph output tensors to keep fetchable (default: the graph's sinks)")
+    _add_switch_option(run)
     run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default)")
     run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
     run.add_argument("--verify", action="store_true",
@@ -114,9 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
     lst = sub.add_parser("list", help="show every registered pass", description="Show every registered pass: "
-                         "name, general or not, enabled, origin and what it overrides.")
+                         "scope passes (general or not, enabled) and graph passes (switch-file section, on or off), "
+                         "with origin and what each overrides.")
     lst.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable", default="",
                      metavar="A,B", help="show these non-general passes as enabled")
+    _add_switch_option(lst)
     lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.add_argument("--plugins", action="store_true", help="list plugin distributions and what each contributes")
     _add_common(lst)
@@ -129,62 +137,22 @@ def _version() -> str:
     return __version__
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # Piped output has no width to go by: give tables room instead of 80 columns.
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
-
-
 # ------------------------------------------------------------------------- list
 def cmd_list(args: argparse.Namespace) -> int:
-    from .core.options import check_pass_names, parse_pass_list
+    from .api import load_switch, switch_warnings
+    from .console import list_rows, print_list
 
+    switch = load_switch(args.fusion_switch_file)
     registry = _registry(args)
     enabled = parse_pass_list(args.enable)
     check_pass_names(enabled, registry.pass_names())
-    rows = [
-        {
-            "name": spec.name,
-            "general": spec.general,
-            "enabled": spec.general or spec.name in enabled,
-            "origin": spec.origin,
-            "overrides": spec.replaces or "",
-            "description": spec.description,
-        }
-        for spec in registry.passes
-    ]
-    plugins = [
-        {"name": p.name, "distribution": p.distribution, "version": p.version, "entry_point": p.value,
-         "blocked": p.blocked, "error": p.error, "passes": p.passes, "fused_ops": p.fused_ops}
-        for p in registry.plugins
-    ]
+    rows = list_rows(registry, enabled, switch)
     if args.json:
-        print(json.dumps({"passes": rows, "plugins": plugins,
-                          "fused_ops": registry.fused_op_origins,
-                          "overrides": registry.overrides}, indent=2))
-        return 0
-    from rich.table import Table
-
-    console = _console()
-    table = Table(title="Scope fusion passes (registration order)")
-    for col in ("pass", "general", "enabled", "origin", "overrides", "description"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no",
-                      r["origin"], r["overrides"], r["description"])
-    console.print(table)
-    if args.plugins:
-        pt = Table(title="Plugins (entry-point group 'scopefusion')")
-        for col in ("plugin", "distribution", "version", "status", "contributes"):
-            pt.add_column(col)
-        for p in plugins:
-            contributes = ", ".join(p["passes"] + p["fused_ops"]) or "-"
-            status = "blocked" if p["blocked"] else ("skipped: hook raised" if p["error"] else "loaded")
-            pt.add_row(p["name"], p["distribution"], p["version"], status, contributes)
-        console.print(pt if plugins else "No plugins installed.")
-    for line in registry.overrides:
-        console.print(f"override: {line}")
+        print(json.dumps(rows, indent=2))
+    else:
+        print_list(rows, args.plugins)
+    for line in switch_warnings(switch, registry):
+        print(f"scopefusion: warning: {line}", file=sys.stderr)
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     return 0
@@ -216,8 +184,9 @@ def _check_output_paths(model: Path, output: Path, report: Path | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .api import fuse
-    from .core.graph_io import load_model, save_graph, write_atomically
+    from .api import fuse, load_switch
+    from .console import print_summary
+    from .core.graph.io import load_model, save_graph, write_atomically
 
     model = Path(args.model) if args.model else EXAMPLE_MODEL
     if not args.model:
@@ -227,6 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_output_paths(model, output, report_path)
     if args.signature and not model.is_dir():
         raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
+    switch = load_switch(args.fusion_switch_file)
     loaded = load_model(model, args.signature)
     original = None
     if args.verify:
@@ -239,12 +209,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
     registry = _registry(args)
     result = fuse(loaded, enable_scope_fusion_passes=args.enable, emit=args.emit, outputs=args.outputs or None,
-                  strict=args.strict, registry=registry)
+                  strict=args.strict, registry=registry, fusion_switch_file=switch)
     report = result.report
     save_graph(result.graph_def, output)
     if report_path is not None:
         write_atomically(report_path, (report.to_json() + "\n").encode("utf-8"))
-    _print_summary(report, output, args.emit)
+    print_summary(report, output, args.emit)
     if original is not None:
         return _verify_and_print(args, original, result.fused_graph_def, registry)
     return 0
@@ -261,7 +231,8 @@ def _int_range(text: str) -> tuple[int, int]:
 
 
 def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, registry: Any) -> int:
-    from .core.verify import verify
+    from .console import print_verification
+    from .core.verify.verify import verify
 
     with native_stderr_quiet(not args.debug):  # sessions start here: no CUDA notices
         result = verify(
@@ -271,21 +242,8 @@ def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, regis
         )
     for note in result.notes:
         print(note, file=sys.stderr)
-    from rich.table import Table
-
-    console = _console()
-    table = Table(title=f"Verification ({result.runs} run{'s' if result.runs != 1 else ''})")
-    for col, justify in (("output", "left"), ("shape", "left"), ("dtype", "left"), ("max abs err", "right"),
-                         ("max rel err", "right"), ("result", "left")):
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for o in result.outputs:
-        verdict = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
-        table.add_row(o.name, "?" if o.shape is None else str(tuple(o.shape)), o.dtype or "?",
-                      f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}",
-                      verdict + (f" {o.note}" if o.note else ""))
-    console.print(table)
+    print_verification(result)
     if result.passed:
-        console.print(f"verified: {len(result.outputs)} output(s) match")
         return 0
     print(f"scopefusion: verification failed: {len(result.failures)} of {len(result.outputs)} output(s) differ",
           file=sys.stderr)
@@ -293,43 +251,12 @@ def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, regis
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .core.graph_io import load_model
+    from .core.graph.io import load_model
 
     registry = _registry(args)
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     return _verify_and_print(args, load_model(args.original), load_model(args.fused), registry)
-
-
-def _print_summary(report: Any, output: Path, emit: str) -> None:
-    from rich.table import Table
-
-    console = _console()
-    table = Table(title="Scope fusion summary")
-    table.add_column("pass", overflow="fold", min_width=18)
-    for col, justify in (("general", "left"), ("tested", "right"), ("matched", "right"), ("fused", "right"),
-                         ("refused", "right"), ("near miss", "right"), ("seconds", "right")):
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for p in report.passes:
-        table.add_row(p.name, "yes" if p.general else "no", str(p.candidates), str(len(p.matched_scopes)),
-                      str(len(p.fused)), str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}")
-    console.print(table)
-    for p in report.passes:
-        if p.error:
-            console.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
-        for r in p.refused:
-            console.print(f"refused {r.name} ({p.name}): {r.reason}")
-        for r in p.near_misses[:NEAR_MISSES_SHOWN]:
-            console.print(f"near miss {r.name} ({p.name}): {r.reason}")
-        if p.near_miss_count > NEAR_MISSES_SHOWN:
-            console.print(f"... {p.near_miss_count - NEAR_MISSES_SHOWN} more near misses of {p.name} "
-                          "(all of them in --report)")
-    for line in report.overrides:
-        console.print(f"override: {line}")
-    for line in report.plugin_errors:
-        console.print(f"[red]error[/red] {line} (--strict makes this fatal)")
-    console.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
-                  f"{len(report.fused)} fused op(s)")
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:

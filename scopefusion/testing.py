@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import pytest
 
 from .api import FuseResult, fuse
-from .core.base_pass import ScopeBasePass
-from .core.fused_ops import FusedOpDef, attr_value_to_python
-from .core.options import PassList, parse_pass_list
-from .core.verify import VerifyResult, verify
+from .core.scope.base_pass import ScopeBasePass
+from .core.fusion.fused_ops import FusedOpDef
+from .core.graph.attrs import attr_value_to_python
+from .core.fusion.options import PassList, parse_pass_list
+from .core.verify.verify import VerifyResult, verify
 from .plugins.registry import BUILTIN, Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover

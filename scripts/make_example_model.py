@@ -11,7 +11,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from model_builders import bert_style_encoder  # noqa: E402
 
-from scopefusion.core.graph_io import save_graph  # noqa: E402
+from scopefusion.core.graph.io import save_graph  # noqa: E402
 
 
 def main() -> None:

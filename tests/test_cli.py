@@ -32,7 +32,8 @@ def test_run_with_options_report_and_text_output(tmp_path, capsys):
     data = json.loads(report.read_text())
     (ln,) = data["passes"]
     assert ln["name"] == "ScopeLayerNormPass" and len(ln["fused"]) == 5 and ln["seconds"] >= 0
-    assert set(data["stage_seconds"]) >= {"index", "scope_graph", "match", "apply", "validate", "emit_tf"}
+    assert set(data["stage_seconds"]) >= {"index", "scope.tree", "scope.match", "scope.apply", "scope.validate",
+                                           "emit_tf"}
 
 
 @pytest.mark.parametrize("argv,needle", [

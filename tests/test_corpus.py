@@ -18,7 +18,7 @@ from corpus_models import CorpusModel, slim_instance_norm_convnet, slim_instance
 
 import scopefusion
 from scopefusion import GraphIndex
-from scopefusion.core.verify import VerifyResult, verify
+from scopefusion.core.verify.verify import VerifyResult, verify
 
 
 def _fuse(graph_def, registry, emit: str = "fused"):
@@ -55,7 +55,7 @@ def _verify(model, fused_graph, registry, **kwargs) -> VerifyResult:
 
 
 def _default_outputs_are(model, expected: int) -> None:
-    from scopefusion.core.verify import default_outputs
+    from scopefusion.core.verify.verify import default_outputs
 
     assert len(model.outputs) == expected
     assert sorted(default_outputs(model.graph_def)) == sorted(model.outputs)

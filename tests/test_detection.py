@@ -27,8 +27,8 @@ from scopefusion import GraphIndex
 from scopefusion.builtin_passes.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from scopefusion.builtin_passes.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from scopefusion.builtin_passes.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
-from scopefusion.core.execute import run_graph_def
-from scopefusion.core.fused_ops import attr_value_to_python
+from scopefusion.core.verify.execute import run_graph_def
+from scopefusion.core.graph.attrs import attr_value_to_python
 from scopefusion.testing import assert_fused, assert_not_matched, registry_with
 
 DECODE = "ScopeDecodeBboxV2Pass"

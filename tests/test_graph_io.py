@@ -10,7 +10,7 @@ from google.protobuf import text_format
 
 import scopefusion
 from scopefusion import GraphLoadError, load_model, save_graph
-from scopefusion.core.execute import run_graph_def
+from scopefusion.core.verify.execute import run_graph_def
 
 
 def test_binary_and_text_are_detected_from_content(tmp_path, bert_encoder):

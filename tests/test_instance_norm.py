@@ -14,7 +14,7 @@ from scopefusion.builtin_passes.instance_norm import (
     ScopeInstanceNormPass,
     instance_norm_reference,
 )
-from scopefusion.core.fused_ops import attr_value_to_python
+from scopefusion.core.graph.attrs import attr_value_to_python
 from scopefusion.testing import graph_from_function, registry_with
 
 PASS = "ScopeInstanceNormPass"
@@ -115,7 +115,7 @@ def test_slim_instance_norms_nhwc_are_fused_and_verified(slim_convnet_nhwc, in_r
 
 
 def test_tf_form_runs_the_reference(slim_convnet_nhwc, in_registry):
-    from scopefusion.core.execute import run_graph_def
+    from scopefusion.core.verify.execute import run_graph_def
 
     graph = slim_convnet_nhwc
     result = _fuse(graph, in_registry, emit="tf")

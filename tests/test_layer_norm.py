@@ -7,7 +7,7 @@ from model_builders import _freeze
 
 import scopefusion
 from scopefusion import GraphIndex
-from scopefusion.core.execute import run_graph_def
+from scopefusion.core.verify.execute import run_graph_def
 
 
 def _max_err(a, b):

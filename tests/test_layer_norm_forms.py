@@ -28,7 +28,7 @@ import pytest
 import scopefusion
 from scopefusion import GraphIndex, ScopeGraph
 from scopefusion.builtin_passes.layer_norm import analyse
-from scopefusion.core.execute import run_graph_def
+from scopefusion.core.verify.execute import run_graph_def
 
 MAX_ERR = 1e-4
 

@@ -8,8 +8,8 @@ from scale_shift import (
 )
 
 from scopefusion import FusionOptions, ScopePattern, GraphIndex, OptionError, PassError, PassSpec, ScopePassManager
-from scopefusion.core.execute import run_graph_def
-from scopefusion.core.tf_form import to_tf_runnable
+from scopefusion.core.verify.execute import run_graph_def
+from scopefusion.core.verify.tf_form import to_tf_runnable
 
 OPS = {"ScaleShift": SCALE_SHIFT, "Pair": PAIR}
 

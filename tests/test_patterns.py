@@ -5,7 +5,7 @@ import pytest
 from graph_helpers import make_graph
 
 from scopefusion import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopeGraph, ScopePattern
-from scopefusion.core.matcher import match_pattern_set, search
+from scopefusion.core.scope.matcher import match_pattern_set, search
 
 
 def _attr(**kw):
@@ -136,7 +136,7 @@ def test_attribute_values_compare_by_the_attr_kind():
     """Float attrs compare with a tolerance; int, bool and string attrs exactly, even against a float."""
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
-    from scopefusion.core.patterns import attr_equals
+    from scopefusion.core.graph.attrs import attr_equals
 
     assert attr_equals(AttrValue(f=1e-12), 1.0000001e-12)
     assert attr_equals(AttrValue(f=0.5), 0.5) and not attr_equals(AttrValue(f=0.5), 0.6)
@@ -151,7 +151,7 @@ def test_attribute_values_compare_by_the_attr_kind():
 def test_an_attribute_feature_may_accept_a_set_of_values():
     """A set holds when the attribute equals any of its members (e.g. every float dtype)."""
     from scopefusion import ScopeGraph
-    from scopefusion.core.patterns import NodeAttrFeature
+    from scopefusion.core.scope.patterns import NodeAttrFeature
 
     graph = make_graph([("x", "Placeholder", []), ("blk/r", "Rsqrt", ["x"])])  # T = DT_FLOAT (1)
     blk = ScopeGraph(graph).scope("blk")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import scopefusion
-from scopefusion.core.execute import run_graph_def
+from scopefusion.core.verify.execute import run_graph_def
 from scopefusion.plugins.registry import load_registry
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -505,7 +505,8 @@ def test_cli_list_json_shows_the_override(plugin_dirs):
     assert data["plugins"] == [{
         "name": "extra", "distribution": "sf-test-extra", "version": "1.2.3",
         "entry_point": "sf_test_extra.plugin", "blocked": False, "error": None,
-        "passes": ["TestExtraPass", "ScopeLayerNormPass", "TestExtraLatePass"], "fused_ops": ["TestExtra"],
+        "passes": ["TestExtraPass", "ScopeLayerNormPass", "TestExtraLatePass"], "graph_passes": [],
+        "fused_ops": ["TestExtra"],
     }]
     assert data["fused_ops"] == {**{op: "built-in" for op in BUILTIN_OPS}, "TestExtra": EXTRA_ORIGIN}
     assert len(data["overrides"]) == 1 and "sf-test-extra 1.2.3" in data["overrides"][0]

@@ -10,9 +10,9 @@ from scale_shift import PAIR, SCALE_SHIFT, ScaleShiftPass, build_graph
 from scopefusion import (
     FusionOptions, FusionScopesResult, GraphIndex, PassSpec, ScopeBasePass, ScopePassManager, ScopePattern,
 )
-from scopefusion.core.execute import run_graph_def
-from scopefusion.core.scope_graph import strip_index_suffix
-from scopefusion.core.tf_form import to_tf_runnable
+from scopefusion.core.verify.execute import run_graph_def
+from scopefusion.core.scope.scope_graph import strip_index_suffix
+from scopefusion.core.verify.tf_form import to_tf_runnable
 
 OPS = {"ScaleShift": SCALE_SHIFT, "Pair": PAIR}
 
@@ -302,7 +302,7 @@ def test_labels_of_one_pass_are_not_seen_by_the_next():
 def test_the_reason_for_a_dropped_result_names_the_result_that_blocks_it():
     from types import SimpleNamespace
 
-    from scopefusion.core.conflicts import resolve_conflicts
+    from scopefusion.core.fusion.conflicts import resolve_conflicts
 
     def plan(name, pass_name, order, members):
         return SimpleNamespace(name=name, pass_name=pass_name, order=order, members=frozenset(members))

@@ -5,7 +5,7 @@ import pytest
 from graph_helpers import make_graph
 
 from scopefusion import GraphValidationError, ScopeGraph
-from scopefusion.core.scope_graph import strip_index_suffix
+from scopefusion.core.scope.scope_graph import strip_index_suffix
 
 
 def _graph():

@@ -8,8 +8,8 @@ import scopefusion
 from scopefusion import OptionError
 from scopefusion.builtin_passes.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from scopefusion.cli import EXAMPLE_MODEL, main
-from scopefusion.core.feeds import DEFAULT_DIM, parse_input_shapes
-from scopefusion.core.verify import verify
+from scopefusion.core.verify.feeds import DEFAULT_DIM, parse_input_shapes
+from scopefusion.core.verify.verify import verify
 from scopefusion.plugins.registry import load_registry
 from scopefusion import hookimpl, save_graph
 

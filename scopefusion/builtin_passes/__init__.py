@@ -1,10 +1,11 @@
-"""Built-in scope passes, registered through the same hooks as any plugin."""
+"""Built-in scope and graph passes, registered through the same hooks as any plugin."""
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..core.base_pass import ScopeBasePass
-from ..core.fused_ops import FusedOpDef
+from ..core.fusion.fused_ops import FusedOpDef
+from ..core.graph_fusion.base_pass import PatternFusionBasePass
+from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
 from .batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from .clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
@@ -21,6 +22,7 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeClipBoxesPass,
     ScopeBatchMultiClassNMSPass,
 )
+BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = ()
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS,
 )
@@ -29,6 +31,11 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
 @hookimpl
 def scopefusion_scope_passes() -> Sequence[type[ScopeBasePass]]:
     return BUILTIN_PASSES
+
+
+@hookimpl
+def scopefusion_graph_passes() -> Sequence[type[PatternFusionBasePass]]:
+    return BUILTIN_GRAPH_PASSES
 
 
 @hookimpl

@@ -38,14 +38,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..core.base_pass import ScopeBasePass
-from ..core.patterns import PatternSet, ScopePattern
-from ..core.results import FusionScopesResult
+from ..core.scope.base_pass import ScopeBasePass
+from ..core.scope.patterns import PatternSet, ScopePattern
+from ..core.scope.results import FusionScopesResult
 from .batch_nms_op import BATCH_MULTICLASS_NMS, PADDED_NMS_DEFAULTS, PADDED_NMS_FUNCTION
-from .wiring import input_slots
+from ..core.scope.port_maps import input_slots
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.scope_graph import Scope, ScopeGraph
+    from ..core.scope.scope_graph import Scope, ScopeGraph
 
 Tensor = tuple[str, int]
 
@@ -334,7 +334,10 @@ class ScopeBatchMultiClassNMSPass(ScopeBasePass):
         result.set_description(f"batch multi-class NMS ({loop} batch, {len(nms)} per-class NMS nodes)")
         for key, value in attrs.items():
             result.set_attr(key, value)
-        for reader, slots in input_slots(analysis.sg, analysis.inside, tensors).items():
+        index = analysis.sg.index
+        inside = frozenset(scope.all_node_indices())
+        by_index = [(index.index[name], port) for name, port in tensors]
+        for reader, slots in input_slots(analysis.sg, inside, by_index).items():
             result.insert_inputs(scope.suffix_of(reader), slots)
         for name, index in outputs.items():
             result.insert_outputs(scope.suffix_of(name), [index])

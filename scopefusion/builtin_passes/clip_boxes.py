@@ -24,14 +24,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..core.base_pass import ScopeBasePass
-from ..core.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..core.patterns import PatternSet, ScopePattern
-from ..core.results import FusionScopesResult
-from .wiring import Const, ExprMatcher, NoMatch, Pattern, input_slots, op, unmatched_nodes
+from ..core.scope.base_pass import ScopeBasePass
+from ..core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ..core.scope.patterns import PatternSet, ScopePattern
+from ..core.scope.results import FusionScopesResult
+from ..core.graph.matching import MatchFailure, PatternMatcher
+from ..core.graph.pattern import const, op
+from ..core.scope.port_maps import input_slots, unmatched_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.scope_graph import Scope
+    from ..core.scope.scope_graph import Scope
 
 
 def clip_boxes_reference(boxes: Any, window: Any, *, filter_nonoverlapping: bool, T: Any) -> tuple[Any]:
@@ -70,9 +72,9 @@ CLIP_BOXES = FusedOpDef(
 )
 
 
-def _clip_defs() -> dict[str, Pattern]:
+def _clip_defs() -> dict[str, Any]:
     def part(var: str, k: int) -> Any:
-        return op("Split", Const(1), var, port=k, num_split=4)
+        return op("Split", const(1), var, port=k, num_split=4)
 
     def window(k: int) -> Any:
         return op("Unpack", "$window", port=k, num=4, axis=0)
@@ -82,10 +84,10 @@ def _clip_defs() -> dict[str, Pattern]:
         return op("Maximum", op("Minimum", part("$boxes", k), window(2 + axis)), window(axis))
 
     return {
-        "$clipped": op("ConcatV2", clip(0), clip(1), clip(2), clip(3), Const(1), N=4),
-        "$area": op("Squeeze", op("Mul", op("Sub", part("$clipped", 2), part("$clipped", 0)),
+        "clipped": op("ConcatV2", clip(0), clip(1), clip(2), clip(3), const(1), N=4),
+        "area": op("Squeeze", op("Mul", op("Sub", part("$clipped", 2), part("$clipped", 0)),
                                   op("Sub", part("$clipped", 3), part("$clipped", 1))), squeeze_dims=[1]),
-        "$keep": op("Cast", op("Reshape", op("Where", op("Greater", "$area", Const(0.0))), Const([-1]))),
+        "keep": op("Cast", op("Reshape", op("Where", op("Greater", "$area", const(0.0))), const([-1]))),
     }
 
 
@@ -110,12 +112,13 @@ class ScopeClipBoxesPass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]
         sg = scope.graph
-        inside = frozenset(scope.node_names())
+        inside = frozenset(scope.all_node_indices())
+        at = sg.index.index
         concat = scope.nodes_by_op("ConcatV2")[0].name
-        m = ExprMatcher(sg, inside, defs=_clip_defs())
+        m = PatternMatcher(sg, inside=inside, defs=_clip_defs())
         try:
-            m.match((concat, 0), "$clipped")
-        except NoMatch as why:
+            m.match((at[concat], 0), "$clipped")
+        except MatchFailure as why:
             result.reject(f"not a clip to a window: {why}")
             return
         outputs = [concat]
@@ -129,12 +132,12 @@ class ScopeClipBoxesPass(ScopeBasePass):
                     fields.append(g.name)
                     continue
                 try:
-                    m.match(sg.producer(g.name, 1), "$keep")
-                    m.match(sg.producer(g.name, 2), Const(0))
-                except NoMatch as why:
+                    m.match(sg.index.data_input(at[g.name], 1), "$keep")
+                    m.match(sg.index.data_input(at[g.name], 2), const(0))
+                except MatchFailure as why:
                     result.reject(f"the non-overlapping filter is not gather(clipped, where(area > 0)): {why}")
                     return
-                m.matched.add(g.name)
+                m.members.add(at[g.name])
                 outputs.append(g.name)
             if fields:
                 result.reject(
@@ -144,7 +147,7 @@ class ScopeClipBoxesPass(ScopeBasePass):
             if not outputs:
                 result.reject("the non-overlapping filter gathers no clipped boxes")
                 return
-        extra = unmatched_nodes(scope, m.matched)
+        extra = unmatched_nodes(scope, m.members)
         if extra:
             result.reject(f"the scope computes more than the clip: {', '.join(extra[:3])}")
             return
@@ -152,7 +155,7 @@ class ScopeClipBoxesPass(ScopeBasePass):
         result.set_description("ClipBoxes" + (" dropping boxes of zero area" if filtering else ""))
         result.set_attr("filter_nonoverlapping", filtering)
         result.set_attr("T", sg.node(concat).attr["T"].type)
-        for reader, slots in input_slots(sg, inside, [m.bound["$boxes"], m.bound["$window"]]).items():
+        for reader, slots in input_slots(sg, inside, [m.tensors["boxes"], m.tensors["window"]]).items():
             result.insert_inputs(scope.suffix_of(reader), slots)
         for out in outputs:
             result.insert_outputs(scope.suffix_of(out), [0])

@@ -22,14 +22,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 
-from ..core.base_pass import ScopeBasePass
-from ..core.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..core.patterns import PatternSet, ScopePattern
-from ..core.results import FusionScopesResult
-from .wiring import ADD, Alt, Const, DIV, ExprMatcher, NoMatch, Op, Pattern, input_slots, op, unmatched_nodes
+from ..core.scope.base_pass import ScopeBasePass
+from ..core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ..core.scope.patterns import PatternSet, ScopePattern
+from ..core.scope.results import FusionScopesResult
+from ..core.graph.matching import MatchFailure, PatternMatcher
+from ..core.graph.pattern import Alt, Op, const, one_of, op
+from ..core.scope.port_maps import input_slots, unmatched_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.scope_graph import Scope
+    from ..core.scope.scope_graph import Scope
 
 Tensor = tuple[str, int]
 
@@ -72,37 +74,39 @@ DECODE_BBOX_V2 = FusedOpDef(
 
 
 # ------------------------------------------------------------------------ the pass
-PERM = Const([1, 0])
-HALF = Const(2.0)
+ADD = ("Add", "AddV2")
+DIV = ("RealDiv", "Div")
+PERM = const([1, 0])
+HALF = const(2.0)
 
 
-def _decode_defs() -> dict[str, Pattern]:
+def _decode_defs() -> dict[str, Any]:
     def unpack(var: str, k: int) -> Op:
         return op("Unpack", var, port=k, num=4, axis=0)
 
     def scaled(k: int) -> Alt:
-        return Alt((op(DIV, unpack("$codes_t", k), Const(capture=f"scale{k}")), unpack("$codes_t", k)))
+        return one_of(op(DIV, unpack("$codes_t", k), const(label=f"scale{k}")), unpack("$codes_t", k))
 
     return {
-        "$boxes": op("Transpose", op("Pack", "$ymin", "$xmin", "$ymax", "$xmax", axis=0, N=4), PERM),
-        "$ymin": op("Sub", "$yc", op(DIV, "$h", HALF)),
-        "$xmin": op("Sub", "$xc", op(DIV, "$w", HALF)),
-        "$ymax": op(ADD, "$yc", op(DIV, "$h", HALF)),
-        "$xmax": op(ADD, "$xc", op(DIV, "$w", HALF)),
-        "$w": op("Mul", op("Exp", "$tw"), "$wa"),
-        "$h": op("Mul", op("Exp", "$th"), "$ha"),
-        "$yc": op(ADD, op("Mul", "$ty", "$ha"), "$yca"),
-        "$xc": op(ADD, op("Mul", "$tx", "$wa"), "$xca"),
-        "$ty": scaled(0),
-        "$tx": scaled(1),
-        "$th": scaled(2),
-        "$tw": scaled(3),
-        "$codes_t": op("Transpose", "$rel_codes", PERM),
-        "$ha": op("Sub", unpack("$anchors_t", 2), unpack("$anchors_t", 0)),
-        "$wa": op("Sub", unpack("$anchors_t", 3), unpack("$anchors_t", 1)),
-        "$yca": op(ADD, unpack("$anchors_t", 0), op(DIV, "$ha", HALF)),
-        "$xca": op(ADD, unpack("$anchors_t", 1), op(DIV, "$wa", HALF)),
-        "$anchors_t": op("Transpose", "$anchors", PERM),
+        "boxes": op("Transpose", op("Pack", "$ymin", "$xmin", "$ymax", "$xmax", axis=0, N=4), PERM),
+        "ymin": op("Sub", "$yc", op(DIV, "$h", HALF)),
+        "xmin": op("Sub", "$xc", op(DIV, "$w", HALF)),
+        "ymax": op(ADD, "$yc", op(DIV, "$h", HALF)),
+        "xmax": op(ADD, "$xc", op(DIV, "$w", HALF)),
+        "w": op("Mul", op("Exp", "$tw"), "$wa"),
+        "h": op("Mul", op("Exp", "$th"), "$ha"),
+        "yc": op(ADD, op("Mul", "$ty", "$ha"), "$yca"),
+        "xc": op(ADD, op("Mul", "$tx", "$wa"), "$xca"),
+        "ty": scaled(0),
+        "tx": scaled(1),
+        "th": scaled(2),
+        "tw": scaled(3),
+        "codes_t": op("Transpose", "$rel_codes", PERM),
+        "ha": op("Sub", unpack("$anchors_t", 2), unpack("$anchors_t", 0)),
+        "wa": op("Sub", unpack("$anchors_t", 3), unpack("$anchors_t", 1)),
+        "yca": op(ADD, unpack("$anchors_t", 0), op(DIV, "$ha", HALF)),
+        "xca": op(ADD, unpack("$anchors_t", 1), op(DIV, "$wa", HALF)),
+        "anchors_t": op("Transpose", "$anchors", PERM),
     }
 
 
@@ -127,20 +131,21 @@ class ScopeDecodeBboxV2Pass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]
         sg = scope.graph
-        inside = frozenset(scope.node_names())
+        inside = frozenset(scope.all_node_indices())
+        names = frozenset(scope.node_names())
         pack = scope.nodes_by_op("Pack")[0].name
-        outs = [c for c in sg.consumer_names(pack) if c in inside and sg.op_of(c) == "Transpose"]
+        outs = [c for c in sg.consumer_names(pack) if c in names and sg.op_of(c) == "Transpose"]
         if len(outs) != 1:
             result.reject("the stacked corners are not transposed once into the output")
             return
         out = outs[0]
-        m = ExprMatcher(sg, inside, defs=_decode_defs())
+        m = PatternMatcher(sg, inside=inside, defs=_decode_defs())
         try:
-            m.match((out, 0), "$boxes")
-        except NoMatch as why:
+            m.match((sg.index.index[out], 0), "$boxes")
+        except MatchFailure as why:
             result.reject(f"not the Faster R-CNN decode: {why}")
             return
-        extra = unmatched_nodes(scope, m.matched)
+        extra = unmatched_nodes(scope, m.members)
         if extra:
             result.reject(f"the scope computes more than the decode: {', '.join(extra[:3])}")
             return
@@ -155,6 +160,6 @@ class ScopeDecodeBboxV2Pass(ScopeBasePass):
         result.set_description(f"DecodeBboxV2 with scales {scales}")
         result.set_attr("scales", scales)
         result.set_attr("T", sg.node(scope.nodes_by_op("Exp")[0].name).attr["T"].type)
-        for reader, slots in input_slots(sg, inside, [m.bound["$rel_codes"], m.bound["$anchors"]]).items():
+        for reader, slots in input_slots(sg, inside, [m.tensors["rel_codes"], m.tensors["anchors"]]).items():
             result.insert_inputs(scope.suffix_of(reader), slots)
         result.insert_outputs(scope.suffix_of(out), [0])

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Sequence
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.base_pass import ScopeBasePass
-    from ..core.fused_ops import FusedOpDef
+    from ..core.fusion.fused_ops import FusedOpDef
+    from ..core.graph_fusion.base_pass import PatternFusionBasePass
+    from ..core.scope.base_pass import ScopeBasePass
 
 PROJECT = "scopefusion"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -24,6 +25,13 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def scopefusion_scope_passes() -> Sequence["type[ScopeBasePass]"]:
     """Return the scope pass classes this plugin contributes, in the order
     they should run."""
+    raise NotImplementedError
+
+
+@hookspec
+def scopefusion_graph_passes() -> Sequence["type[PatternFusionBasePass]"]:
+    """Return the graph pass classes this plugin contributes, in the order
+    they should run (the fusion switch file's Priority section may reorder them)."""
     raise NotImplementedError
 
 

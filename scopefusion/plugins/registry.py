@@ -1,5 +1,6 @@
-"""The registry: scope passes and fused-op definitions collected from the
-built-ins and from plugins found through the ``scopefusion`` entry-point group.
+"""The registry: scope passes, graph passes and fused-op definitions collected
+from the built-ins and from plugins found through the ``scopefusion``
+entry-point group.
 
 Rules:
 
@@ -8,7 +9,8 @@ Rules:
   deterministic;
 * a plugin pass (or fused op) with a built-in's name replaces the built-in in
   its slot, and the replacement is recorded;
-* two plugins contributing the same name is an error naming both;
+* two plugins contributing the same name is an error naming both, and so is
+  one name used by a scope pass and a graph pass;
 * a plugin that fails to load, or whose hook returns something that is not a
   pass, is an error naming its distribution and entry point;
 * a plugin whose hook raises is reported (``Registry.errors``, naming its
@@ -29,10 +31,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pluggy
 
-from ..core.base_pass import PassSpec, ScopeBasePass
+from .. import builtin_passes  # the built-ins register through the same hooks as plugins
 from ..core.errors import PluginError
-from ..core.fused_ops import FusedOpDef
-from ..core.options import parse_pass_list
+from ..core.fusion.fused_ops import FusedOpDef
+from ..core.fusion.options import parse_pass_list
+from ..core.fusion.pass_spec import PassSpec
+from ..core.graph_fusion.base_pass import PatternFusionBasePass
+from ..core.scope.base_pass import ScopeBasePass
 from . import hookspecs
 
 ENTRY_POINT_GROUP = "scopefusion"
@@ -53,6 +58,7 @@ class PluginInfo:
     blocked: bool = False
     error: str | None = None  # why it was skipped, if it was
     passes: list[str] = field(default_factory=list)
+    graph_passes: list[str] = field(default_factory=list)
     fused_ops: list[str] = field(default_factory=list)
 
     @property
@@ -65,9 +71,10 @@ class PluginInfo:
 
 @dataclass
 class Registry:
-    """Passes in registration order and fused ops by type."""
+    """Scope passes and graph passes in registration order, and fused ops by type."""
 
-    passes: list[PassSpec] = field(default_factory=list)
+    passes: list[PassSpec] = field(default_factory=list)  # scope passes
+    graph_passes: list[PassSpec] = field(default_factory=list)
     fused_ops: dict[str, FusedOpDef] = field(default_factory=dict)
     plugins: list[PluginInfo] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
@@ -79,10 +86,16 @@ class Registry:
         return {name: op.origin for name, op in self.fused_ops.items()}
 
     def pass_names(self) -> list[str]:
+        """Names of the scope passes, in registration order."""
         return [p.name for p in self.passes]
 
+    def graph_pass_names(self) -> list[str]:
+        """Names of the graph passes, in registration order."""
+        return [p.name for p in self.graph_passes]
+
     def get(self, name: str) -> PassSpec:
-        for p in self.passes:
+        """The pass (scope or graph) called ``name``."""
+        for p in (*self.passes, *self.graph_passes):
             if p.name == name:
                 return p
         raise KeyError(name)
@@ -120,26 +133,37 @@ class _Collector:
     def __init__(self) -> None:
         self.registry = Registry()
         self._pass_owner: dict[str, str] = {}
+        self._pass_engine: dict[str, str] = {}
         self._op_owner: dict[str, str] = {}
 
-    def add_passes(self, classes: Iterable[Any], origin: str, who: str) -> list[str]:
+    def add_passes(self, classes: Iterable[Any], origin: str, who: str, engine: str) -> list[str]:
+        """Add pass classes of one engine (``"scope"`` or ``"graph"``) from one contributor."""
+        base = ScopeBasePass if engine == "scope" else PatternFusionBasePass
+        slots = self.registry.passes if engine == "scope" else self.registry.graph_passes
         added = []
         for cls in classes:
-            if not (isinstance(cls, type) and issubclass(cls, ScopeBasePass)):
-                raise PluginError(f"{who} contributed {cls!r}, which is not a ScopeBasePass subclass")
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise PluginError(f"{who} contributed {cls!r}, which is not a {base.__name__} subclass")
             name = cls.name
+            if not isinstance(name, str) or not name.strip():
+                raise PluginError(f"{who} contributed {cls.__name__}, whose name is {name!r}; a pass name must be "
+                                  "a non-empty string")
             owner = self._pass_owner.get(name)
             spec = PassSpec(cls, origin)
+            if owner is not None and self._pass_engine[name] != engine:
+                raise PluginError(f"pass name {name!r} is used by a {self._pass_engine[name]} pass of {owner} "
+                                  f"and a {engine} pass of {who}")
             if owner is None:
-                self.registry.passes.append(spec)
+                slots.append(spec)
             elif owner == BUILTIN and origin != BUILTIN:
-                slot = self.registry.pass_names().index(name)
+                slot = [p.name for p in slots].index(name)
                 spec.replaces = BUILTIN
-                self.registry.passes[slot] = spec
+                slots[slot] = spec
                 self.registry.overrides.append(f"pass {name}: built-in replaced by {who}")
             else:
                 raise PluginError(f"pass {name!r} is registered twice: by {owner} and by {who}")
             self._pass_owner[name] = BUILTIN if origin == BUILTIN else who
+            self._pass_engine[name] = engine
             added.append(name)
         return added
 
@@ -187,6 +211,12 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
         raise raised(exc) from exc
 
 
+#: The hooks that contribute something, in the order they are collected.
+_CONTRIBUTING_HOOKS = ("scopefusion_fused_ops", "scopefusion_scope_passes", "scopefusion_graph_passes")
+
+_Loaded = tuple[Any, str, str, "PluginInfo | None"]  # (plugin object, origin, description, info)
+
+
 def load_registry(
     *,
     block: Sequence[str] = (),
@@ -204,8 +234,23 @@ def load_registry(
     A plugin whose hook raises is skipped and named in ``Registry.errors``;
     ``strict=True`` raises :class:`PluginError` instead.
     """
-    from .. import builtin_passes
+    if autoload is None:
+        autoload = not _truthy(os.environ.get(NO_AUTOLOAD_ENV))
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(builtin_passes, name=BUILTIN)
+    collector = _Collector()
+    loaded: list[_Loaded] = [(builtin_passes, BUILTIN, BUILTIN, None)]
+    if autoload:
+        loaded.extend(_load_entry_points(pm, collector.registry, _plugin_filter(block, only)))
+    loaded.extend(_register_extra(pm, collector.registry, plugins))
+    _check_pending(pm, loaded)
+    _collect(pm, loaded, collector, strict)
+    return collector.registry
 
+
+def _plugin_filter(block: Sequence[str], only: Sequence[str] | None) -> Callable[[str, str], bool]:
+    """A test ``skipped(entry_point_name, distribution)`` from the block and allow lists."""
     blocked = set(block) | set(_env_list(BLOCK_ENV))
     allowed = set(only) if only is not None else (set(_env_list(ALLOW_ENV)) or None)
     blocked_dists = {normalise_distribution(b) for b in blocked}
@@ -214,41 +259,45 @@ def load_registry(
     def skipped(ep_name: str, dist: str) -> bool:
         if ep_name in blocked or normalise_distribution(dist) in blocked_dists:
             return True
-        return allowed is not None and ep_name not in allowed and normalise_distribution(dist) not in allowed_dists
-    if autoload is None:
-        autoload = not _truthy(os.environ.get(NO_AUTOLOAD_ENV))
+        return (allowed is not None and allowed_dists is not None and ep_name not in allowed
+                and normalise_distribution(dist) not in allowed_dists)
 
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    pm.register(builtin_passes, name=BUILTIN)
-    loaded: list[tuple[Any, str, str, PluginInfo | None]] = [(builtin_passes, BUILTIN, BUILTIN, None)]
-    collector = _Collector()
-    registry = collector.registry
+    return skipped
 
-    if autoload:
-        for ep in discover_entry_points():
-            dist = ep.dist.name if ep.dist is not None else "unknown"
-            version = ep.dist.version if ep.dist is not None else "?"
-            info = PluginInfo(ep.name, dist, version, ep.value)
-            registry.plugins.append(info)
-            if skipped(ep.name, dist):
-                info.blocked = True
-                continue
-            try:
-                obj = ep.load()
-            except Exception as exc:
-                raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {exc}") from exc
-            try:
-                pm.register(obj, name=ep.name)
-            except pluggy.PluginValidationError as exc:
-                raise PluginError(f"{info.describe()} has an invalid hook implementation: {_one_line(exc)}") from exc
-            except ValueError as exc:
-                other = next((p for p in registry.plugins if p.name == ep.name and p is not info), None)
-                raise PluginError(
-                    f"{info.describe()} cannot be registered: "
-                    + (f"{other.describe()} uses the same name" if other else str(exc))
-                ) from exc
-            loaded.append((obj, info.origin, info.describe(), info))
+
+def _load_entry_points(pm: pluggy.PluginManager, registry: Registry,
+                       skipped: Callable[[str, str], bool]) -> list[_Loaded]:
+    """Import and register every plugin of the entry-point group that is not skipped."""
+    loaded: list[_Loaded] = []
+    for ep in discover_entry_points():
+        dist = ep.dist.name if ep.dist is not None else "unknown"
+        version = ep.dist.version if ep.dist is not None else "?"
+        info = PluginInfo(ep.name, dist, version, ep.value)
+        registry.plugins.append(info)
+        if skipped(ep.name, dist):
+            info.blocked = True
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {exc}") from exc
+        try:
+            pm.register(obj, name=ep.name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"{info.describe()} has an invalid hook implementation: {_one_line(exc)}") from exc
+        except ValueError as exc:
+            other = next((p for p in registry.plugins if p.name == ep.name and p is not info), None)
+            raise PluginError(
+                f"{info.describe()} cannot be registered: "
+                + (f"{other.describe()} uses the same name" if other else str(exc))
+            ) from exc
+        loaded.append((obj, info.origin, info.describe(), info))
+    return loaded
+
+
+def _register_extra(pm: pluggy.PluginManager, registry: Registry,
+                    plugins: Sequence[tuple[str, Any]]) -> list[_Loaded]:
+    loaded: list[_Loaded] = []
     for name, obj in plugins:
         info = PluginInfo(name, name, "local", repr(obj))
         registry.plugins.append(info)
@@ -257,31 +306,41 @@ def load_registry(
         except (pluggy.PluginValidationError, ValueError) as exc:
             raise PluginError(f"{info.describe()} cannot be registered: {_one_line(exc)}") from exc
         loaded.append((obj, info.origin, info.describe(), info))
+    return loaded
+
+
+def _check_pending(pm: pluggy.PluginManager, loaded: Sequence[_Loaded]) -> None:
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         who = next((w for o, _, w, _ in loaded if o is getattr(exc, "plugin", None)), "a plugin")
         raise PluginError(f"{who} implements an unknown hook: {_one_line(exc)}") from exc
 
-    pass_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_scope_passes.get_hookimpls()}
-    op_impls = {id(i.plugin): i.function for i in pm.hook.scopefusion_fused_ops.get_hookimpls()}
+
+def _collect(pm: pluggy.PluginManager, loaded: Sequence[_Loaded], collector: _Collector, strict: bool) -> None:
+    """Call every plugin's hooks and merge what they return, plugin by plugin."""
+    impls = {hook: {id(i.plugin): i.function for i in getattr(pm.hook, hook).get_hookimpls()}
+             for hook in _CONTRIBUTING_HOOKS}
     for obj, origin, who, info in loaded:
-        try:  # both hooks first: a plugin whose hook raises contributes nothing
-            ops = _call_hook(op_impls[id(obj)], who, "scopefusion_fused_ops") if id(obj) in op_impls else None
-            passes = (_call_hook(pass_impls[id(obj)], who, "scopefusion_scope_passes")
-                      if id(obj) in pass_impls else None)
+        try:  # every hook first: a plugin whose hook raises contributes nothing
+            answers = {hook: _call_hook(impls[hook][id(obj)], who, hook) if id(obj) in impls[hook] else None
+                       for hook in _CONTRIBUTING_HOOKS}
         except PluginHookError as exc:
             if strict or info is None:
                 raise
             info.error = f"{exc}; skipped"
-            registry.errors.append(info.error)
+            collector.registry.errors.append(info.error)
             continue
+        ops, scope_passes, graph_passes = (answers[h] for h in _CONTRIBUTING_HOOKS)
         if ops is not None:
             names = collector.add_fused_ops(ops, origin, who)
             if info is not None:
                 info.fused_ops = names
-        if passes is not None:
-            names = collector.add_passes(passes, origin, who)
+        if scope_passes is not None:
+            names = collector.add_passes(scope_passes, origin, who, "scope")
             if info is not None:
                 info.passes = names
-    return registry
+        if graph_passes is not None:
+            names = collector.add_passes(graph_passes, origin, who, "graph")
+            if info is not None:
+                info.graph_passes = names

@@ -10,17 +10,12 @@ from collections import deque
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .errors import GraphValidationError
+from ..errors import GraphValidationError
+from .vocabulary import CONTROL, LOOP_BACK_OPS, parse_input, tensor_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-CONTROL = -1
-
-#: Ops whose inputs close a loop in TF1 control flow; their out-edges are
-#: back edges and are ignored when ordering the graph.
-LOOP_BACK_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 _MAX_LISTED = 5
 
@@ -35,23 +30,6 @@ def no_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def parse_input(text: str) -> tuple[str, int]:
-    """Split a NodeDef input string into ``(node_name, port)``; port -1 is control."""
-    if text.startswith("^"):
-        return text[1:], CONTROL
-    name, sep, port = text.rpartition(":")
-    if sep and port.isdigit():
-        return name, int(port)
-    return text, 0
-
-
-def tensor_name(node_name: str, port: int) -> str:
-    """Format a tensor reference the way NodeDef inputs spell it."""
-    if port == CONTROL:
-        return "^" + node_name
-    return node_name if port == 0 else f"{node_name}:{port}"
 
 
 def _summarise(problems: Sequence[str]) -> str:
@@ -78,6 +56,7 @@ class GraphIndex:
                 self._raise_duplicates()
             self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
         self._consumers: list[list[tuple[int, int, int]]] | None = None
+        self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
         self._position: list[int] | None = None
         if validate:
@@ -110,7 +89,8 @@ class GraphIndex:
                     name, port = text[1:], CONTROL
                 else:
                     colon = text.rfind(":")
-                    if colon > 0 and text[colon + 1 :].isdigit():
+                    digits = text[colon + 1 :]
+                    if colon > 0 and digits.isascii() and digits.isdigit():
                         name, port = text[:colon], int(text[colon + 1 :])
                     else:
                         name, port = text, 0
@@ -148,6 +128,20 @@ class GraphIndex:
                         consumers[p].append((c, port, slot))
             self._consumers = consumers
         return self._consumers
+
+    def nodes_of_type(self, op: str) -> list[int]:
+        """Indices of the nodes of one op type, in graph order (one pass builds the table for every type)."""
+        if self._by_op is None:
+            by_op: dict[str, list[int]] = {}
+            with no_gc():
+                for i, o in enumerate(self.ops):
+                    bucket = by_op.get(o)
+                    if bucket is None:
+                        by_op[o] = [i]
+                    else:
+                        bucket.append(i)
+            self._by_op = by_op
+        return self._by_op.get(op, [])
 
     def data_input(self, node_index: int, slot: int) -> tuple[int, int]:
         """The tensor feeding data input ``slot`` of a node."""

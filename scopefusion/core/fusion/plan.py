@@ -1,9 +1,9 @@
-"""Safety checks: turning a :class:`FusionScopesResult` into a :class:`FusionPlan`
-that can be applied without losing an edge or creating a cycle.
+"""Safety checks: turning a :class:`FusionCandidate` (from any engine) into a
+:class:`FusionPlan` that can be applied without losing an edge or creating a cycle.
 
-Vocabulary for one result:
+Vocabulary for one candidate (a "result"):
 
-* ``R``: every node listed in the result or lying under one of its scopes;
+* ``R``: its member nodes;
 * kept (``K``): nodes of ``R`` that stay in the graph - producers of the fused
   op's inputs that lie inside ``R`` (with their ancestors in ``R``) and
   constant-like nodes still read from outside;
@@ -19,28 +19,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from ..graph.attrs import infer_attr_type, make_attr_value
+from ..graph.index import GraphIndex
+from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, parse_input, tensor_name
+from .candidate import FusedInput, FusionCandidate, Refused
 from .fused_ops import FusedOpDef
-from .graph_index import CONTROL, GraphIndex, parse_input, tensor_name
-from .results import FusedInput, FusionScopesResult
-from .scope_graph import FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
-
-CONST_OPS = frozenset({"Const", "HostConst"})
-
-
-class Refused(Exception):
-    """Raised inside planning; the message is the reason shown in the report."""
-
 
 @dataclass
 class FusionPlan:
     """A checked result, ready to be applied."""
 
-    result: FusionScopesResult
-    pass_name: str
-    order: int  # registration index of the pass, then result index
+    candidate: FusionCandidate
     members: frozenset[int]  # R
     removed: list[int]  # D, in graph order
     kept: list[int]
@@ -54,38 +46,27 @@ class FusionPlan:
 
     @property
     def name(self) -> str:
-        return self.result.name
+        return self.candidate.name
+
+    @property
+    def pass_name(self) -> str:
+        return self.candidate.pass_name
+
+    @property
+    def order(self) -> int:
+        return self.candidate.order
 
     def output_tensor(self, fused_port: int) -> str:
         """The tensor name that carries fused output ``fused_port`` after rewriting."""
-        return fused_output_tensor(self.result, fused_port)
+        return fused_output_tensor(self.candidate, fused_port)
 
 
-def fused_output_tensor(result: FusionScopesResult, fused_port: int) -> str:
-    """The tensor name that carries fused output ``fused_port`` of ``result`` after rewriting."""
-    if result.has_inner_graph:
-        inner, port = parse_input(result.inner_outputs[fused_port])
-        return tensor_name(f"{result.name}/{inner}", port)
-    return tensor_name(result.name, fused_port)
-
-
-def _resolve_key(index: GraphIndex, result: FusionScopesResult, members: frozenset[int], key: str) -> int:
-    """Find the inner node a port-map key names (a suffix of its full name)."""
-    for scope in result.scopes:
-        i = index.index.get(scope.full_name(key))
-        if i is not None and i in members:
-            return i
-    i = index.index.get(key)
-    if i is not None and i in members:
-        return i
-    tail = "/" + key
-    hits = [m for m in members if index.names[m].endswith(tail)]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise Refused(f"port map names {key!r}, which is no node of the result")
-    names = sorted(index.names[h] for h in hits)
-    raise Refused(f"port map key {key!r} is ambiguous: {', '.join(names[:3])}")
+def fused_output_tensor(candidate: FusionCandidate, fused_port: int) -> str:
+    """The tensor name that carries fused output ``fused_port`` of ``candidate`` after rewriting."""
+    if candidate.has_inner_graph:
+        inner, port = parse_input(candidate.inner_outputs[fused_port])
+        return tensor_name(f"{candidate.name}/{inner}", port)
+    return tensor_name(candidate.name, fused_port)
 
 
 def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
@@ -113,72 +94,86 @@ def _ancestors_within(index: GraphIndex, seeds: Iterable[int], members: frozense
 
 def make_plan(
     index: GraphIndex,
-    result: FusionScopesResult,
+    candidate: FusionCandidate,
     *,
-    pass_name: str,
-    order: int,
     fused_ops: Mapping[str, FusedOpDef],
     graph_outputs: Mapping[int, Sequence[int]],
 ) -> FusionPlan:
-    """Check ``result`` against the graph; raises :class:`Refused` with the reason."""
-    names = index.names
-    if not result.name or result.name.startswith("/") or result.name.endswith("/") or "//" in result.name:
-        raise Refused(f"{result.name!r} is not a valid node name for the fused op")
-    member_set: set[int] = set()
-    for scope in result.scopes:
-        member_set.update(scope.all_node_indices())
-    for extra in result.extra_nodes:
-        i = index.index.get(extra)
-        if i is None:
-            raise Refused(f"extra node {extra!r} does not exist")
-        member_set.add(i)
-    if not member_set:
+    """Check ``candidate`` against the graph; raises :class:`Refused` with the reason."""
+    _check_name(candidate)
+    if not candidate.members:
         raise Refused("the result holds no nodes")
-    members = frozenset(member_set)
+    op_def = _declared_op(candidate, fused_ops)
+    attr_values = _written_attrs(candidate, op_def, fused_ops)
+    n_inputs = len(op_def.inputs) if op_def is not None else candidate.num_inputs()
+    inputs = _checked_inputs(index, candidate, op_def, n_inputs)
+    kept = _kept_nodes(index, candidate.members, inputs)
+    removed_set = candidate.members - kept
+    if not removed_set:
+        raise Refused("every node of the result would be kept; nothing to fuse")
+    _check_outputs(index, candidate, op_def, removed_set)
+    removed = sorted(removed_set)
+    _check_outside_consumers(index, candidate, removed, removed_set)
+    aliases = _graph_output_aliases(index, candidate, removed, graph_outputs)
+    control_inputs = _outside_reads(index, candidate, removed, removed_set, inputs)
+    _check_new_names(index, candidate, removed_set, aliases)
+    return FusionPlan(
+        candidate=candidate,
+        members=candidate.members,
+        removed=removed,
+        kept=sorted(kept),
+        inputs=inputs,
+        control_inputs=control_inputs,
+        outputs=dict(candidate.outputs),
+        aliases=aliases,
+        op_def=op_def,
+        attr_values=attr_values,
+    )
 
-    op_def = fused_ops.get(result.type)
-    if result.has_inner_graph:
-        _check_inner_graph(result, fused_ops)
+
+def _check_name(candidate: FusionCandidate) -> None:
+    name = candidate.name
+    if not name or name.startswith("/") or name.endswith("/") or "//" in name:
+        raise Refused(f"{name!r} is not a valid node name for the fused op")
+
+
+def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
+    """The declaration of the fused op (None for an inner graph); refuses undeclared types."""
+    op_def = fused_ops.get(candidate.type)
+    if candidate.has_inner_graph:
+        _check_inner_graph(candidate)
     elif op_def is None:
         raise Refused(
-            f"fused op type {result.type!r} is not declared; register a FusedOpDef for it"
-            if result.type else "the pass set no fused op type"
+            f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it"
+            if candidate.type else "the pass set no fused op type"
         )
     if op_def is not None:
-        problems = op_def.check_attrs(result.attrs)
+        problems = op_def.check_attrs(candidate.attrs)
         if problems:
             raise Refused("; ".join(problems))
-    attr_values = _written_attrs(result, op_def, fused_ops)
+    return None if candidate.has_inner_graph else op_def
 
-    # -- inputs -------------------------------------------------------------
-    n_inputs = len(op_def.inputs) if op_def is not None and not result.has_inner_graph else result.num_inputs()
-    fed: dict[int, tuple[int, int]] = {}
-    mapped_slots: set[tuple[int, int]] = set()
-    for key, slots in result.input_map.items():
-        node = _resolve_key(index, result, members, key)
-        for slot, fused in enumerate(slots):
-            if fused is None:
-                continue
-            if not 0 <= fused < n_inputs:
-                raise Refused(f"{key!r} slot {slot} maps to fused input {fused}, but it has {n_inputs}")
-            try:
-                tensor = index.data_input(node, slot)
-            except IndexError:
-                raise Refused(f"inner node {names[node]!r} has no input slot {slot}") from None
-            previous = fed.setdefault(fused, tensor)
-            if previous != tensor:
-                raise Refused(
-                    f"fused input {fused} is fed by two different tensors: "
-                    f"{tensor_name(names[previous[0]], previous[1])} and {tensor_name(names[tensor[0]], tensor[1])}"
-                )
-            mapped_slots.add((node, slot))
-    missing = [i for i in range(n_inputs) if i not in fed]
+
+def _checked_inputs(
+    index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, n_inputs: int
+) -> list[tuple[int, int]]:
+    bad = [i for i in candidate.inputs if not 0 <= i < n_inputs]
+    if bad:
+        raise Refused(f"fused input {bad[0]} is mapped, but the fused op has {n_inputs} input(s)")
+    missing = [i for i in range(n_inputs) if i not in candidate.inputs]
     if missing:
-        label = [op_def.inputs[i].name for i in missing] if op_def and not result.has_inner_graph else missing
+        label = [op_def.inputs[i].name for i in missing] if op_def is not None else missing
         raise Refused(f"fused input(s) {label} are not mapped to any inner node input")
+    for i, (p, port) in candidate.inputs.items():
+        if port < 0 or not 0 <= p < len(index):
+            raise Refused(f"fused input {i} names no tensor of the graph")
+    return [candidate.inputs[i] for i in range(n_inputs)]
 
-    # -- kept / removed -------------------------------------------------------
-    kept = _ancestors_within(index, (t[0] for t in fed.values()), members)
+
+def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tuple[int, int]]) -> set[int]:
+    """Members that stay: producers of fused inputs (with their ancestors among the
+    members) and constant-like members still read from outside."""
+    kept = _ancestors_within(index, (t[0] for t in inputs), members)
     consumers = index.consumers
     changed = True
     while changed:
@@ -191,60 +186,73 @@ def make_plan(
                     kept |= _ancestors_within(index, [d], members)
                     changed = True
                     break
-    removed_set = members - kept
-    if not removed_set:
-        raise Refused("every node of the result would be kept; nothing to fuse")
+    return kept
 
-    # -- outputs ----------------------------------------------------------------
-    n_outputs = (
-        len(op_def.outputs) if op_def is not None and not result.has_inner_graph
-        else max(result.inner_outputs, default=-1) + 1
-    )
-    outputs: dict[tuple[int, int], int] = {}
-    for key, ports in result.output_map.items():
-        node = _resolve_key(index, result, members, key)
+
+def _check_outputs(
+    index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, removed_set: frozenset[int]
+) -> None:
+    n_outputs = len(op_def.outputs) if op_def is not None else max(candidate.inner_outputs, default=-1) + 1
+    for (node, port), fused in candidate.outputs.items():
+        if node not in candidate.members:
+            raise Refused(f"output map names {index.names[node]!r}, which is no node of the result")
         if node not in removed_set:
-            raise Refused(f"output map names {names[node]!r}, which must stay in the graph")
-        for port, fused in enumerate(ports):
-            if fused is None:
-                continue
-            if not 0 <= fused < n_outputs:
-                raise Refused(f"{key!r} port {port} maps to fused output {fused}, but it has {n_outputs}")
-            outputs[(node, port)] = fused
-    if result.has_inner_graph:
-        for fused in set(outputs.values()):
-            if fused not in result.inner_outputs:
+            raise Refused(f"output map names {index.names[node]!r}, which must stay in the graph")
+        if not 0 <= fused < n_outputs:
+            raise Refused(f"{index.names[node]!r} port {port} maps to fused output {fused}, "
+                          f"but it has {n_outputs}")
+    if candidate.has_inner_graph:
+        for fused in set(candidate.outputs.values()):
+            if fused not in candidate.inner_outputs:
                 raise Refused(f"fused output {fused} has no inner-graph tensor (set_inner_output)")
 
-    removed = sorted(removed_set)
+
+def _check_outside_consumers(
+    index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int]
+) -> None:
+    names = index.names
     for d in removed:
-        for c, port, _ in consumers[d]:
+        for c, port, _ in index.consumers[d]:
             if c in removed_set or port == CONTROL:
                 continue
-            if (d, port) not in outputs:
+            if (d, port) not in candidate.outputs:
                 raise Refused(
                     f"inner node {names[d]!r} output {port} feeds outside node {names[c]!r} "
                     f"but is not an output of the fused op"
                 )
+
+
+def _graph_output_aliases(
+    index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int],
+    graph_outputs: Mapping[int, Sequence[int]],
+) -> dict[int, list[int]]:
+    """Graph outputs among the removed nodes: each must be a fused output, and keeps its name."""
     aliases: dict[int, list[int]] = {}
     for d in removed:
         ports = graph_outputs.get(d)
         if ports is None:
             continue
         for port in ports:
-            if (d, port) not in outputs:
+            if (d, port) not in candidate.outputs:
                 raise Refused(
-                    f"graph output {tensor_name(names[d], port)} lies inside the result "
+                    f"graph output {tensor_name(index.names[d], port)} lies inside the result "
                     f"and is not an output of the fused op"
                 )
         aliases[d] = sorted(ports)
+    return aliases
 
-    # -- what removed nodes read from outside ------------------------------------
+
+def _outside_reads(
+    index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int],
+    inputs: Sequence[tuple[int, int]],
+) -> list[int]:
+    """The control inputs the fused op inherits; refuses a data read the fused op does not take."""
     control_inputs: list[int] = []
     seen_controls: set[int] = set()
-    fed_tensors = set(fed.values())
+    fed_tensors = set(inputs)
+    names = index.names
     for d in removed:
-        for slot, (p, port) in enumerate(index.inputs[d]):
+        for p, port in index.inputs[d]:
             if p in removed_set:
                 continue
             if port == CONTROL:
@@ -252,46 +260,36 @@ def make_plan(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (d, slot) in mapped_slots or (p, port) in fed_tensors or is_const_like(index, p):
+            if (p, port) in fed_tensors or is_const_like(index, p):
                 continue
             raise Refused(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
                 f"the result, but the fused op does not take it as an input"
             )
+    return control_inputs
 
-    for new_name in new_node_names(result):
+
+def _check_new_names(
+    index: GraphIndex, candidate: FusionCandidate, removed_set: frozenset[int], aliases: dict[int, list[int]]
+) -> None:
+    for new_name in new_node_names(candidate):
         taken = index.index.get(new_name)
         if taken is not None and taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
         if taken is not None and taken in aliases:
-            if all(fused_output_tensor(result, outputs[(taken, p)]) == tensor_name(new_name, p)
+            if all(fused_output_tensor(candidate, candidate.outputs[(taken, p)]) == tensor_name(new_name, p)
                    for p in aliases[taken]):
                 del aliases[taken]  # the new node of that name produces the same outputs: no alias needed
             else:
                 raise Refused(f"new node name {new_name!r} is the name of a graph output inside the result, "
                               f"which stays fetchable under it")
 
-    return FusionPlan(
-        result=result,
-        pass_name=pass_name,
-        order=order,
-        members=members,
-        removed=removed,
-        kept=sorted(kept),
-        inputs=[fed[i] for i in range(n_inputs)],
-        control_inputs=control_inputs,
-        outputs=outputs,
-        aliases=aliases,
-        op_def=op_def if not result.has_inner_graph else None,
-        attr_values=attr_values,
-    )
 
-
-def new_node_names(result: FusionScopesResult) -> list[str]:
-    """Names of the nodes a result adds to the graph."""
-    if result.has_inner_graph:
-        return [f"{result.name}/{n.name}" for n in result.inner_nodes]
-    return [result.name]
+def new_node_names(candidate: FusionCandidate) -> list[str]:
+    """Names of the nodes a candidate adds to the graph."""
+    if candidate.has_inner_graph:
+        return [f"{candidate.name}/{n.name}" for n in candidate.inner_nodes]
+    return [candidate.name]
 
 
 def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
@@ -306,16 +304,14 @@ def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str,
 
 
 def _written_attrs(
-    result: FusionScopesResult, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
+    candidate: FusionCandidate, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
 ) -> list[dict[str, "AttrValue"]]:
     """The attributes of each new node as ``AttrValue``s; a value that cannot be
     written as its declared (or inferred) type refuses the result."""
-    from .fused_ops import infer_attr_type, make_attr_value
-
-    if result.has_inner_graph:
-        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in result.inner_nodes]
+    if candidate.has_inner_graph:
+        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in candidate.inner_nodes]
     else:
-        items = [(result.type, op_def.with_defaults(result.attrs) if op_def else result.attrs, "")]
+        items = [(candidate.type, op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs, "")]
     written_all: list[dict[str, AttrValue]] = []
     for op, attrs, where in items:
         types = attr_types_for_op(op, fused_ops) if attrs else {}
@@ -351,10 +347,10 @@ def _attr_kind_problem(value: object, written: object, attr_type: str | None) ->
     return None
 
 
-def _check_inner_graph(result: FusionScopesResult, fused_ops: Mapping[str, FusedOpDef]) -> None:
-    names = {n.name for n in result.inner_nodes}
-    n_inputs = result.num_inputs()
-    for node in result.inner_nodes:
+def _check_inner_graph(candidate: FusionCandidate) -> None:
+    names = {n.name for n in candidate.inner_nodes}
+    n_inputs = candidate.num_inputs()
+    for node in candidate.inner_nodes:
         if not node.op:
             raise Refused(f"inner node {node.name!r} has no op type")
         for ref in node.inputs:
@@ -363,6 +359,6 @@ def _check_inner_graph(result: FusionScopesResult, fused_ops: Mapping[str, Fused
                     raise Refused(f"inner node {node.name!r} reads fused input {ref.index}, which is not mapped")
             elif parse_input(ref)[0] not in names:
                 raise Refused(f"inner node {node.name!r} reads {ref!r}, which is no inner node")
-    for fused, tensor in result.inner_outputs.items():
+    for fused, tensor in candidate.inner_outputs.items():
         if parse_input(tensor)[0] not in names:
             raise Refused(f"fused output {fused} comes from {tensor!r}, which is no inner node")

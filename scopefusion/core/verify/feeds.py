@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .errors import OptionError, ScopeFusionError
+from ..errors import OptionError, ScopeFusionError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

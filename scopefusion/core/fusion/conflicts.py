@@ -1,4 +1,4 @@
-"""Choosing among overlapping results.
+"""Choosing among the plans of one stage: non-convex ones out first, then overlaps.
 
 Rules: within a pass the outermost scope already won during matching.  Across
 results, one whose nodes strictly contain another's subsumes it; of two that
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .plan import FusionPlan
+from ..graph.index import GraphIndex
+from .cycles import find_cycle, plans_on_cycle
+from .plan import FusionPlan, new_node_names
 
 
 def resolve_conflicts(
@@ -51,3 +53,42 @@ def _accept(plan: FusionPlan, owner: dict[int, FusionPlan], accepted: dict[int, 
     accepted[id(plan)] = plan
     for m in plan.members:
         owner[m] = plan
+
+
+def select_plans(
+    index: GraphIndex, plans: Sequence[FusionPlan], drop: Callable[[FusionPlan, str], None]
+) -> list[FusionPlan]:
+    """The plans of one stage that can be applied together; ``drop`` is told the rest.
+
+    A plan that cannot be applied on its own (not convex) is refused before
+    conflicts are resolved, so that it cannot push aside a valid plan it contains
+    or overlaps.  Then overlaps are settled, new names must be unique, and plans
+    that would feed each other once contracted are dropped, latest first.
+    """
+    applicable: list[FusionPlan] = []
+    for plan in plans:
+        cycle = find_cycle(index, plan)
+        if cycle is not None:
+            drop(plan, cycle)
+        else:
+            applicable.append(plan)
+    accepted: list[FusionPlan] = []
+    names: dict[str, FusionPlan] = {}
+    for plan in resolve_conflicts(applicable, drop):
+        new_names = new_node_names(plan.candidate)
+        clash = next((n for n in new_names if n in names), None)
+        if clash is not None:
+            drop(plan, f"new node name {clash!r} is also produced by {names[clash].name!r}")
+            continue
+        for n in new_names:
+            names[n] = plan
+        accepted.append(plan)
+    while len(accepted) > 1:
+        looped = plans_on_cycle(index, accepted)
+        if not looped:
+            break
+        last = max(looped, key=lambda p: p.order)
+        others = ", ".join(repr(p.name) for p in looped if p is not last)
+        drop(last, f"fusing it together with {others} would create a cycle")
+        accepted.remove(last)
+    return accepted

@@ -6,47 +6,17 @@ counts op types over all of its descendant nodes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .graph_index import CONTROL, GraphIndex, no_gc
+from ..graph.index import GraphIndex, no_gc
+from ..graph.view import GraphView
+from ..graph.vocabulary import FORWARDING_OPS, RETURN_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
-#: Op types that mark a graph's return values; a scope holding one never matches.
-RETURN_OPS = frozenset({"_Retval", "_DeviceRetval"})
-
-#: Ops that forward their first input unchanged (used to see through reads).
-FORWARDING_OPS = frozenset({"Identity", "ReadVariableOp", "Snapshot", "StopGradient"})
-
-
-_NUMPY_BY_DTYPE = {1: "float32", 2: "float64", 3: "int32", 9: "int64", 10: "bool"}
-_FIELD_BY_DTYPE = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 10: "bool_val"}
-
-
-def tensor_value(tensor: Any) -> "np.ndarray":
-    """A TensorProto's value; common dtypes are decoded directly, others by TensorFlow."""
-    import numpy as np
-
-    name = _NUMPY_BY_DTYPE.get(tensor.dtype)
-    if name is not None:
-        shape = [d.size for d in tensor.tensor_shape.dim]
-        count = int(np.prod(shape)) if shape else 1
-        if tensor.tensor_content:
-            return np.frombuffer(tensor.tensor_content, dtype=name).reshape(shape).copy()
-        values = getattr(tensor, _FIELD_BY_DTYPE[tensor.dtype])
-        if len(values) == count:
-            return np.array(values, dtype=name).reshape(shape)
-        if len(values) == 1:
-            return np.full(shape, values[0], dtype=name)
-        if count == 0:
-            return np.zeros(shape, dtype=name)
-    from tensorflow.python.framework import tensor_util
-
-    return tensor_util.MakeNdarray(tensor)
-
+__all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "strip_index_suffix"]
 
 def strip_index_suffix(component: str) -> str:
     """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
@@ -266,19 +236,15 @@ class ScopeTree:
         return self._by_name.get(name.rstrip("/"))
 
 
-class ScopeGraph:
-    """The graph as passes see it: the index, the scope tree, labels and matches."""
+class ScopeGraph(GraphView):
+    """The graph as scope passes see it: node queries (:class:`GraphView`), the scope
+    tree, labels and matches."""
 
     def __init__(self, graph_def: "GraphDef | GraphIndex") -> None:
-        self.index = graph_def if isinstance(graph_def, GraphIndex) else GraphIndex(graph_def)
+        super().__init__(graph_def)
         self.tree = ScopeTree(self.index)
         self.tree.graph = self
         self.matches: dict[str, list[Scope]] = {}
-        self._ranks: Any = None
-
-    @property
-    def graph_def(self) -> "GraphDef":
-        return self.index.graph_def
 
     def close(self) -> None:
         """Break the parent/child reference cycles so memory is freed at once."""
@@ -304,66 +270,6 @@ class ScopeGraph:
     def scope_of(self, node_name: str) -> Scope:
         """The scope a node lies directly in."""
         return self.tree.node_scope[self.index.index[node_name]]
-
-    # -- node access for passes ---------------------------------------------
-    def node(self, name: str) -> "NodeDef":
-        return self.index.node(name)
-
-    def has_node(self, name: str) -> bool:
-        return name in self.index.index
-
-    def op_of(self, name: str) -> str:
-        return self.index.ops[self.index.index[name]]
-
-    def input_names(self, name: str, *, control: bool = False) -> list[str]:
-        """Producer tensors of a node, as ``name:port`` strings (port 0 bare)."""
-        i = self.index.index[name]
-        names = self.index.names
-        out = []
-        for p, port in self.index.inputs[i]:
-            if port == CONTROL:
-                if control:
-                    out.append("^" + names[p])
-            else:
-                out.append(names[p] if port == 0 else f"{names[p]}:{port}")
-        return out
-
-    def producer(self, name: str, slot: int) -> tuple[str, int]:
-        """``(producer_name, port)`` of data input ``slot`` of node ``name``."""
-        p, port = self.index.data_input(self.index.index[name], slot)
-        return self.index.names[p], port
-
-    def consumer_names(self, name: str) -> list[str]:
-        """Names of nodes that read any output of ``name`` (data or control)."""
-        i = self.index.index[name]
-        names = self.index.names
-        return [names[c] for c, _, _ in self.index.consumers[i]]
-
-    def resolve_forwarding(self, name: str) -> str:
-        """Follow Identity-like nodes back to the node that really produces a value."""
-        seen = 0
-        while self.op_of(name) in FORWARDING_OPS and seen < 64:
-            name = self.producer(name, 0)[0]
-            seen += 1
-        return name
-
-    def const_value(self, name: str) -> "np.ndarray | None":
-        """The value of a Const node (seen through Identity reads), else None."""
-        if not self.has_node(name):
-            return None
-        source = self.resolve_forwarding(name)
-        node = self.node(source)
-        if node.op != "Const" or "value" not in node.attr:
-            return None
-        return tensor_value(node.attr["value"].tensor)
-
-    def rank(self, tensor: str) -> int | None:
-        """The rank of a tensor (``name`` or ``name:port``) when it can be told."""
-        if self._ranks is None:
-            from .shapes import RankInference
-
-            self._ranks = RankInference(self.index)
-        return self._ranks.rank(tensor)
 
     def iter_scopes(self, names: Iterable[str]) -> Iterator[Scope]:
         for n in names:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .graph_index import CONTROL, GraphIndex, parse_input
+from .index import GraphIndex
+from .vocabulary import CONTROL, parse_input
 
 Rank = Optional[int]
 

@@ -26,6 +26,7 @@ class ScopeBasePass(ABC):
     """
 
     name: ClassVar[str] = ""
+    engine: ClassVar[str] = "scope"
     general: ClassVar[bool] = True
     description: ClassVar[str] = ""
 
@@ -54,32 +55,3 @@ class ScopeBasePass(ABC):
     def result_name(self, scopes: Sequence["Scope"]) -> str:
         """Default name of a fused node: the first scope's full name."""
         return scopes[0].name if scopes else self.name
-
-
-class PassSpec:
-    """A registered pass: its class and where it came from."""
-
-    __slots__ = ("cls", "origin", "replaces")
-
-    def __init__(self, cls: type[ScopeBasePass], origin: str = "built-in", replaces: str | None = None) -> None:
-        if not (isinstance(cls, type) and issubclass(cls, ScopeBasePass)):
-            raise TypeError(f"{cls!r} is not a ScopeBasePass subclass")
-        self.cls = cls
-        self.origin = origin
-        self.replaces = replaces
-
-    @property
-    def name(self) -> str:
-        return self.cls.name
-
-    @property
-    def general(self) -> bool:
-        return bool(self.cls.general)
-
-    @property
-    def description(self) -> str:
-        doc = (self.cls.__doc__ or "").strip().splitlines()
-        return self.cls.description or (doc[0] if doc else "")
-
-    def __repr__(self) -> str:
-        return f"PassSpec({self.name!r}, origin={self.origin!r})"

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .errors import EmitError
-from .fused_ops import FusedOpDef, attr_value_to_python, make_attr_value
+from ..errors import EmitError
+from ..fusion.fused_ops import FusedOpDef
+from ..graph.attrs import attr_value_to_python, make_attr_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .fused_ops import make_attr_value
-from .graph_index import CONTROL, GraphIndex, no_gc, parse_input, tensor_name
-from .results import FusedInput
+from ..errors import GraphValidationError
+from ..graph.attrs import make_attr_value
+from ..graph.index import GraphIndex, no_gc
+from ..graph.vocabulary import CONTROL, parse_input, tensor_name
+from .candidate import FusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -29,7 +31,7 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
         arg = op_def.outputs[fused_port]
         if arg.dtype is not None:
             return make_attr_value(arg.dtype, "type").type
-        value = plan.result.attrs.get(arg.type_attr)  # type: ignore[arg-type]
+        value = plan.candidate.attrs.get(arg.type_attr)  # type: ignore[arg-type]
         if value is not None:
             return make_attr_value(value, "type").type
     for (node, _), port in plan.outputs.items():
@@ -46,7 +48,7 @@ def _build_nodes(
 ) -> list["NodeDef"]:
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
-    res = plan.result
+    res = plan.candidate
     inputs = [resolve(p, port) for p, port in plan.inputs]
     controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
     device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
@@ -204,9 +206,6 @@ def check_rewrite(
         if full:
             GraphIndex(graph)
         return
-    from .errors import GraphValidationError
-    from .graph_index import parse_input
-
     new_names = summary.new_names
     if len(set(new_names)) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
@@ -227,5 +226,5 @@ def check_rewrite(
 
 
 def _control_target(plan: "FusionPlan") -> str:
-    res = plan.result
+    res = plan.candidate
     return f"{res.name}/{res.inner_nodes[-1].name}" if res.has_inner_graph else res.name

@@ -10,16 +10,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import ScopeFusionError
+from ..errors import ScopeFusionError
+from ..graph.index import GraphIndex
+from ..graph.io import LoadedModel, load_model
+from ..graph.vocabulary import NON_OUTPUT_SINKS
+from .tf_form import to_tf_runnable
 from .feeds import FeedPlan, graph_inputs, load_npz_feeds, make_feeds, parse_input_shapes, plan_feeds
-from .graph_index import GraphIndex
-from .pass_manager import NON_OUTPUT_SINKS
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
-    from .fused_ops import FusedOpDef
+    from ..fusion.fused_ops import FusedOpDef
 
 #: (atol, rtol) per dtype name; integers and bools compare exactly.
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
@@ -134,8 +136,6 @@ def default_outputs(graph_def: "GraphDef") -> list[str]:
 
 
 def _as_graph(model: Any) -> "GraphDef":
-    from .graph_io import LoadedModel, load_model
-
     if isinstance(model, LoadedModel):
         return model.graph_def
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
@@ -177,9 +177,12 @@ def verify(
     rtol: float | None = None,
     int_range: tuple[int, int] = (0, 10),
     feeds: str | Mapping[str, "np.ndarray"] | None = None,
-    fused_ops: Mapping[str, "FusedOpDef"] | None = None,
+    fused_ops: Mapping[str, "FusedOpDef"],
 ) -> VerifyResult:
     """Compare ``fused`` with ``original`` (paths, GraphDefs or loaded models).
+
+    ``fused_ops`` is the table of declared fused ops (``Registry.fused_ops``): the
+    fused graph's fused nodes run their reference implementations from it.
 
     Tolerances default by dtype (:data:`DEFAULT_TOLERANCES`); an element
     passes when ``|fused - original| <= atol + rtol * |original|``.
@@ -187,16 +190,10 @@ def verify(
     import numpy as np
     import tensorflow as tf
 
-    from .tf_form import to_tf_runnable
-
     if runs < 1:
         raise ScopeFusionError("runs must be at least 1")
     original_graph = _as_graph(original)
     fused_graph = _as_graph(fused)
-    if fused_ops is None:
-        from ..plugins.registry import load_registry
-
-        fused_ops = load_registry().fused_ops
     _check_ops_known(fused_graph, fused_ops)
     if any(n.op in fused_ops for n in fused_graph.node):
         fused_graph = to_tf_runnable(fused_graph, fused_ops)

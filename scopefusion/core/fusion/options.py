@@ -5,7 +5,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
-from .errors import OptionError
+from ..errors import OptionError
 
 PassList = Union[str, Sequence[str], None]
 
@@ -50,6 +50,8 @@ class FusionOptions:
     emit: str = "fused"
     outputs: list[str] = field(default_factory=list)
     strict: bool = False
+    #: A fusion switch file (JSON or ``Name:on|off`` lines) turning graph passes on or off.
+    fusion_switch_file: str | None = None
     #: Re-index the whole output graph; otherwise only what the rewrite touched
     #: is checked (acyclicity is established before rewriting).
     validate_output: bool = False

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Sequence
 
-from .graph_index import LOOP_BACK_OPS, GraphIndex, no_gc
+from ..graph.index import GraphIndex, no_gc
+from ..graph.vocabulary import LOOP_BACK_OPS
 from .plan import FusionPlan
 
 

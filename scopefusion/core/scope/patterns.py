@@ -9,16 +9,14 @@ follow the reference semantics:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence, Union
+
+from ..graph.attrs import attr_equals
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scope_graph import Scope
 
-#: Float attributes are stored as float32: compare relatively, at its precision.
-FLOAT_RTOL = 1e-5
-FLOAT_ATOL = 1e-30
 
 
 def count_holds(count: int, num: int, step: int) -> bool:
@@ -115,45 +113,6 @@ def _count_rule(num: int, step: int) -> str:
         return "no" if num == -1 else f"exactly {num}"
     return "some" if (num, step) == (0, 1) else f"a count = {num} mod {step} of"
 
-
-def _scalar_equals(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
-    if isinstance(actual, float):  # a float attr: compared with a tolerance
-        try:
-            return math.isclose(actual, float(expected), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL)
-        except (TypeError, ValueError):
-            return False
-    if isinstance(expected, float):  # an int attr against a float: exactly
-        return isinstance(actual, int) and float(actual) == expected
-    if isinstance(expected, str) and isinstance(actual, bytes):
-        return actual == expected.encode()
-    return bool(actual == expected)
-
-
-def attr_equals(attr: Any, expected: Any) -> bool:
-    """Compare an ``AttrValue`` with a Python value."""
-    kind = attr.WhichOneof("value")
-    if kind == "list":
-        lst = attr.list
-        for sub in ("i", "f", "s", "b", "type"):
-            values = list(getattr(lst, sub))
-            if values:
-                break
-        else:
-            values = []
-        if not isinstance(expected, (list, tuple)):
-            return False
-        return len(values) == len(expected) and all(
-            _scalar_equals(a, e) for a, e in zip(values, expected)
-        )
-    if kind is None:
-        return False
-    actual = getattr(attr, kind)
-    if kind == "shape":
-        actual = [d.size for d in actual.dim]
-        return isinstance(expected, (list, tuple)) and list(expected) == actual
-    return _scalar_equals(actual, expected)
 
 
 @dataclass(frozen=True)

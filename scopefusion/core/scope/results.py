@@ -4,7 +4,9 @@ replaces them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..fusion.candidate import FusedInput, InnerInput, InnerNode
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scope_graph import Scope
@@ -16,27 +18,6 @@ class ScopesResult:
 
     scopes: list["Scope"]
     nodes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class FusedInput:
-    """Reference to input ``index`` of the fused op, for inner-graph nodes."""
-
-    index: int
-
-
-InnerInput = Union[str, FusedInput]
-
-
-@dataclass
-class InnerNode:
-    """One node of an inner graph; ``inputs`` name other inner nodes
-    (``"name"`` or ``"name:port"``, control ``"^name"``) or fused inputs."""
-
-    name: str
-    op: str
-    inputs: list[InnerInput] = field(default_factory=list)
-    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 class FusionScopesResult:

@@ -9,10 +9,8 @@ tensors, one per declared output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
 
 class _Required:
@@ -97,86 +95,3 @@ class FusedOpDef:
         ins = ", ".join(i.name for i in self.inputs)
         outs = ", ".join(o.name for o in self.outputs)
         return f"{self.name}({ins}) -> ({outs})"
-
-
-# ---------------------------------------------------------------- attr values
-def _dtype_enum(value: Any) -> int:
-    if isinstance(value, int):
-        return value
-    import tensorflow as tf
-
-    return int(tf.dtypes.as_dtype(value).as_datatype_enum)
-
-
-def make_attr_value(value: Any, attr_type: str) -> "AttrValue":
-    """Turn a Python value into an ``AttrValue`` of the declared type."""
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
-
-    if isinstance(value, AttrValue):
-        return value
-    attr = AttrValue()
-    if attr_type == "float":
-        attr.f = float(value)
-    elif attr_type == "int":
-        attr.i = int(value)
-    elif attr_type == "bool":
-        attr.b = bool(value)
-    elif attr_type == "string":
-        attr.s = value if isinstance(value, bytes) else str(value).encode()
-    elif attr_type == "type":
-        attr.type = _dtype_enum(value)  # type: ignore[assignment]
-    elif attr_type == "shape":
-        for d in value:
-            attr.shape.dim.add(size=-1 if d is None else int(d))
-    elif attr_type == "list(float)":
-        attr.list.f.extend(float(v) for v in value)
-    elif attr_type == "list(int)":
-        attr.list.i.extend(int(v) for v in value)
-    elif attr_type == "list(bool)":
-        attr.list.b.extend(bool(v) for v in value)
-    elif attr_type == "list(string)":
-        attr.list.s.extend(v if isinstance(v, bytes) else str(v).encode() for v in value)
-    elif attr_type == "list(type)":
-        attr.list.type.extend(_dtype_enum(v) for v in value)
-    else:
-        raise ValueError(f"unknown attr type {attr_type!r}")
-    return attr
-
-
-def attr_value_to_python(attr: "AttrValue") -> Any:
-    """Turn an ``AttrValue`` back into a plain Python value."""
-    kind = attr.WhichOneof("value")
-    if kind == "list":
-        for sub in ("i", "f", "b", "type", "s"):
-            values = list(getattr(attr.list, sub))
-            if values:
-                return [v.decode() if isinstance(v, bytes) else v for v in values]
-        return []
-    if kind == "s":
-        return attr.s.decode("utf-8", "replace")
-    if kind == "shape":
-        return None if attr.shape.unknown_rank else [d.size for d in attr.shape.dim]
-    if kind is None:
-        return None
-    return getattr(attr, kind)
-
-
-def infer_attr_type(value: Any) -> str:
-    """The attr type of a plain Python value, for ops without a declaration."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, (str, bytes)):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        if all(isinstance(v, bool) for v in value) and value:
-            return "list(bool)"
-        if all(isinstance(v, int) for v in value):
-            return "list(int)"
-        if all(isinstance(v, (int, float)) for v in value):
-            return "list(float)"
-        return "list(string)"
-    raise ValueError(f"cannot tell the attr type of {value!r}; pass an AttrValue")

@@ -1,5 +1,8 @@
 """The report of a fusion run: per pass what matched, what was fused, what
-was refused and why, and how long it took."""
+was refused and why, and how long it took.  Scope passes and graph passes
+report alike; graph passes also carry the reference's counters
+(``match_times``: matches found, ``effect_times``: matches fused) and what the
+fusion switch file decided for them."""
 from __future__ import annotations
 
 import json
@@ -13,7 +16,7 @@ class FusedRecord:
 
     name: str
     type: str
-    scopes: list[str]
+    scopes: list[str]  # the matched scopes; for a graph pass, the node its pattern matched at
     removed_nodes: int
     kept_nodes: int
     inner_nodes: int = 0
@@ -35,6 +38,10 @@ class PassReport:
     name: str
     general: bool
     origin: str = "built-in"
+    engine: str = "scope"  # "scope" or "graph"
+    fusion_type: str = ""  # graph passes: "GraphFusion" or "UBFusion"
+    switch: str = ""  # graph passes: what the switch file decided ("on", "off", "on (forbidden_close)")
+    match_times: int = 0  # graph passes: matches of its patterns
     matched_scopes: list[str] = field(default_factory=list)
     candidates: int = 0
     near_miss_count: int = 0
@@ -48,6 +55,16 @@ class PassReport:
     def refuse(self, name: str, reason: str, scopes: list[str] | None = None) -> None:
         self.refused.append(Refusal(name, reason, list(scopes or [])))
 
+    @property
+    def effect_times(self) -> int:
+        """Matches fused (the reference's counter)."""
+        return len(self.fused)
+
+    @property
+    def ran(self) -> bool:
+        """False for a graph pass the switch file left off."""
+        return not self.switch.startswith("off")
+
 
 @dataclass
 class FusionReport:
@@ -59,6 +76,7 @@ class FusionReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
     plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
+    warnings: list[str] = field(default_factory=list)  # e.g. names in the switch file that match no pass
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 
@@ -80,7 +98,10 @@ class FusionReport:
         return sum(1 for f in self.fused if op_type is None or f.type == op_type)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for entry, p in zip(out["passes"], self.passes):
+            entry["effect_times"] = p.effect_times
+        return out
 
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

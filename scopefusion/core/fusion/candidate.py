@@ -1,0 +1,74 @@
+"""A fusion candidate: what any engine proposes to replace, in terms of the graph only.
+
+Scope passes and graph passes describe their matches differently (port maps
+relative to scopes, labels of an op pattern); each engine turns them into
+:class:`FusionCandidate` objects, and one shared pipeline checks, settles and
+applies those.  A candidate names its member nodes, the tensors its fused op
+reads and the member outputs it produces, and the fused op itself (a type with
+attributes, or an inner graph of several new nodes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+Tensor = tuple[int, int]  # (node index, port)
+
+
+class Refused(Exception):
+    """A candidate cannot be applied; the message is the reason shown in the report."""
+
+
+@dataclass(frozen=True)
+class FusedInput:
+    """Reference to input ``index`` of the fused op, for inner-graph nodes."""
+
+    index: int
+
+
+InnerInput = Union[str, FusedInput]
+
+
+@dataclass
+class InnerNode:
+    """One node of an inner graph; ``inputs`` name other inner nodes
+    (``"name"`` or ``"name:port"``, control ``"^name"``) or fused inputs."""
+
+    name: str
+    op: str
+    inputs: list[InnerInput] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FusionCandidate:
+    """One proposed fusion.
+
+    ``inputs`` maps each fused input to the tensor feeding it; ``outputs`` maps
+    member outputs ``(node, port)`` to the fused output that replaces them.  With an
+    inner graph, ``inner_outputs`` says which inner tensor is each fused output.
+    """
+
+    name: str
+    members: frozenset[int]
+    pass_name: str
+    engine: str = "scope"  # which engine proposed it: "scope" or "graph"
+    type: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[int, Tensor] = field(default_factory=dict)
+    outputs: dict[Tensor, int] = field(default_factory=dict)
+    inner_nodes: list[InnerNode] = field(default_factory=list)
+    inner_outputs: dict[int, str] = field(default_factory=dict)
+    where: list[str] = field(default_factory=list)  # the scopes, or the matched node, for reports
+    description: str = ""
+    order: int = 0  # priority among candidates of one stage: lower wins conflicts
+
+    @property
+    def has_inner_graph(self) -> bool:
+        return bool(self.inner_nodes)
+
+    def num_inputs(self) -> int:
+        return max(self.inputs, default=-1) + 1
+
+    def num_outputs(self) -> int:
+        return max(self.outputs.values(), default=-1) + 1

@@ -1,0 +1,185 @@
+"""The pipeline every engine's candidates go through.
+
+A run is a sequence of stages, one per engine (scope fusion, then graph fusion,
+then UB fusion).  Each stage indexes the graph as the previous stage left it,
+asks its engine for :class:`FusionCandidate` objects, checks each one
+(:func:`make_plan`), settles conflicts (:func:`select_plans`) and applies the
+survivors in one rewrite.  The engines only propose; what is safe to apply is
+decided here, the same way for all of them.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
+
+from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
+from ..graph.index import GraphIndex, no_gc
+from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
+from .candidate import FusionCandidate, Refused
+from .conflicts import select_plans
+from .fused_ops import FusedOpDef
+from .options import FusionOptions
+from .plan import FusionPlan, make_plan
+from .report import FusedRecord, FusionReport, PassReport
+from .rewrite import apply_plans, check_rewrite
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+
+
+@dataclass
+class FusionOutcome:
+    """The rewritten graph and the report of the run."""
+
+    graph_def: "GraphDef"
+    report: FusionReport
+
+
+@dataclass
+class StageContext:
+    """What an engine sees of one stage: the graph as the previous stage left it."""
+
+    index: GraphIndex
+    graph_outputs: Mapping[int, Sequence[int]]
+    report: FusionReport
+    fused_ops: Mapping[str, FusedOpDef]
+    options: FusionOptions
+
+    def pass_report(self, report: PassReport) -> PassReport:
+        """Add a pass's report to the run's."""
+        self.report.passes.append(report)
+        return report
+
+
+class Engine(Protocol):
+    """What the pipeline needs of an engine."""
+
+    #: the stage's name in the report's timings, e.g. "scope" or "graph"
+    stage: str
+
+    def active(self) -> bool:
+        """Whether the engine has any pass to run (an inactive stage costs nothing)."""
+
+    def propose(self, context: StageContext) -> list[FusionCandidate]:
+        """Run the engine's passes over the stage's graph and return their candidates."""
+
+
+@contextmanager
+def contained(spec_name: str, origin: str, report: PassReport, strict: bool) -> Iterator[None]:
+    """Run a pass's own code: whatever it raises names the pass and skips it
+    (``strict``: raises :class:`PassError`)."""
+    try:
+        yield
+    except Exception as exc:  # a pass's own bug, whatever it raised
+        message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {exc}"
+        if strict:
+            raise PassError(message) from exc
+        report.error = message
+
+
+class FusionPipeline:
+    """Runs engines stage by stage over a graph, in place."""
+
+    def __init__(self, engines: Sequence[Engine], fused_ops: Mapping[str, FusedOpDef],
+                 options: FusionOptions | None = None) -> None:
+        self.engines = list(engines)
+        self.fused_ops = dict(fused_ops)
+        self.options = options or FusionOptions()
+
+    def run(self, graph_def: "GraphDef") -> FusionOutcome:
+        """Fuse ``graph_def`` in place and return it with the report."""
+        # Indexing creates millions of small containers; pausing the cyclic
+        # collector for the run saves its repeated full sweeps over them.
+        with no_gc():
+            return self._run(graph_def)
+
+    def _run(self, graph_def: "GraphDef") -> FusionOutcome:
+        report = FusionReport()
+        t0 = time.perf_counter()
+        index = GraphIndex(graph_def)
+        report.nodes_before = len(index)
+        report.stage_seconds["index"] = time.perf_counter() - t0
+        outputs = self._output_tensors(index)
+        report.outputs = [tensor_name(n, p) for n, p in outputs]
+        first = True
+        for engine in self.engines:
+            if not engine.active():
+                continue
+            if not first:
+                t0 = time.perf_counter()
+                index = GraphIndex(graph_def)
+                report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
+            first = False
+            self._stage(engine, index, outputs, report)
+        report.nodes_after = len(graph_def.node)
+        return FusionOutcome(graph_def, report)
+
+    def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
+               report: FusionReport) -> None:
+        stages = report.stage_seconds
+        context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options)
+        t0 = time.perf_counter()
+        reports_before = len(report.passes)
+        candidates = engine.propose(context)
+        stages[f"{engine.stage}.match"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        reports = {p.name: p for p in report.passes[reports_before:]}
+        plans = self._plans(context, candidates, reports)
+        accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why))
+        summary = apply_plans(index, accepted)
+        for plan in accepted:
+            c = plan.candidate
+            reports[c.pass_name].fused.append(FusedRecord(
+                name=c.name, type=c.type, scopes=list(c.where), removed_nodes=len(plan.removed),
+                kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes),
+            ))
+        stages[f"{engine.stage}.apply"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        try:
+            check_rewrite(index.graph_def, index, accepted, summary, full=self.options.validate_output)
+        except GraphValidationError as exc:  # a bug here, never the user's
+            raise ScopeFusionError(f"internal error: the fused graph is invalid: {exc}") from exc
+        stages[f"{engine.stage}.validate"] = time.perf_counter() - t0
+
+    def _plans(self, context: StageContext, candidates: Sequence[FusionCandidate],
+               reports: Mapping[str, PassReport]) -> list[FusionPlan]:
+        plans = []
+        for candidate in candidates:
+            if reports[candidate.pass_name].error:
+                continue  # the pass failed: none of its candidates is trusted
+            try:
+                plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
+                                       graph_outputs=context.graph_outputs))
+            except Refused as why:
+                _refuse(reports, candidate, str(why))
+        return plans
+
+    def _output_tensors(self, index: GraphIndex) -> list[tuple[str, int]]:
+        """The graph outputs (``--outputs``, else the sinks), by name: every stage keeps them fetchable."""
+        if self.options.outputs:
+            missing, out = [], []
+            for tensor in self.options.outputs:
+                name, port = parse_input(tensor.lstrip("^"))
+                if name not in index.index or port == CONTROL:
+                    missing.append(tensor)
+                elif (name, port) not in out:
+                    out.append((name, port))
+            if missing:
+                raise OptionError(f"output tensor(s) not in the graph: {', '.join(missing)}")
+            return out
+        return [(index.names[i], 0) for i in index.sinks() if index.ops[i] not in NON_OUTPUT_SINKS]
+
+
+def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> dict[int, list[int]]:
+    by_index: dict[int, list[int]] = {}
+    for name, port in outputs:
+        by_index.setdefault(index.index[name], []).append(port)
+    return by_index
+
+
+def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str) -> None:
+    reports[candidate.pass_name].refuse(candidate.name, reason, list(candidate.where))

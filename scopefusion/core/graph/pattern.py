@@ -1,0 +1,245 @@
+"""The op-pattern language: what a subgraph computes, written as an expression of ops.
+
+Graph passes find their matches with it; scope passes check the wiring of a scope
+with it.  An expression is built from these parts:
+
+* :func:`op` - a node of one of some op types (or of any type), whose data inputs
+  match sub-expressions by position (``commutative=True``: in either order;
+  ``unordered=True``: in any order), with attribute and dtype predicates;
+* :func:`const` - a constant, seen through Identity reads, whose value may be
+  checked (floats with a tolerance, or any predicate);
+* :func:`var` (or the string ``"$name"``) - a tensor bound the first time it is
+  met and required to be the same tensor wherever it is met again;
+* :data:`ANY` - any tensor; :func:`one_of` - the first alternative that matches.
+
+A ``label`` names a node of the match: a label binds exactly one node, so an
+expression that meets the same label twice requires the same node both times.
+
+:class:`OpPattern` wraps a whole expression with a name, named definitions for
+variables and the labels whose outputs the match produces.  Matching is done by
+:class:`scopefusion.core.graph.matching.PatternMatcher`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence, Union
+
+from .vocabulary import dtype_enum
+
+
+class PatternDefinitionError(ValueError):
+    """A pattern is defined wrongly (raised when it is defined, not when it is matched)."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """A node of one of ``types`` (empty: any type), read at output ``port``."""
+
+    types: tuple[str, ...]
+    inputs: tuple[Any, ...] | None = None  # None: the inputs are not looked at
+    port: int = 0
+    commutative: bool = False  # two inputs, in either order
+    unordered: bool = False  # inputs in any order
+    extra_inputs: bool = False  # more data inputs than listed are allowed
+    attrs: tuple[tuple[str, Any], ...] = ()  # attr name -> expected value or predicate
+    dtypes: frozenset[int] | None = None  # allowed values of the node's T (or dtype) attr
+    label: str | None = None
+
+    def describe(self) -> str:
+        return "/".join(self.types) if self.types else "any op"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant tensor (seen through Identity reads)."""
+
+    value: Any = None  # expected value; compared with rtol/atol, scalars and [1] alike
+    rtol: float = 1e-6
+    atol: float = 0.0
+    where: Callable[[Any], bool] | None = None  # a predicate on the numpy value
+    label: str | None = None  # binds the constant's node; its value goes to Match.consts
+    description: str = ""  # how messages name the expected value, e.g. "1/sqrt(2)"
+
+    def describe(self) -> str:
+        if self.description:
+            return self.description
+        return "a constant" if self.value is None else f"the constant {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Var:
+    """A tensor bound the first time it is met; later it must be the same tensor."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Alt:
+    """The first of several expressions that matches."""
+
+    options: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class AnyTensor:
+    """Any tensor; binds nothing."""
+
+
+ANY = AnyTensor()
+
+Expr = Union[Op, Const, Var, Alt, AnyTensor, str]
+
+
+def op(
+    types: str | Sequence[str] = (),
+    *inputs: Any,
+    port: int = 0,
+    commutative: bool | None = None,
+    unordered: bool = False,
+    extra_inputs: bool = False,
+    any_inputs: bool = False,
+    label: str | None = None,
+    dtype: Any = None,
+    **attrs: Any,
+) -> Op:
+    """An op expression.
+
+    ``types`` is one type or several alternatives (empty: any type).  ``inputs`` are
+    sub-expressions for the data inputs in order; the node must have exactly that many
+    unless ``extra_inputs`` is set, and ``any_inputs=True`` does not look at them at all.
+    ``commutative`` defaults to True for two inputs of Add, AddV2, Mul, Maximum and
+    Minimum.  ``dtype`` is one dtype or a set (names like ``"float32"`` or enums) that
+    the node's ``T`` (or ``dtype``) attribute must have.  Other keyword arguments are
+    attribute predicates: an expected value (floats compared with a tolerance) or a
+    callable taking the attribute's Python value.
+    """
+    names = (types,) if isinstance(types, str) else tuple(types)
+    if any(not isinstance(t, str) or not t for t in names):
+        raise PatternDefinitionError(f"op types must be non-empty strings, got {types!r}")
+    if commutative is None:
+        commutative = len(inputs) == 2 and bool(names) and all(t in _COMMUTATIVE for t in names)
+    if commutative and len(inputs) != 2:
+        raise PatternDefinitionError(f"{'/'.join(names)}: commutative needs exactly two inputs")
+    if any_inputs and inputs:
+        raise PatternDefinitionError(f"{'/'.join(names)}: any_inputs=True and listed inputs exclude each other")
+    if port < 0:
+        raise PatternDefinitionError(f"{'/'.join(names)}: port must be >= 0")
+    for k, sub in enumerate(inputs):
+        _check_expr(sub, f"input {k} of {'/'.join(names) or 'any op'}")
+    return Op(
+        types=names,
+        inputs=None if any_inputs else tuple(inputs),
+        port=port,
+        commutative=commutative,
+        unordered=unordered,
+        extra_inputs=extra_inputs,
+        attrs=tuple(sorted(attrs.items())),
+        dtypes=_dtype_set(dtype),
+        label=label,
+    )
+
+
+def const(value: Any = None, *, rtol: float = 1e-6, atol: float = 0.0, where: Callable[[Any], bool] | None = None,
+          label: str | None = None, description: str = "") -> Const:
+    """A constant expression; ``value`` (if given) is compared with ``rtol``/``atol``."""
+    return Const(value, rtol, atol, where, label, description)
+
+
+def var(name: str) -> Var:
+    """A variable: the same tensor wherever it is met."""
+    if not name:
+        raise PatternDefinitionError("a variable needs a name")
+    return Var(name)
+
+
+def one_of(*options: Any) -> Alt:
+    """The first of several expressions that matches."""
+    if not options:
+        raise PatternDefinitionError("one_of() needs at least one option")
+    for k, sub in enumerate(options):
+        _check_expr(sub, f"option {k} of one_of()")
+    return Alt(tuple(options))
+
+
+_COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum"})
+
+
+def _dtype_set(dtype: Any) -> frozenset[int] | None:
+    if dtype is None:
+        return None
+    items = dtype if isinstance(dtype, (set, frozenset, list, tuple)) else (dtype,)
+    try:
+        return frozenset(dtype_enum(d) for d in items)
+    except ValueError as exc:
+        raise PatternDefinitionError(str(exc)) from None
+
+
+def _check_expr(expr: Any, where: str) -> None:
+    if isinstance(expr, str):
+        if not (expr.startswith("$") and len(expr) > 1):
+            raise PatternDefinitionError(f"{where}: a string must name a variable as '$name', got {expr!r}")
+    elif not isinstance(expr, (Op, Const, Var, Alt, AnyTensor)):
+        raise PatternDefinitionError(f"{where}: {expr!r} is not a pattern expression")
+
+
+def as_var(expr: Any) -> Any:
+    """``"$x"`` -> ``Var("x")``; anything else unchanged."""
+    return Var(expr[1:]) if isinstance(expr, str) else expr
+
+
+def walk(expr: Any, defs: Mapping[str, Any] | None = None) -> list[Any]:
+    """Every sub-expression of ``expr`` (definitions of variables included, each once)."""
+    out: list[Any] = []
+    seen_vars: set[str] = set()
+    stack = [expr]
+    while stack:
+        e = as_var(stack.pop())
+        out.append(e)
+        if isinstance(e, Op) and e.inputs:
+            stack.extend(reversed(e.inputs))
+        elif isinstance(e, Alt):
+            stack.extend(reversed(e.options))
+        elif isinstance(e, Var) and defs and e.name in defs and e.name not in seen_vars:
+            seen_vars.add(e.name)
+            stack.append(defs[e.name])
+    return out
+
+
+@dataclass(frozen=True)
+class OpPattern:
+    """A whole pattern: its ``root`` expression (an op with named types, where matching
+    starts), definitions of variables, and the labels whose nodes' outputs the match
+    produces (``outputs``; the root when empty)."""
+
+    name: str
+    root: Op
+    defs: Mapping[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise PatternDefinitionError("a pattern needs a name")
+        if not isinstance(self.root, Op) or not self.root.types:
+            raise PatternDefinitionError(
+                f"pattern {self.name}: the root must be an op() with op types, so candidates can be "
+                "looked up by type")
+        for key, expr in self.defs.items():
+            _check_expr(expr, f"pattern {self.name}: definition of ${key}")
+        labels = self.labels()
+        for label in self.outputs:
+            if label not in labels:
+                raise PatternDefinitionError(
+                    f"pattern {self.name}: output {label!r} is no label of the pattern "
+                    f"(labels: {', '.join(sorted(labels)) or 'none'})")
+
+    def labels(self) -> set[str]:
+        """Every label the pattern gives a node."""
+        return {e.label for e in walk(self.root, self.defs) if isinstance(e, (Op, Const)) and e.label}
+
+    @property
+    def root_types(self) -> tuple[str, ...]:
+        return self.root.types
+
+    def op_count(self) -> int:
+        """How many op expressions the pattern has (a measure of how far a match got)."""
+        return sum(1 for e in walk(self.root, self.defs) if isinstance(e, Op))

@@ -1,0 +1,73 @@
+"""The graph's vocabulary, in one place: tensor names, dtypes and the op sets
+that several parts of the project agree on."""
+from __future__ import annotations
+
+#: The "port" of a control edge (``^name``).
+CONTROL = -1
+
+#: Ops whose inputs close a loop in TF1 control flow; their out-edges are
+#: back edges and are ignored when ordering the graph.
+LOOP_BACK_OPS = frozenset({"NextIteration", "RefNextIteration"})
+
+#: Op types that mark a graph's return values; a scope holding one never matches.
+RETURN_OPS = frozenset({"_Retval", "_DeviceRetval"})
+
+#: Ops that forward their first input unchanged (used to see through reads).
+FORWARDING_OPS = frozenset({"Identity", "ReadVariableOp", "Snapshot", "StopGradient"})
+
+#: Ops that hold a constant value in an attribute.
+CONST_OPS = frozenset({"Const", "HostConst"})
+
+#: Sinks of these op types are not treated as graph outputs by default.
+NON_OUTPUT_SINKS = frozenset({"Const", "NoOp", "Placeholder", "Assert", "VarHandleOp", "VariableV2"})
+
+# DataType enum values (tensorflow/core/framework/types.proto), named so that
+# code and messages need no TensorFlow import to speak of them.
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_STRING = 1, 2, 3, 4, 5, 6, 7
+DT_INT64, DT_BOOL, DT_BFLOAT16, DT_HALF, DT_RESOURCE, DT_VARIANT = 9, 10, 14, 19, 20, 21
+
+DTYPE_NAMES: dict[int, str] = {
+    DT_FLOAT: "float32", DT_DOUBLE: "float64", DT_INT32: "int32", DT_UINT8: "uint8", DT_INT16: "int16",
+    DT_INT8: "int8", DT_STRING: "string", 8: "complex64", DT_INT64: "int64", DT_BOOL: "bool",
+    11: "qint8", 12: "quint8", 13: "qint32", DT_BFLOAT16: "bfloat16", 15: "qint16", 16: "quint16",
+    17: "uint16", 18: "complex128", DT_HALF: "float16", DT_RESOURCE: "resource", DT_VARIANT: "variant",
+    22: "uint32", 23: "uint64",
+}
+DTYPE_BY_NAME: dict[str, int] = {name: enum for enum, name in DTYPE_NAMES.items()}
+DTYPE_BY_NAME.update({"float": DT_FLOAT, "double": DT_DOUBLE, "half": DT_HALF})
+
+#: Floating-point dtypes, and the low-precision ones among them.
+FLOAT_DTYPES = frozenset({DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF})
+LOW_PRECISION_DTYPES = frozenset({DT_HALF, DT_BFLOAT16})
+
+
+def dtype_name(enum: int) -> str:
+    """``1`` -> ``"float32"``; an enum this table does not know reads ``"dtype 99"``."""
+    return DTYPE_NAMES.get(enum, f"dtype {enum}")
+
+
+def dtype_enum(value: int | str) -> int:
+    """A DataType enum from an enum or a name (``"float32"``, ``"half"``); ``ValueError`` if unknown."""
+    if isinstance(value, int):
+        return value
+    try:
+        return DTYPE_BY_NAME[value]
+    except KeyError:
+        raise ValueError(f"unknown dtype {value!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}") from None
+
+
+def parse_input(text: str) -> tuple[str, int]:
+    """Split a NodeDef input string into ``(node_name, port)``; port -1 is control."""
+    if text.startswith("^"):
+        return text[1:], CONTROL
+    name, sep, port = text.rpartition(":")
+    if sep and port.isascii() and port.isdigit():
+        return name, int(port)
+    return text, 0
+
+
+def tensor_name(node_name: str, port: int) -> str:
+    """Format a tensor reference the way NodeDef inputs spell it (port 0 bare)."""
+    if port == CONTROL:
+        return "^" + node_name
+    return node_name if port == 0 else f"{node_name}:{port}"

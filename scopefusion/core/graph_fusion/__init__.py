@@ -1,0 +1,1 @@
+"""Graph fusion: op-pattern passes, the engine and the fusion switch file."""

@@ -1,0 +1,212 @@
+"""The graph fusion engine: runs graph passes of one switch-file section over a stage's graph.
+
+Each pass runs once, in priority order (registration order unless the switch
+file's Priority section says otherwise).  Its patterns are tried only at nodes of
+their root op types, looked up in the index; every match is collected first, then
+each is handed to the pass's ``fusion``; the answers become fusion candidates
+for the shared pipeline.  A pass the switch file turns off does not run (one
+flagged ``forbidden_close`` runs anyway, and the report says so).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..fusion.candidate import FusionCandidate, Refused, Tensor
+from ..fusion.fused_ops import FusedOpDef
+from ..fusion.options import FusionOptions
+from ..fusion.pass_spec import PassSpec
+from ..fusion.pipeline import StageContext, contained
+from ..fusion.report import PassReport, Refusal
+from ..graph.matching import MatchFailure, PatternMatch, find_matches
+from ..graph.pattern import OpPattern
+from ..graph.view import GraphView
+from ..graph.vocabulary import parse_input
+from .base_pass import FusedOp, NotFused
+from .fusion_pattern import FusionPattern
+from .switch import FusionSwitch, SwitchDecision
+
+#: Default priorities, as the reference counts them: plugin passes from 6000, built-ins from 8000.
+CUSTOM_PRIORITY_BASE = 6000
+BUILTIN_PRIORITY_BASE = 8000
+ORDER_STRIDE = 1_000_000
+#: Near misses kept per pass (all are counted).
+MAX_NEAR_MISSES = 50
+#: A failed match is a near miss when it matched at least this many ops, and half the pattern.
+NEAR_MISS_MIN_OPS = 2
+
+
+@dataclass
+class _Scheduled:
+    spec: PassSpec
+    decision: SwitchDecision
+
+
+def default_priorities(specs: Sequence[PassSpec]) -> list[int]:
+    """Each pass's default priority: built-ins (and plugin passes that replaced one) count up
+    from 8000 in registration order, other plugin passes from 6000."""
+    out = []
+    custom = builtin = 0
+    for spec in specs:
+        if spec.origin == "built-in" or spec.replaces:
+            out.append(BUILTIN_PRIORITY_BASE + builtin)
+            builtin += 1
+        else:
+            out.append(CUSTOM_PRIORITY_BASE + custom)
+            custom += 1
+    return out
+
+
+class GraphFusionEngine:
+    """The graph passes of one section (``GraphFusion`` or ``UBFusion``)."""
+
+    def __init__(self, specs: Sequence[PassSpec], fused_ops: Mapping[str, FusedOpDef],
+                 options: FusionOptions | None = None, switch: FusionSwitch | None = None,
+                 fusion_type: str = "GraphFusion") -> None:
+        self.fusion_type = fusion_type
+        self.stage = "graph" if fusion_type == "GraphFusion" else "ub"
+        self.fused_ops = dict(fused_ops)
+        self.options = options or FusionOptions()
+        self.switch = switch or FusionSwitch.default()
+        mine = [s for s in specs if s.engine == "graph" and s.fusion_type == fusion_type]
+        priorities = dict(zip((s.name for s in mine), default_priorities(mine)))
+        by_name = {s.name: s for s in mine}
+        ordered = self.switch.order(fusion_type, [(s.name, priorities[s.name]) for s in mine])
+        self.scheduled = [
+            _Scheduled(by_name[n], self.switch.decide(n, fusion_type, by_name[n].forbidden_close)) for n in ordered
+        ]
+
+    def active(self) -> bool:
+        return any(s.decision.on for s in self.scheduled)
+
+    def propose(self, context: StageContext) -> list[FusionCandidate]:
+        view = GraphView(context.index)
+        candidates: list[FusionCandidate] = []
+        for k, item in enumerate(self.scheduled):
+            spec = item.spec
+            pr = context.pass_report(PassReport(spec.name, True, spec.origin, engine="graph",
+                                                fusion_type=self.fusion_type, switch=_switch_text(item.decision)))
+            if not item.decision.on:
+                continue
+            started = time.perf_counter()
+            with contained(spec.name, spec.origin, pr, self.options.strict):
+                candidates.extend(self._run_pass(k, spec, view, pr))
+            pr.seconds = time.perf_counter() - started
+        return candidates
+
+    def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:
+        instance = spec.cls()
+        patterns = _checked_patterns(instance.define_patterns())
+        matches: list[PatternMatch] = []
+        misses = _NearMisses()
+        for pattern in patterns:
+            threshold = max(NEAR_MISS_MIN_OPS, (pattern.op_count() + 1) // 2)
+            found = find_matches(view, pattern, lambda root, why: misses.add(view, pattern, root, why, threshold))
+            pr.candidates += len(found) + misses.tried
+            misses.tried = 0
+            matches.extend(_not_seen(found, matches))
+        pr.match_times = len(matches)
+        pr.matched_scopes = [m.root_name for m in matches]
+        pr.near_miss_count = len(misses.kept)
+        pr.near_misses = misses.kept[:MAX_NEAR_MISSES]
+        candidates = []
+        for j, match in enumerate(matches):
+            answer = instance.fusion(match)
+            if isinstance(answer, NotFused):
+                pr.refuse(match.root_name, f"rejected by the pass: {answer.reason}", [match.root_name])
+                continue
+            if not isinstance(answer, FusedOp):
+                raise TypeError(f"fusion() must return a FusedOp or NotFused, not {type(answer).__name__}")
+            try:
+                candidates.append(to_candidate(match, answer, pass_name=spec.name, order=order * ORDER_STRIDE + j))
+            except Refused as why:
+                pr.refuse(match.root_name, str(why), [match.root_name])
+        return candidates
+
+
+def _switch_text(decision: SwitchDecision) -> str:
+    if decision.overridden:
+        return "on (forbidden_close: the switch file's off is overridden)"
+    return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" ({decision.source})")
+
+
+def _checked_patterns(value: Any) -> list[OpPattern]:
+    """``define_patterns()``'s answer as OpPatterns (FusionPatterns are built)."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"define_patterns() must return a list of OpPattern or FusionPattern, "
+                        f"got {type(value).__name__}")
+    out = []
+    for k, item in enumerate(value):
+        if isinstance(item, FusionPattern):
+            item = item.build()
+        if not isinstance(item, OpPattern):
+            raise TypeError(f"define_patterns() item {k} is a {type(item).__name__}, not an OpPattern "
+                            "or FusionPattern")
+        out.append(item)
+    return out
+
+
+def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) -> list[PatternMatch]:
+    """Matches of a later pattern at a root an earlier pattern already matched are the same match."""
+    roots = {m.root for m in earlier}
+    return [m for m in found if m.root not in roots]
+
+
+class _NearMisses:
+    """Failed matches that got far (at least half the pattern), one per root node."""
+
+    def __init__(self) -> None:
+        self.kept: list[Refusal] = []
+        self.tried = 0
+        self._roots: set[int] = set()
+
+    def add(self, view: GraphView, pattern: OpPattern, root: int, why: MatchFailure, threshold: int) -> None:
+        self.tried += 1
+        if why.progress < threshold or root in self._roots:
+            return
+        self._roots.add(root)
+        name = view.index.names[root]
+        self.kept.append(Refusal(name, f"pattern {pattern.name}: {why}", [name]))
+
+
+def _tensor(match: PatternMatch, ref: str) -> Tensor:
+    """A tensor of the match named by a variable, a label, or ``label:port``."""
+    if ref in match.tensors or ref in match.nodes:
+        return match.tensor(ref)
+    label, port = parse_input(ref)
+    if label in match.nodes and port >= 0:
+        return match.nodes[label], port
+    known = sorted(set(match.tensors) | set(match.nodes))
+    raise Refused(f"the fused op names {ref!r}, which is no label or variable of the match "
+                  f"(known: {', '.join(known)})")
+
+
+def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: int) -> FusionCandidate:
+    """The candidate a graph pass's answer describes; raises :class:`Refused`."""
+    output_refs = list(fused.outputs) or list(match.pattern.outputs)
+    outputs: dict[Tensor, int] = {}
+    for k, ref in enumerate(output_refs):
+        tensor = _tensor(match, ref)
+        if tensor[0] not in match.members:
+            raise Refused(f"fused output {k} ({ref!r}) is not produced inside the match")
+        outputs[tensor] = k
+    if not output_refs:  # the root's output
+        outputs[(match.root, match.pattern.root.port)] = 0
+    first_output = next(iter(outputs))
+    return FusionCandidate(
+        name=fused.name or match.view.index.names[first_output[0]],
+        members=match.members,
+        pass_name=pass_name,
+        engine="graph",
+        type=fused.type,
+        attrs=dict(fused.attrs),
+        inputs={i: _tensor(match, ref) for i, ref in enumerate(fused.inputs)},
+        outputs=outputs,
+        inner_nodes=list(fused.inner_nodes),
+        inner_outputs=dict(fused.inner_outputs),
+        where=[match.root_name],
+        description=fused.description,
+        order=order,
+    )
+

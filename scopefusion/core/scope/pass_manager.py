@@ -1,0 +1,113 @@
+"""The :class:`ScopePassManager`: the scope fusion engine.
+
+It builds the :class:`ScopeGraph` of the stage's graph, creates the enabled
+scope passes, matches their patterns in registration order, and turns each
+pass's results into fusion candidates for the shared pipeline.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Mapping, Sequence, Union
+
+from ..fusion.candidate import FusionCandidate, Refused
+from ..fusion.fused_ops import FusedOpDef
+from ..fusion.options import FusionOptions, check_pass_names
+from ..fusion.pass_spec import PassSpec
+from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained
+from ..fusion.report import PassReport, Refusal
+from .base_pass import ScopeBasePass
+from .candidates import to_candidate
+from .matcher import MatchStats, match_pattern_sets
+from .patterns import check_pattern_sets
+from .results import FusionScopesResult
+from .scope_graph import ScopeGraph
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+
+#: Candidates of one pass are ordered after those of every earlier pass.
+ORDER_STRIDE = 1_000_000
+
+
+def _spec(entry: Union[PassSpec, type[ScopeBasePass]]) -> PassSpec:
+    spec = entry if isinstance(entry, PassSpec) else PassSpec(entry)
+    if spec.engine != "scope":
+        raise TypeError(f"{spec.name} is not a scope pass")
+    return spec
+
+
+class ScopePassManager:
+    """Runs the enabled scope passes over a graph.
+
+    ``passes`` are in registration order; general passes always run, the
+    others only when named in ``options.enable_scope_fusion_passes``.
+    """
+
+    stage = "scope"
+
+    def __init__(
+        self,
+        passes: Sequence[Union[PassSpec, type[ScopeBasePass]]],
+        fused_ops: Mapping[str, FusedOpDef],
+        options: FusionOptions | None = None,
+    ) -> None:
+        self.specs = [_spec(p) for p in passes]
+        self.fused_ops = dict(fused_ops)
+        self.options = options or FusionOptions()
+        check_pass_names(self.options.enable_scope_fusion_passes, [s.name for s in self.specs])
+        wanted = set(self.options.enable_scope_fusion_passes)
+        self.enabled = [s for s in self.specs if s.general or s.name in wanted]
+
+    def run(self, graph_def: "GraphDef") -> FusionOutcome:
+        """Fuse ``graph_def`` in place with the scope passes alone and return it with the report."""
+        return FusionPipeline([self], self.fused_ops, self.options).run(graph_def)
+
+    # ------------------------------------------------------------------ engine
+    def active(self) -> bool:
+        return bool(self.enabled)
+
+    def propose(self, context: StageContext) -> list[FusionCandidate]:
+        t0 = time.perf_counter()
+        scope_graph = ScopeGraph(context.index)
+        context.report.stage_seconds["scope.tree"] = time.perf_counter() - t0
+        candidates: list[FusionCandidate] = []
+        try:
+            for k, spec in enumerate(self.enabled):
+                pr = context.pass_report(PassReport(spec.name, spec.general, spec.origin))
+                started = time.perf_counter()
+                with contained(spec.name, spec.origin, pr, self.options.strict):
+                    candidates.extend(self._run_pass(k, spec, scope_graph, pr))
+                pr.seconds = time.perf_counter() - started
+        finally:
+            scope_graph.close()
+        return candidates
+
+    def _run_pass(self, order: int, spec: PassSpec, scope_graph: ScopeGraph,
+                  pr: PassReport) -> list[FusionCandidate]:
+        instance = spec.cls()
+        stats = MatchStats()
+        scope_graph.tree.clear_labels()  # labels of earlier passes are theirs only
+        pattern_sets = check_pattern_sets(instance.define_patterns())
+        matches = match_pattern_sets(scope_graph.tree, pattern_sets, stats)
+        stats.finish(matches)
+        scope_graph.matches[spec.name] = matches
+        pr.matched_scopes = [s.name for s in matches]
+        pr.candidates = stats.candidates
+        pr.near_miss_count = stats.near_miss_count
+        pr.near_misses = [Refusal(name, reason, [name]) for name, reason in stats.near_misses]
+        candidates = []
+        groups = instance.last_match_scopes_and_ops(scope_graph)
+        pr.results = len(groups)
+        for j, group in enumerate(groups):
+            result = FusionScopesResult(instance.result_name(group.scopes), group.scopes, group.nodes)
+            instance.generate_fusion_result(group.scopes, result)
+            scopes = [s.name for s in result.scopes]
+            if result.rejected:
+                pr.refuse(result.name, f"rejected by the pass: {result.rejection}", scopes)
+                continue
+            try:
+                candidates.append(to_candidate(scope_graph.index, result, pass_name=spec.name,
+                                               order=order * ORDER_STRIDE + j))
+            except Refused as why:
+                pr.refuse(result.name, str(why), scopes)
+        return candidates

@@ -1,0 +1,1 @@
+"""Plugins: hook specifications and the registry."""

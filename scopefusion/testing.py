@@ -1,4 +1,4 @@
-"""Helpers for testing scope passes, shipped as a pytest plugin.
+"""Helpers for testing scope and graph passes, shipped as a pytest plugin.
 
 Installed with scopefusion and loaded by pytest through the ``pytest11``
 entry point, it provides the fixture ``scopefusion_helper`` (an instance of
@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import pytest
 
-from .api import FuseResult, fuse
-from .core.scope.base_pass import ScopeBasePass
+from .api import FuseResult, fuse, verify
 from .core.fusion.fused_ops import FusedOpDef
-from .core.graph.attrs import attr_value_to_python
 from .core.fusion.options import PassList, parse_pass_list
-from .core.verify.verify import VerifyResult, verify
+from .core.graph.attrs import attr_value_to_python
+from .core.graph_fusion.base_pass import PatternFusionBasePass
+from .core.scope.base_pass import ScopeBasePass
+from .core.verify.verify import VerifyResult
 from .plugins.registry import BUILTIN, Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,10 +45,13 @@ def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
     return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
 
 
-def registry_with(passes: Iterable[type[ScopeBasePass]] = (), fused_ops: Iterable[FusedOpDef] = (),
+PassClass = type[ScopeBasePass] | type[PatternFusionBasePass]
+
+
+def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpDef] = (),
                   *, autoload: bool = True) -> Registry:
-    """The built-in passes plus ``passes`` and ``fused_ops`` (tests of a pass
-    that is not installed, or of a working copy of one that is).
+    """The built-in passes plus ``passes`` (scope or graph passes) and ``fused_ops``
+    (tests of a pass that is not installed, or of a working copy of one that is).
 
     With ``autoload`` the installed plugins are loaded too, except any plugin
     (distribution) that contributes a pass or fused op with the name of one
@@ -58,11 +62,17 @@ def registry_with(passes: Iterable[type[ScopeBasePass]] = (), fused_ops: Iterabl
     from .plugins.hookspecs import hookimpl
 
     passes, fused_ops = list(passes), list(fused_ops)
+    scope_passes = [p for p in passes if getattr(p, "engine", None) != "graph"]
+    graph_passes = [p for p in passes if getattr(p, "engine", None) == "graph"]
 
     class _Extra:
         @hookimpl
         def scopefusion_scope_passes(self) -> list[type[ScopeBasePass]]:
-            return passes
+            return scope_passes
+
+        @hookimpl
+        def scopefusion_graph_passes(self) -> list[type[PatternFusionBasePass]]:
+            return graph_passes
 
         @hookimpl
         def scopefusion_fused_ops(self) -> list[FusedOpDef]:
@@ -76,7 +86,7 @@ def registry_with(passes: Iterable[type[ScopeBasePass]] = (), fused_ops: Iterabl
         op_names = {getattr(op, "name", None) for op in fused_ops}
         installed = load_registry(autoload=True)
         block = sorted({info.distribution for info in installed.plugins if not info.blocked and (
-            pass_names.intersection(info.passes) or op_names.intersection(info.fused_ops))})
+            pass_names.intersection(info.passes + info.graph_passes) or op_names.intersection(info.fused_ops))})
     return load_registry(autoload=autoload, block=block, plugins=[("test-passes", _Extra())])
 
 
@@ -208,7 +218,7 @@ class PassTester:
             self._registry = load_registry()
         return self._registry
 
-    def with_passes(self, passes: Sequence[type[ScopeBasePass]] = (),
+    def with_passes(self, passes: Sequence[PassClass] = (),
                     fused_ops: Sequence[FusedOpDef] = (), *, autoload: bool = False) -> "PassTester":
         """A tester whose registry is the built-in passes plus exactly these
         passes and fused ops (a pass with a built-in's name replaces it).
@@ -225,8 +235,9 @@ class PassTester:
             emit: str = "fused", strict: bool = True, **options: Any) -> FuseResult:
         """Fuse ``graph`` with the registry.
 
-        ``enable`` names non-general passes to run (general ones always run).
-        ``only`` keeps just the named passes and runs them, general or not.
+        ``enable`` names non-general scope passes to run (general ones and graph
+        passes always run).  ``only`` keeps just the named passes (scope or graph)
+        and runs them, general or not.
         The run is strict by default: a pass that raises makes this raise
         :class:`~scopefusion.core.errors.PassError`, with the pass's own
         exception as its cause; ``strict=False`` reports and skips it instead
@@ -237,10 +248,12 @@ class PassTester:
         enabled = parse_pass_list(enable)
         if only is not None:
             only = parse_pass_list(only)
-            unknown = [n for n in only if n not in registry.pass_names()]
-            assert not unknown, f"unknown pass(es) {unknown}; registered: {registry.pass_names()}"
-            registry = dataclasses.replace(registry, passes=[p for p in registry.passes if p.name in only])
-            enabled += [n for n in only if n not in enabled]
+            known = registry.pass_names() + registry.graph_pass_names()
+            unknown = [n for n in only if n not in known]
+            assert not unknown, f"unknown pass(es) {unknown}; registered: {known}"
+            registry = dataclasses.replace(registry, passes=[p for p in registry.passes if p.name in only],
+                                           graph_passes=[p for p in registry.graph_passes if p.name in only])
+            enabled += [n for n in only if n not in enabled and n in registry.pass_names()]
         return fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict, registry=registry,
                     **options)
 

@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["KERAS_BACKEND"] = "tensorflow"  # Keras 3 models in the corpus are traced as TF graphs
 sys.path.insert(0, str(Path(__file__).parent))
+pytest_plugins = ["installed_plugins"]  # fixtures plugin_dirs, use_plugins
 
 from model_builders import FrozenModel, bert_style_encoder  # noqa: E402
 

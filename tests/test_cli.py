@@ -14,10 +14,12 @@ def test_run_without_a_model_fuses_the_built_in_example(tmp_path, monkeypatch, c
     assert main(["run"]) == 0
     out = capsys.readouterr()
     assert "built-in example" in out.err
-    assert "ScopeLayerNormPass" in out.out and "5 fused op(s)" in out.out
+    # 5 layer norms (scope fusion), then 13 MatMul + bias and 2 GELUs (graph fusion)
+    assert "ScopeLayerNormPass" in out.out and "GeluFusionPass" in out.out and "20 fused op(s)" in out.out
     written = tmp_path / "bert_tiny_fused.pb"
     graph = load_model(written).graph_def
-    assert sum(n.op == "LayerNorm" for n in graph.node) == 5
+    ops = [n.op for n in graph.node]
+    assert (ops.count("LayerNorm"), ops.count("MatMulBiasAdd"), ops.count("Gelu")) == (5, 13, 2)
 
 
 def test_run_with_options_report_and_text_output(tmp_path, capsys):
@@ -28,12 +30,16 @@ def test_run_with_options_report_and_text_output(tmp_path, capsys):
     assert code == 0
     loaded = load_model(out)
     assert loaded.format == "pbtxt"
-    assert sum(n.op == "PartitionedCall" for n in loaded.graph_def.node) == 5
+    calls = [n.attr["_scopefusion_op"].s.decode() for n in loaded.graph_def.node if n.op == "PartitionedCall"]
+    assert sorted(set(calls)) == ["Gelu", "LayerNorm", "MatMulBiasAdd"] and calls.count("LayerNorm") == 5
     data = json.loads(report.read_text())
-    (ln,) = data["passes"]
+    ln, matmul, gelu = data["passes"]
     assert ln["name"] == "ScopeLayerNormPass" and len(ln["fused"]) == 5 and ln["seconds"] >= 0
+    assert (matmul["name"], matmul["fusion_type"], matmul["switch"]) == ("MatMulBiasAddFusionPass", "GraphFusion", "on")
+    assert matmul["match_times"] == matmul["effect_times"] == len(matmul["fused"]) == 13
+    assert gelu["name"] == "GeluFusionPass" and gelu["match_times"] == gelu["effect_times"] == 2
     assert set(data["stage_seconds"]) >= {"index", "scope.tree", "scope.match", "scope.apply", "scope.validate",
-                                           "emit_tf"}
+                                           "graph.index", "graph.match", "graph.apply", "graph.validate", "emit_tf"}
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -90,7 +96,7 @@ def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
-    assert "5 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
+    assert "20 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
 
 
 def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):

@@ -24,9 +24,9 @@ from detection_models import (
 
 import scopefusion
 from scopefusion import GraphIndex
-from scopefusion.builtin_passes.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
-from scopefusion.builtin_passes.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
-from scopefusion.builtin_passes.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
+from scopefusion.builtin_passes.scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
+from scopefusion.builtin_passes.scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
+from scopefusion.builtin_passes.scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
 from scopefusion.core.verify.execute import run_graph_def
 from scopefusion.core.graph.attrs import attr_value_to_python
 from scopefusion.testing import assert_fused, assert_not_matched, registry_with

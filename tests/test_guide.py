@@ -35,12 +35,28 @@ def guide() -> types.ModuleType:
 
 def test_every_block_is_one_this_test_knows():
     kinds = [lang for lang, _ in _blocks()]
-    assert kinds == ["python"] * 6 + ["toml", "bash"]
+    assert kinds == ["python"] * 11 + ["toml", "bash"]
 
 
 def test_the_guide_test_functions_pass(guide):
     guide.test_gelu_is_fused_and_verified(PassTester())
     guide.test_a_look_alike_is_refused_with_a_reason(PassTester())
+    guide.test_hard_swish_is_fused_and_verified(PassTester())
+    guide.test_the_switch_file_turns_it_off(PassTester())
+
+
+def test_the_graph_pass_fuses_the_keras_spelling_too(guide):
+    """Keras writes x * relu6(x + 3) / 6; the pass's second alternative is that."""
+    import tensorflow as tf
+
+    def keras_style(x):
+        return x * tf.nn.relu6(x + 3.0) / 6.0
+
+    helper = PassTester().with_passes([guide.HardSwishFusionPass], [guide.HARD_SWISH])
+    graph = helper.graph_from_function(keras_style, tf.TensorSpec([2, 5], tf.float32, "x"))
+    result = helper.run(graph)
+    helper.assert_fused(result, "HardSwish", 1)
+    helper.assert_verified(graph, result)
 
 
 def test_the_inner_graph_variant_applies_and_approximates(guide):
@@ -57,6 +73,7 @@ def test_the_inner_graph_variant_applies_and_approximates(guide):
 def test_the_published_package_installs_lists_and_runs(guide, tmp_path):
     blocks = _blocks()
     gelu = next(code for lang, code in blocks if code.startswith("# my_passes/gelu.py"))
+    hard_swish = next(code for lang, code in blocks if code.startswith("# my_passes/hard_swish.py"))
     plugin = next(code for lang, code in blocks if code.startswith("# my_passes/plugin.py"))
     pyproject = next(code for lang, code in blocks if lang == "toml")
     commands = next(code for lang, code in blocks if lang == "bash").strip().splitlines()
@@ -67,6 +84,7 @@ def test_the_published_package_installs_lists_and_runs(guide, tmp_path):
     (src / "pyproject.toml").write_text(pyproject)
     (src / "my_passes" / "__init__.py").write_text("")
     (src / "my_passes" / "gelu.py").write_text(gelu)
+    (src / "my_passes" / "hard_swish.py").write_text(hard_swish)
     (src / "my_passes" / "plugin.py").write_text(plugin)
     site = tmp_path / "site"
     env = dict(os.environ, PYTHONPATH=str(site), PIP_ROOT_USER_ACTION="ignore")
@@ -84,6 +102,7 @@ def test_the_published_package_installs_lists_and_runs(guide, tmp_path):
     assert listed.returncode == 0 and "my-passes" in listed.stdout and "GeluTanh" in listed.stdout
     data = json.loads(run("-m", "scopefusion.cli", "list", "--json").stdout)
     assert {p["name"]: p["origin"] for p in data["passes"]}["ScopeGeluTanhPass"] == "my-passes 0.1.0"
+    assert {p["name"]: p["origin"] for p in data["graph_passes"]}["HardSwishFusionPass"] == "my-passes 0.1.0"
     assert commands[2].split()[:3] == ["scopefusion", "run", "model.pb"]
     save_graph(guide.graph_def, tmp_path / "model.pb")
     fused = run("-m", "scopefusion.cli", *commands[2].split()[1:])

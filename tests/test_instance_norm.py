@@ -9,7 +9,7 @@ from model_builders import _freeze
 
 import scopefusion
 from scopefusion import GraphIndex
-from scopefusion.builtin_passes.instance_norm import (
+from scopefusion.builtin_passes.scope.instance_norm import (
     INSTANCE_NORM,
     ScopeInstanceNormPass,
     instance_norm_reference,

@@ -74,7 +74,7 @@ def _tf_keras_layer_norm(policy: str, epsilon: float = 1e-6):
 def _fuse_and_verify(graph_def, registry):
     result = scopefusion.fuse(graph_def, registry=registry)
     GraphIndex(result.graph_def)
-    assert result.report.refused == []
+    assert result.report.pass_report("ScopeLayerNormPass").refused == []
     check = scopefusion.verify(graph_def, result.graph_def, fused_ops=registry.fused_ops, runs=3)
     check.assert_ok()
     return result, check
@@ -185,7 +185,7 @@ def test_keras_hub_backbone_under_mixed_precision(registry):
     finally:
         keras.config.set_dtype_policy(previous)
     result = scopefusion.fuse(graph, registry=registry)
-    assert result.report.refused == []
+    assert result.report.pass_report("ScopeLayerNormPass").refused == []
     assert result.report.fused_count("LayerNorm") == 5  # two per block and the final one
     assert sum(n.op == "LayerNorm" and n.attr["T"].type == DT_FLOAT for n in result.graph_def.node) == 5
     check = scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops, int_range=(0, 2), runs=2)
@@ -199,7 +199,7 @@ def test_the_down_cast_may_be_a_graph_output(registry):
     cast = reader.input[0]
     assert next(n for n in graph.node if n.name == cast).op == "Cast"
     result = scopefusion.fuse(graph, registry=registry, outputs=["Identity", cast])
-    assert result.report.refused == [] and result.report.fused_count("LayerNorm") == 1
+    assert result.report.pass_report("ScopeLayerNormPass").refused == [] and result.report.fused_count("LayerNorm") == 1
     check = scopefusion.verify(graph, result.graph_def, fused_ops=registry.fused_ops,
                                outputs=["Identity:0", f"{cast}:0"])
     check.assert_ok()

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 import scopefusion
+import scopefusion.core.graph.matching
+import scopefusion.testing
 from scopefusion.core.verify.execute import run_graph_def
 from scopefusion.plugins.registry import load_registry
 
@@ -46,3 +48,20 @@ def test_readme_plugin_example_registers_fuses_and_matches():
     want = run_graph_def(graph_def, feeds, ["out:0"])
     got = run_graph_def(result.graph_def, feeds, ["out:0"])
     assert np.max(np.abs(want[0] - got[0])) <= 1e-6
+
+
+def test_readme_op_pattern_example_matches_a_hard_swish():
+    import tensorflow as tf
+
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (source,) = [b for b in blocks if "HARD_SWISH = OpPattern" in b]
+    namespace: dict = {}
+    exec(compile(source, str(README), "exec"), namespace)
+
+    def keras_style(x):
+        return x * tf.nn.relu6(x + 3.0) / 6.0
+
+    graph_def = scopefusion.testing.graph_from_function(keras_style, tf.TensorSpec([2, 3], tf.float32, "x"))
+    view = scopefusion.GraphView(graph_def)
+    (match,) = scopefusion.core.graph.matching.find_matches(view, namespace["HARD_SWISH"])
+    assert match.tensor_name("x") == "x" and match.root_name == "truediv"

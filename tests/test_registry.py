@@ -7,21 +7,16 @@ entry-point group holds exactly those plugins.
 """
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
-from typing import Callable
 
 import importlib_metadata
 import pytest
+from installed_plugins import cli, cli_env, group_names, loaded_plugin_modules, reset_import_state, run_command
 
 from scopefusion import FusionOptions, OptionError, PluginError, ScopePassManager
 from scopefusion.builtin_passes import BUILTIN_FUSED_OPS, BUILTIN_PASSES
-from scopefusion.builtin_passes.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
+from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
 from scopefusion.plugins.registry import (
     ALLOW_ENV,
     BLOCK_ENV,
@@ -32,105 +27,17 @@ from scopefusion.plugins.registry import (
     load_registry,
 )
 
-PACKAGES_DIR = Path(__file__).parent / "plugin_packages"
-
 #: The built-in passes, in registration order; plugin passes come after them.
 BUILTIN_NAMES = [cls.name for cls in BUILTIN_PASSES]
 BUILTIN_OPS = [op.name for op in BUILTIN_FUSED_OPS]
-
-#: distribution -> (version, top-level module)
-DISTRIBUTIONS = {
-    "sf-test-extra": ("1.2.3", "sf_test_extra"),
-    "sf-test-more": ("0.5.0", "sf_test_more"),
-    "sf-test-dup": ("0.4.0", "sf_test_dup"),
-    "sf-test-broken": ("0.0.1", "sf_test_broken"),
-    "sf-test-badhook": ("0.2.0", "sf_test_badhook"),
-    "sf-test-notpass": ("0.3.0", "sf_test_notpass"),
-}
-PLUGIN_MODULES = tuple(module for _, module in DISTRIBUTIONS.values())
-ENV_VARS = (BLOCK_ENV, ALLOW_ENV, NO_AUTOLOAD_ENV)
 
 EXTRA_ORIGIN = "sf-test-extra 1.2.3"
 OVERRIDE_DESCRIPTION = "LayerNorm as overridden by sf-test-extra"
 
 
-# --------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="session")
-def plugin_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Install every test plugin (in parallel) into its own ``--target`` directory."""
-    root = tmp_path_factory.mktemp("scopefusion-plugins")
-    env = dict(os.environ, PIP_ROOT_USER_ACTION="ignore", PIP_NO_INPUT="1")
-    jobs = {}
-    for dist in DISTRIBUTIONS:
-        # Build from a copy: an in-tree setuptools build leaves build/ and
-        # *.egg-info behind in the source directory.
-        src = root / "src" / dist
-        shutil.copytree(PACKAGES_DIR / dist, src,
-                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-        target = root / "site" / dist
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-               "--no-index", "--no-cache-dir", "--disable-pip-version-check", "--target", str(target), str(src)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        jobs[dist] = (target, proc)
-    dirs = {}
-    for dist, (target, proc) in jobs.items():
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"pip install of {dist} failed:\n{out}\n{err}"
-        version, module = DISTRIBUTIONS[dist]
-        dist_info = target / f"{dist.replace('-', '_')}-{version}.dist-info"
-        assert (dist_info / "entry_points.txt").is_file(), f"{dist}: no entry_points.txt in {dist_info}"
-        assert (target / module).is_dir()
-        dirs[dist] = target
-    return dirs
-
-
-def _unload_plugin_modules() -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] in PLUGIN_MODULES:
-            del sys.modules[name]
-
-
-def _reset_import_state() -> None:
-    _unload_plugin_modules()
-    importlib.invalidate_caches()  # includes importlib_metadata's finder on sys.meta_path
-    importlib_metadata.MetadataPathFinder.invalidate_caches()
-
-
-@pytest.fixture()
-def use_plugins(
-    plugin_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-) -> Callable[..., list[Path]]:
-    """``use_plugins(dist, ...)`` puts those installed plugins on ``sys.path``.
-
-    Every test starts and ends with no plugin module imported and none of the
-    registry's environment variables set.
-    """
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
-    _reset_import_state()
-
-    def use(*dists: str) -> list[Path]:
-        # Prepend in reverse so sys.path ends up in the order given.
-        for dist in reversed(dists):
-            monkeypatch.syspath_prepend(str(plugin_dirs[dist]))
-        _reset_import_state()
-        return [plugin_dirs[d] for d in dists]
-
-    yield use
-    _reset_import_state()
-
-
-def _loaded_plugin_modules() -> set[str]:
-    return {name for name in sys.modules if name.split(".")[0] in PLUGIN_MODULES}
-
-
-def _group_names() -> set[str]:
-    return {ep.name for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 # ------------------------------------------------------------------- built-ins
 def test_builtins_only_without_plugin_dirs(use_plugins):
-    assert _group_names() == set()
+    assert group_names() == set()
     reg = load_registry()
     assert reg.pass_names() == BUILTIN_NAMES
     spec = reg.get("ScopeLayerNormPass")
@@ -209,7 +116,7 @@ def test_removing_the_plugin_restores_the_builtin(use_plugins):
     assert load_registry().get("ScopeLayerNormPass").origin == EXTRA_ORIGIN
 
     sys.path.remove(str(extra_dir))
-    _reset_import_state()
+    reset_import_state()
     reg = load_registry()
     assert reg.pass_names() == BUILTIN_NAMES
     spec = reg.get("ScopeLayerNormPass")
@@ -280,15 +187,15 @@ def test_a_generator_hook_that_raises_is_skipped_like_any_other():
 def test_cli_reports_a_plugin_whose_hook_raises(plugin_dirs, tmp_path):
     from scopefusion.cli import EXAMPLE_MODEL
 
-    listed = _cli(plugin_dirs, ["sf-test-badhook"], "list", "--plugins")
+    listed = cli(plugin_dirs, ["sf-test-badhook"], "list", "--plugins")
     assert listed.returncode == 0, listed.stderr
     assert "skipped: hook raised" in listed.stdout
     assert "scopefusion: error: plugin 'badhook' (distribution sf-test-badhook 0.2.0" in listed.stderr
     out = tmp_path / "o.pb"
-    ran = _cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(out))
+    ran = cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(out))
     assert ran.returncode == 0, ran.stderr
-    assert "hook exploded" in ran.stdout and "5 fused op(s)" in ran.stdout
-    strict = _cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "s.pb"),
+    assert "hook exploded" in ran.stdout and "20 fused op(s)" in ran.stdout
+    strict = cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "s.pb"),
                   "--strict")
     assert strict.returncode == 1
     (line,) = strict.stderr.strip().splitlines()
@@ -348,7 +255,7 @@ def test_autoload_switched_off_by_env(use_plugins, monkeypatch, value):
     assert reg.pass_names() == BUILTIN_NAMES
     assert reg.get("ScopeLayerNormPass").cls is BuiltinLayerNormPass
     assert reg.plugins == []
-    assert _loaded_plugin_modules() == set()
+    assert loaded_plugin_modules() == set()
 
 
 def test_autoload_env_set_to_false_still_loads(use_plugins, monkeypatch):
@@ -362,7 +269,7 @@ def test_autoload_argument(use_plugins):
     reg = load_registry(autoload=False)
     assert reg.pass_names() == BUILTIN_NAMES
     assert reg.plugins == []
-    assert _loaded_plugin_modules() == set()
+    assert loaded_plugin_modules() == set()
 
 
 @pytest.mark.parametrize("allowed", [["sf-test-extra"], ["extra"], ["extra", "not-installed"]])
@@ -372,7 +279,7 @@ def test_allow_list_argument(use_plugins, allowed):
     assert reg.pass_names() == [*BUILTIN_NAMES, "TestExtraPass", "TestExtraLatePass"]
     status = {p.distribution: p.blocked for p in reg.plugins}
     assert status == {"sf-test-badhook": True, "sf-test-broken": True, "sf-test-extra": False}
-    assert _loaded_plugin_modules() == {"sf_test_extra", "sf_test_extra.plugin"}
+    assert loaded_plugin_modules() == {"sf_test_extra", "sf_test_extra.plugin"}
 
 
 def test_allow_list_env(use_plugins, monkeypatch):
@@ -471,28 +378,8 @@ def test_plugin_pass_does_not_run_unless_enabled(use_plugins):
 
 
 # ----------------------------------------------------------------------- CLI
-def _cli_env(plugin_dirs: dict[str, Path], *dists: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    paths = [str(plugin_dirs[d]) for d in dists]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env["COLUMNS"] = "250"  # rich: keep table cells on one line
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    env.update(extra)
-    return env
-
-
-def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
-
-
-def _cli(plugin_dirs, dists, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
-    return _run([sys.executable, "-m", "scopefusion.cli", *args], _cli_env(plugin_dirs, *dists, **extra_env))
-
-
 def test_cli_list_json_shows_the_override(plugin_dirs):
-    proc = _cli(plugin_dirs, ["sf-test-extra"], "list", "--json")
+    proc = cli(plugin_dirs, ["sf-test-extra"], "list", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     rows = {r["name"]: r for r in data["passes"]}
@@ -513,7 +400,7 @@ def test_cli_list_json_shows_the_override(plugin_dirs):
 
 
 def test_cli_list_json_enable(plugin_dirs):
-    proc = _cli(plugin_dirs, ["sf-test-extra"], "list", "--json", "--enable_scope_fusion_passes", "TestExtraPass")
+    proc = cli(plugin_dirs, ["sf-test-extra"], "list", "--json", "--enable_scope_fusion_passes", "TestExtraPass")
     assert proc.returncode == 0, proc.stderr
     enabled = {r["name"]: r["enabled"] for r in json.loads(proc.stdout)["passes"]}
     builtins = {cls.name: cls.general for cls in BUILTIN_PASSES}
@@ -521,7 +408,7 @@ def test_cli_list_json_enable(plugin_dirs):
 
 
 def test_cli_list_table_shows_the_override(plugin_dirs):
-    proc = _cli(plugin_dirs, ["sf-test-extra"], "list")
+    proc = cli(plugin_dirs, ["sf-test-extra"], "list")
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if "ScopeLayerNormPass" in line and "│" in line)
     assert EXTRA_ORIGIN in row and "built-in" in row
@@ -531,7 +418,7 @@ def test_cli_list_table_shows_the_override(plugin_dirs):
 
 
 def test_cli_list_without_plugins(plugin_dirs):
-    proc = _cli(plugin_dirs, [], "list", "--json")
+    proc = cli(plugin_dirs, [], "list", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert [(r["name"], r["origin"], r["overrides"]) for r in data["passes"]] == [
@@ -542,10 +429,10 @@ def test_cli_list_without_plugins(plugin_dirs):
 @pytest.mark.parametrize("how", ["--block-plugin", "--block_plugin", "env"])
 def test_cli_block_plugin(plugin_dirs, how):
     if how == "env":
-        proc = _cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], "list", "--json",
+        proc = cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], "list", "--json",
                     **{BLOCK_ENV: "sf-test-broken"})
     else:
-        proc = _cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], "list", "--json", how, "sf-test-broken")
+        proc = cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], "list", "--json", how, "sf-test-broken")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert {p["distribution"]: p["blocked"] for p in data["plugins"]} == {
@@ -555,7 +442,7 @@ def test_cli_block_plugin(plugin_dirs, how):
 
 @pytest.mark.parametrize("args", [["list"], ["list", "--json"]])
 def test_cli_broken_plugin_is_one_line_error(plugin_dirs, args):
-    proc = _cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], *args)
+    proc = cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], *args)
     assert proc.returncode == 1
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -566,7 +453,7 @@ def test_cli_broken_plugin_is_one_line_error(plugin_dirs, args):
 
 
 def test_cli_unknown_pass_is_one_line_error(plugin_dirs):
-    proc = _cli(plugin_dirs, ["sf-test-extra"], "list", "--enable_scope_fusion_passes", "TestExtraPas")
+    proc = cli(plugin_dirs, ["sf-test-extra"], "list", "--enable_scope_fusion_passes", "TestExtraPas")
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scopefusion: error:"), proc.stderr
@@ -599,7 +486,7 @@ def test_cli_list_and_help_do_not_import_tensorflow(plugin_dirs, what):
         "assert 'sf_test_extra.plugin' in sys.modules or " + repr(what) + ".endswith(('help', 'parser'))\n"
         "print('NO-TF-OK')\n"
     )
-    proc = _run([sys.executable, "-c", script], _cli_env(plugin_dirs, "sf-test-extra"))
+    proc = run_command([sys.executable, "-c", script], cli_env(plugin_dirs, "sf-test-extra"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("NO-TF-OK")
 

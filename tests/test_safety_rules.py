@@ -313,7 +313,7 @@ def test_the_reason_for_a_dropped_result_names_the_result_that_blocks_it():
     dropped = []
     accepted = resolve_conflicts([inner, other, outer], lambda p, why: dropped.append((p.name, why)))
     assert [p.name for p in accepted] == ["a/blk", "b"]
-    assert dropped == [("a", "overlaps 'b' of pass P2, which was registered first")]
+    assert dropped == [("a", "overlaps 'b' of pass P2, which comes first in the run order")]
 
 
 def test_badly_nested_patterns_are_a_clear_pass_error():

@@ -6,7 +6,7 @@ import pytest
 
 import scopefusion
 from scopefusion import OptionError
-from scopefusion.builtin_passes.layer_norm import LAYER_NORM, ScopeLayerNormPass
+from scopefusion.builtin_passes.scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from scopefusion.cli import EXAMPLE_MODEL, main
 from scopefusion.core.verify.feeds import DEFAULT_DIM, parse_input_shapes
 from scopefusion.core.verify.verify import verify

@@ -7,11 +7,13 @@ from ..core.fusion.fused_ops import FusedOpDef
 from ..core.graph_fusion.base_pass import PatternFusionBasePass
 from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
-from .batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
-from .clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
-from .decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
-from .instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
-from .layer_norm import LAYER_NORM, ScopeLayerNormPass
+from .graph.gelu import GELU, GeluFusionPass
+from .graph.matmul_bias_add import MATMUL_BIAS_ADD, MatMulBiasAddFusionPass
+from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
+from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
+from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
+from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
+from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 
 #: Registration order: general passes first, then the non-general ones.  Of
 #: the detection passes, NMS results contain clip results and win over them.
@@ -22,9 +24,13 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeClipBoxesPass,
     ScopeBatchMultiClassNMSPass,
 )
-BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = ()
+#: Graph passes run after scope fusion, on the scope-fused graph, each once.
+BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
+    MatMulBiasAddFusionPass,
+    GeluFusionPass,
+)
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
-    LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS,
+    LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
 )
 
 

@@ -45,7 +45,7 @@ def resolve_conflicts(
         # the rivals it merely contains are not what stops it
         blocking = [r for r in rivals.values() if not r.members < plan.members]
         first = min(blocking, key=lambda r: r.order)
-        drop(plan, f"overlaps {first.name!r} of pass {first.pass_name}, which was registered first")
+        drop(plan, f"overlaps {first.name!r} of pass {first.pass_name}, which comes first in the run order")
     return sorted(accepted.values(), key=lambda p: p.order)
 
 

@@ -65,6 +65,9 @@ class Engine(Protocol):
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         """Run the engine's passes over the stage's graph and return their candidates."""
 
+    def skipped(self, report: FusionReport) -> None:
+        """The stage does not run (nothing active): record what the report should still say."""
+
 
 @contextmanager
 def contained(spec_name: str, origin: str, report: PassReport, strict: bool) -> Iterator[None]:
@@ -106,6 +109,7 @@ class FusionPipeline:
         first = True
         for engine in self.engines:
             if not engine.active():
+                engine.skipped(report)
                 continue
             if not first:
                 t0 = time.perf_counter()

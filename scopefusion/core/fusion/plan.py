@@ -70,11 +70,11 @@ def fused_output_tensor(candidate: FusionCandidate, fused_port: int) -> str:
 
 
 def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
-    """A Const, or an Identity-like read whose data comes from a Const."""
+    """A Const, or an Identity-like read or a Cast whose data comes from a Const."""
     op = index.ops[i]
     if op in CONST_OPS:
         return True
-    if op in FORWARDING_OPS and _depth < 16:
+    if (op in FORWARDING_OPS or op == "Cast") and _depth < 16:
         data = [p for p, port in index.inputs[i] if port != CONTROL]
         return bool(data) and all(is_const_like(index, p, _depth + 1) for p in data)
     return False
@@ -147,7 +147,7 @@ def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]
             f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it"
             if candidate.type else "the pass set no fused op type"
         )
-    if op_def is not None:
+    if op_def is not None and not candidate.has_inner_graph:
         problems = op_def.check_attrs(candidate.attrs)
         if problems:
             raise Refused("; ".join(problems))

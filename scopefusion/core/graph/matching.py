@@ -106,7 +106,7 @@ class PatternMatcher:
     def match_pattern(self, pattern: OpPattern, root: int) -> PatternMatch:
         """Match a whole pattern with its root at node ``root`` (output ``root.port``)."""
         self.defs = dict(pattern.defs)
-        self.match((root, pattern.root.port), pattern.root)
+        self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
                             frozenset(self.members))
 
@@ -199,11 +199,11 @@ class PatternMatcher:
         problem = _const_problem(value, expr)
         if problem:
             raise self._fail(f"{self._tname(tensor)} {problem}")
-        source = self.view.forwarded(node)
-        for i in (node, source):
+        chain = self.view.constant_chain(node) or [node]
+        for i in chain:
             if self.inside is None or i in self.inside:
                 self._add_member(i)
-        self._forward(tensor, True)
+        source = chain[-1]
         if expr.label:
             self._bind_label(expr.label, source)
             self._bind(self.consts, expr.label, value)
@@ -283,7 +283,7 @@ class PatternMatcher:
         n = len(expr.inputs or ())
         if expr.commutative:
             return [slots[:2], slots[1::-1]]
-        if expr.unordered and n > 1:
+        if expr.unordered and (n > 1 or len(slots) > n):
             orders = itertools.islice(itertools.permutations(slots, n), MAX_ORDERS)
             return [list(o) for o in orders]
         return [slots[:n]]
@@ -297,6 +297,10 @@ class PatternMatcher:
             raise MatchFailure(f"input {slot} of {name!r}: {why}", why.progress, placed=True) from None
 
 
+#: Relative precision of constants stored in low-precision dtypes.
+_DTYPE_RTOL = {"float16": 1e-3, "bfloat16": 8e-3}
+
+
 def _const_problem(value: Any, expr: Const) -> str | None:
     """Why a constant's value is not the expected one (None when it is)."""
     import numpy as np
@@ -305,9 +309,10 @@ def _const_problem(value: Any, expr: Const) -> str | None:
         expected = np.asarray(expr.value)
         if value.shape != expected.shape and not (value.size == expected.size == 1):
             return f"has shape {list(value.shape)}, expected {list(expected.shape)}"
+        rtol = expr.rtol if expr.rtol is not None else _DTYPE_RTOL.get(str(value.dtype), 1e-6)
         try:
             same = np.allclose(np.asarray(value, dtype=np.float64).reshape(-1),
-                               expected.astype(np.float64).reshape(-1), rtol=expr.rtol, atol=expr.atol)
+                               expected.astype(np.float64).reshape(-1), rtol=rtol, atol=expr.atol)
         except (TypeError, ValueError):
             same = np.array_equal(value.reshape(-1), expected.reshape(-1))
         if not same:

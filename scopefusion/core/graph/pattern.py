@@ -54,7 +54,7 @@ class Const:
     """A constant tensor (seen through Identity reads)."""
 
     value: Any = None  # expected value; compared with rtol/atol, scalars and [1] alike
-    rtol: float = 1e-6
+    rtol: float | None = None  # None: the precision of the constant's dtype
     atol: float = 0.0
     where: Callable[[Any], bool] | None = None  # a predicate on the numpy value
     label: str | None = None  # binds the constant's node; its value goes to Match.consts
@@ -139,9 +139,14 @@ def op(
     )
 
 
-def const(value: Any = None, *, rtol: float = 1e-6, atol: float = 0.0, where: Callable[[Any], bool] | None = None,
+def const(value: Any = None, *, rtol: float | None = None, atol: float = 0.0, where: Callable[[Any], bool] | None = None,
           label: str | None = None, description: str = "") -> Const:
-    """A constant expression; ``value`` (if given) is compared with ``rtol``/``atol``."""
+    """A constant expression; ``value`` (if given) is compared with ``rtol``/``atol``.
+
+    ``rtol=None`` compares at the precision of the constant's own dtype (1e-6 for
+    float32 and wider, 1e-3 for float16, 8e-3 for bfloat16), so a constant written
+    in half precision still counts as the value it rounds.
+    """
     return Const(value, rtol, atol, where, label, description)
 
 
@@ -207,22 +212,25 @@ def walk(expr: Any, defs: Mapping[str, Any] | None = None) -> list[Any]:
 
 @dataclass(frozen=True)
 class OpPattern:
-    """A whole pattern: its ``root`` expression (an op with named types, where matching
-    starts), definitions of variables, and the labels whose nodes' outputs the match
-    produces (``outputs``; the root when empty)."""
+    """A whole pattern: its ``root`` expression (an op with named types, or alternatives
+    of such ops, where matching starts), definitions of variables, and the labels whose
+    nodes' outputs the match produces (``outputs``; the root when empty)."""
 
     name: str
-    root: Op
+    root: Op | Alt
     defs: Mapping[str, Any] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name:
             raise PatternDefinitionError("a pattern needs a name")
-        if not isinstance(self.root, Op) or not self.root.types:
+        roots = _root_ops(self.root)
+        if not roots or any(not r.types for r in roots):
             raise PatternDefinitionError(
-                f"pattern {self.name}: the root must be an op() with op types, so candidates can be "
-                "looked up by type")
+                f"pattern {self.name}: the root must be an op() with op types (or one_of such ops), so "
+                "candidates can be looked up by type")
+        if len({r.port for r in roots}) != 1:
+            raise PatternDefinitionError(f"pattern {self.name}: the root alternatives read different ports")
         for key, expr in self.defs.items():
             _check_expr(expr, f"pattern {self.name}: definition of ${key}")
         labels = self.labels()
@@ -238,8 +246,44 @@ class OpPattern:
 
     @property
     def root_types(self) -> tuple[str, ...]:
-        return self.root.types
+        """The op types a root node may have (the index looks candidates up by them)."""
+        return tuple(dict.fromkeys(t for r in _root_ops(self.root) for t in r.types))
+
+    @property
+    def root_port(self) -> int:
+        return _root_ops(self.root)[0].port
+
+    @property
+    def root_label(self) -> str | None:
+        labels = {r.label for r in _root_ops(self.root)}
+        return labels.pop() if len(labels) == 1 else None
 
     def op_count(self) -> int:
-        """How many op expressions the pattern has (a measure of how far a match got)."""
-        return sum(1 for e in walk(self.root, self.defs) if isinstance(e, Op))
+        """How many ops the smallest match of the pattern has (the shortest alternative
+        counts): a measure of how far a failed match got."""
+        return _min_ops(self.root, self.defs, set())
+
+
+def _root_ops(expr: Any) -> list[Op]:
+    """The op expressions a root can be: the op itself, or every option of nested one_of()s."""
+    if isinstance(expr, Op):
+        return [expr]
+    if isinstance(expr, Alt):
+        return [r for option in expr.options for r in _root_ops(option)]
+    return []
+
+
+def _min_ops(expr: Any, defs: Mapping[str, Any], seen: set[str]) -> int:
+    expr = as_var(expr)
+    if isinstance(expr, Op):
+        if expr.label is not None:
+            if expr.label in seen:
+                return 0
+            seen.add(expr.label)
+        return 1 + sum(_min_ops(e, defs, seen) for e in expr.inputs or ())
+    if isinstance(expr, Alt):
+        return min(_min_ops(e, defs, set(seen)) for e in expr.options)
+    if isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
+        seen.add(expr.name)
+        return _min_ops(defs[expr.name], defs, seen)
+    return 0

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 from .constants import tensor_value
 from .index import GraphIndex
 from .shapes import RankInference
-from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS
+from .tf_shapes import Shape, TensorFlowShapes
+from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -15,6 +16,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: How many forwarding ops a read is followed through at most.
 MAX_FORWARDING = 64
+
+#: Ops through which a constant stays a constant (its value computed here, once).
+CONSTANT_PRESERVING_OPS = FORWARDING_OPS | {"Cast"}
+
+
+def _cast(value: "np.ndarray", node: "NodeDef") -> "np.ndarray | None":
+    """``value`` as a forwarding node or a Cast node passes it on (None: a dtype numpy lacks)."""
+    if node.op != "Cast":
+        return value
+    dtype = numpy_dtype(node.attr["DstT"].type) if "DstT" in node.attr else None
+    return None if dtype is None else value.astype(dtype)
 
 
 class GraphView:
@@ -27,6 +39,7 @@ class GraphView:
     def __init__(self, graph: "GraphDef | GraphIndex") -> None:
         self.index = graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
         self._ranks: RankInference | None = None
+        self._tf_shapes: TensorFlowShapes | None = None
         self._const_values: dict[int, Any] = {}
 
     @property
@@ -84,21 +97,45 @@ class GraphView:
         return i
 
     def const_value(self, name: str) -> "np.ndarray | None":
-        """The value of a Const node (seen through Identity reads), else None."""
+        """The value of a constant (seen through Identity reads and Casts), else None."""
         i = self.index.index.get(name)
         return None if i is None else self.const_value_of(i)
 
+    def constant_chain(self, i: int) -> list[int] | None:
+        """The nodes from ``i`` down to the constant it reads through forwarding ops and
+        Casts (``i`` first, the Const last); None when ``i`` is no such constant."""
+        ops, inputs = self.index.ops, self.index.inputs
+        chain = [i]
+        for _ in range(MAX_FORWARDING):
+            op = ops[i]
+            if op in CONST_OPS:
+                return chain
+            if op not in CONSTANT_PRESERVING_OPS:
+                return None
+            data = [t for t in inputs[i] if t[1] != CONTROL]
+            if len(data) != 1 or data[0][1] != 0:
+                return None
+            i = data[0][0]
+            chain.append(i)
+        return None
+
     def const_value_of(self, i: int) -> "np.ndarray | None":
         """Index form of :meth:`const_value`; each constant is decoded once."""
-        source = self.forwarded(i)
-        if source in self._const_values:
-            return self._const_values[source]
-        node = self.index.nodes[source]
+        if i in self._const_values:
+            return self._const_values[i]
         value = None
-        if node.op in CONST_OPS and "value" in node.attr:
-            value = tensor_value(node.attr["value"].tensor)
-            value.setflags(write=False)  # shared by every reader
-        self._const_values[source] = value
+        chain = self.constant_chain(i)
+        if chain is not None:
+            node = self.index.nodes[chain[-1]]
+            if "value" in node.attr:
+                value = tensor_value(node.attr["value"].tensor)
+                for k in reversed(chain[:-1]):
+                    value = _cast(value, self.index.nodes[k])
+                    if value is None:
+                        break
+            if value is not None:
+                value.setflags(write=False)  # shared by every reader
+        self._const_values[i] = value
         return value
 
     def rank(self, tensor: str) -> int | None:
@@ -106,3 +143,30 @@ class GraphView:
         if self._ranks is None:
             self._ranks = RankInference(self.index)
         return self._ranks.rank(tensor)
+
+    def static_shape(self, tensor: tuple[int, int], *, infer: bool = True) -> Shape | None:
+        """The static shape of a tensor ``(node, port)`` (unknown dimensions as None), from a
+        constant's value, the graph's recorded ``_output_shapes`` or a placeholder's shape;
+        failing those (and with ``infer``), from TensorFlow's shape inference over the whole
+        graph, run once per view.  None when not even the rank is known."""
+        node, port = tensor
+        if port == 0:
+            value = self.const_value_of(node)
+            if value is not None:
+                return list(value.shape)
+        attrs = self.index.nodes[node].attr
+        if "_output_shapes" in attrs:
+            shapes = attrs["_output_shapes"].list.shape
+            if port < len(shapes) and not shapes[port].unknown_rank:
+                dims: Shape = [d.size if d.size >= 0 else None for d in shapes[port].dim]
+                if None not in dims or not infer:
+                    return dims
+        if port == 0 and self.index.ops[node] == "Placeholder" and "shape" in attrs:
+            shape = attrs["shape"].shape
+            if not shape.unknown_rank:
+                return [d.size if d.size >= 0 else None for d in shape.dim]
+        if not infer:
+            return None
+        if self._tf_shapes is None:
+            self._tf_shapes = TensorFlowShapes(self.index)
+        return self._tf_shapes.shape(node, port)

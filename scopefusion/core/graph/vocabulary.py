@@ -71,3 +71,19 @@ def tensor_name(node_name: str, port: int) -> str:
     if port == CONTROL:
         return "^" + node_name
     return node_name if port == 0 else f"{node_name}:{port}"
+
+
+def numpy_dtype(enum: int) -> "object | None":
+    """The numpy dtype of a DataType enum (bfloat16 through ml_dtypes), or None."""
+    import numpy as np
+
+    if enum == DT_BFLOAT16:
+        try:
+            import ml_dtypes
+        except ImportError:  # pragma: no cover - ml_dtypes comes with TensorFlow
+            return None
+        return np.dtype(ml_dtypes.bfloat16)
+    name = DTYPE_NAMES.get(enum)
+    if name is None or name in ("string", "resource", "variant") or name.startswith("q"):
+        return None
+    return np.dtype(name)

@@ -18,7 +18,7 @@ from ..fusion.fused_ops import FusedOpDef
 from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import StageContext, contained
-from ..fusion.report import PassReport, Refusal
+from ..fusion.report import FusionReport, PassReport, Refusal
 from ..graph.matching import MatchFailure, PatternMatch, find_matches
 from ..graph.pattern import OpPattern
 from ..graph.view import GraphView
@@ -80,13 +80,20 @@ class GraphFusionEngine:
     def active(self) -> bool:
         return any(s.decision.on for s in self.scheduled)
 
+    def _pass_report(self, item: _Scheduled) -> PassReport:
+        return PassReport(item.spec.name, True, item.spec.origin, engine="graph", fusion_type=self.fusion_type,
+                          switch=_switch_text(item.decision))
+
+    def skipped(self, report: FusionReport) -> None:
+        """Every pass of the section is switched off: the report still lists them."""
+        report.passes.extend(self._pass_report(item) for item in self.scheduled)
+
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         view = GraphView(context.index)
         candidates: list[FusionCandidate] = []
         for k, item in enumerate(self.scheduled):
             spec = item.spec
-            pr = context.pass_report(PassReport(spec.name, True, spec.origin, engine="graph",
-                                                fusion_type=self.fusion_type, switch=_switch_text(item.decision)))
+            pr = context.pass_report(self._pass_report(item))
             if not item.decision.on:
                 continue
             started = time.perf_counter()
@@ -99,13 +106,13 @@ class GraphFusionEngine:
         instance = spec.cls()
         patterns = _checked_patterns(instance.define_patterns())
         matches: list[PatternMatch] = []
-        misses = _NearMisses()
+        misses = _NearMisses(view)
         for pattern in patterns:
             threshold = max(NEAR_MISS_MIN_OPS, (pattern.op_count() + 1) // 2)
-            found = find_matches(view, pattern, lambda root, why: misses.add(view, pattern, root, why, threshold))
-            pr.candidates += len(found) + misses.tried
-            misses.tried = 0
+            found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why, threshold))
             matches.extend(_not_seen(found, matches))
+        misses.settle({m.root for m in matches})
+        pr.candidates = len(misses.tried | {m.root for m in matches})
         pr.match_times = len(matches)
         pr.matched_scopes = [m.root_name for m in matches]
         pr.near_miss_count = len(misses.kept)
@@ -154,20 +161,28 @@ def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) ->
 
 
 class _NearMisses:
-    """Failed matches that got far (at least half the pattern), one per root node."""
+    """Failed matches that got far (at least half the pattern): per root node the one that
+    got furthest, once the pass's matches are known (a root some pattern matched is none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, view: GraphView) -> None:
+        self.view = view
         self.kept: list[Refusal] = []
-        self.tried = 0
-        self._roots: set[int] = set()
+        self.tried: set[int] = set()
+        self._best: dict[int, tuple[int, str]] = {}
 
-    def add(self, view: GraphView, pattern: OpPattern, root: int, why: MatchFailure, threshold: int) -> None:
-        self.tried += 1
-        if why.progress < threshold or root in self._roots:
+    def add(self, pattern: OpPattern, root: int, why: MatchFailure, threshold: int) -> None:
+        self.tried.add(root)
+        if why.progress < threshold:
             return
-        self._roots.add(root)
-        name = view.index.names[root]
-        self.kept.append(Refusal(name, f"pattern {pattern.name}: {why}", [name]))
+        best = self._best.get(root)
+        if best is None or why.progress > best[0]:
+            self._best[root] = (why.progress, f"pattern {pattern.name}: {why}")
+
+    def settle(self, matched: set[int]) -> None:
+        names = self.view.index.names
+        for root in sorted(self._best):
+            if root not in matched:
+                self.kept.append(Refusal(names[root], self._best[root][1], [names[root]]))
 
 
 def _tensor(match: PatternMatch, ref: str) -> Tensor:
@@ -192,7 +207,7 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
             raise Refused(f"fused output {k} ({ref!r}) is not produced inside the match")
         outputs[tensor] = k
     if not output_refs:  # the root's output
-        outputs[(match.root, match.pattern.root.port)] = 0
+        outputs[(match.root, match.pattern.root_port)] = 0
     first_output = next(iter(outputs))
     return FusionCandidate(
         name=fused.name or match.view.index.names[first_output[0]],

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scopefusion.core.errors import OptionError
+from ..errors import OptionError
 
 SECTIONS: tuple[str, str] = ("GraphFusion", "UBFusion")
 ALL = "ALL"

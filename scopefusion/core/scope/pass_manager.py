@@ -14,7 +14,7 @@ from ..fusion.fused_ops import FusedOpDef
 from ..fusion.options import FusionOptions, check_pass_names
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained
-from ..fusion.report import PassReport, Refusal
+from ..fusion.report import FusionReport, PassReport, Refusal
 from .base_pass import ScopeBasePass
 from .candidates import to_candidate
 from .matcher import MatchStats, match_pattern_sets
@@ -65,6 +65,9 @@ class ScopePassManager:
     # ------------------------------------------------------------------ engine
     def active(self) -> bool:
         return bool(self.enabled)
+
+    def skipped(self, report: FusionReport) -> None:
+        """No scope pass is enabled: nothing to record."""
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         t0 = time.perf_counter()

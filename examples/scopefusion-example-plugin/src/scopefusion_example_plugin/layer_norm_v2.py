@@ -4,8 +4,8 @@ end that only wants the normalised output might."""
 from __future__ import annotations
 
 from scopefusion import AttrDef, FusedOpDef, TensorArg
-from scopefusion.builtin_passes.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
-from scopefusion.builtin_passes.layer_norm import layer_norm_reference
+from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
+from scopefusion.builtin_passes.scope.layer_norm import layer_norm_reference
 
 
 def layer_norm_v2_reference(x, gamma, beta, *, begin_axis, epsilon, T):

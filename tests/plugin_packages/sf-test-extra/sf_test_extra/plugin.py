@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from scopefusion import AttrDef, FusedOpDef, ScopeBasePass, ScopePattern, TensorArg, hookimpl
-from scopefusion.builtin_passes.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
+from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
 
 OVERRIDE_DESCRIPTION = "LayerNorm as overridden by sf-test-extra"
 

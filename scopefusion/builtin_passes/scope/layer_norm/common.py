@@ -9,7 +9,7 @@ from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers,
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 #: Symbols of the normalised part of the output (everything else is an atom).
 NORMALISED = frozenset({"x", "mean", "rstd", "xhat"})

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..core.scope.base_pass import ScopeBasePass
-from ..core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..core.scope.patterns import PatternSet, ScopePattern
-from ..core.scope.results import FusionScopesResult
-from ..core.graph.matching import MatchFailure, PatternMatcher
-from ..core.graph.pattern import const, op
-from ..core.scope.port_maps import input_slots, unmatched_nodes
+from ...core.scope.base_pass import ScopeBasePass
+from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.scope.patterns import PatternSet, ScopePattern
+from ...core.scope.results import FusionScopesResult
+from ...core.graph.matching import MatchFailure, PatternMatcher
+from ...core.graph.pattern import const, op
+from ...core.scope.port_maps import input_slots, unmatched_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.scope.scope_graph import Scope
+    from ...core.scope.scope_graph import Scope
 
 
 def clip_boxes_reference(boxes: Any, window: Any, *, filter_nonoverlapping: bool, T: Any) -> tuple[Any]:

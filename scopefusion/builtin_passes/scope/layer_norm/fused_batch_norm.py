@@ -24,7 +24,7 @@ from .common import LayerNormMatch, params_axis, result_node, scale_and_offset, 
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 FUSED_BATCH_NORM = "FusedBatchNormV3"
 

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...core.scope.base_pass import ScopeBasePass
-from ...core.scope.patterns import PatternSet, ScopePattern
-from ...core.scope.results import FusionScopesResult, ScopesResult
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.results import FusionScopesResult, ScopesResult
 from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate, _Match, _slots_of
 from .op import DT_HALF, DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 __all__ = ["INSTANCE_NORM", "ScopeInstanceNormPass", "instance_norm_reference"]
 

@@ -22,7 +22,7 @@ from .common import (
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 NORMALISERS = ("Rsqrt", "Sqrt")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

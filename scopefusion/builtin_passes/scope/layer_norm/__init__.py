@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from ...core.scope.base_pass import ScopeBasePass
-from ...core.scope.patterns import PatternSet, ScopePattern
-from ...core.scope.results import FusionScopesResult, ScopesResult
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.results import FusionScopesResult, ScopesResult
 from .common import LayerNormMatch
 from .errors import NotLayerNorm
 from .fused_batch_norm import FUSED_BATCH_NORM, analyse_fused_batch_norm
@@ -40,7 +40,7 @@ from .moments import analyse_moments
 from .op import LAYER_NORM, layer_norm_reference
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 __all__ = ["LAYER_NORM", "NotLayerNorm", "ScopeLayerNormPass", "layer_norm_reference", "analyse"]
 

@@ -38,14 +38,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..core.scope.base_pass import ScopeBasePass
-from ..core.scope.patterns import PatternSet, ScopePattern
-from ..core.scope.results import FusionScopesResult
+from ...core.scope.base_pass import ScopeBasePass
+from ...core.scope.patterns import PatternSet, ScopePattern
+from ...core.scope.results import FusionScopesResult
 from .batch_nms_op import BATCH_MULTICLASS_NMS, PADDED_NMS_DEFAULTS, PADDED_NMS_FUNCTION
-from ..core.scope.port_maps import input_slots
+from ...core.scope.port_maps import input_slots
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core.scope.scope_graph import Scope, ScopeGraph
+    from ...core.scope.scope_graph import Scope, ScopeGraph
 
 Tensor = tuple[str, int]
 

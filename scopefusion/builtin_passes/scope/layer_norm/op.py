@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 
 
 def layer_norm_reference(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 
 PADDED_NMS_FUNCTION = "non_max_suppression_padded"
 #: what ``tf.image.non_max_suppression_padded`` passes its function after the thresholds:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ...core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import CONTROL
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import ScopeGraph
+    from ....core.scope.scope_graph import ScopeGraph
 
 Tensor = tuple[str, int]
 Monomial = tuple[tuple[str, int], ...]  # sorted (symbol, exponent), no zero exponents

@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...core.graph.vocabulary import FORWARDING_OPS
+from ....core.graph.vocabulary import FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import Scope, ScopeGraph
 
 from .op import ADD_OPS, NHWC, NCHW, DT_HALF, DT_FLOAT
 

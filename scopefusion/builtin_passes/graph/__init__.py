@@ -1,0 +1,1 @@
+"""Built-in graph passes: one module per pass."""

@@ -1,0 +1,1 @@
+"""Built-in scope passes: one module or package per pass."""

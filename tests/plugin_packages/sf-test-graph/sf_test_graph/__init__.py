@@ -1,0 +1,1 @@
+"""Test plugin contributing graph passes."""

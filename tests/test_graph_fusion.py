@@ -1,0 +1,313 @@
+"""The graph fusion engine: graph passes run after scope fusion on the scope-fused graph,
+go through the same safety checks, are ordered and switched by the fusion switch file, and
+are reported with the reference's counters; a misbehaving pass is named and skipped."""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+import tf_slim
+
+import scopefusion
+from scopefusion import (AttrDef, FusedOp, FusedOpDef, FusionSwitch, FusionSwitchError, GraphIndex, OpPattern,
+                         PassError, PatternFusionBasePass, TensorArg, op)
+from scopefusion.testing import PassTester, graph_from_function
+
+T = (AttrDef("T", "type"),)
+
+
+def _unary(name: str, reference) -> FusedOpDef:
+    return FusedOpDef(name, inputs=(TensorArg("x", type_attr="T"),), outputs=(TensorArg("y", type_attr="T"),),
+                      attrs=T, reference=reference)
+
+
+RELU_SQUARE = _unary("ReluSquare", lambda x, *, T: (tf.square(tf.nn.relu(x)),))
+SQUARE_RELU_TWICE = _unary("SquareOfRelu", lambda x, *, T: (tf.square(tf.nn.relu(x)),))
+
+
+class ReluSquarePass(PatternFusionBasePass):
+    """Square(Relu(x)) -> ReluSquare."""
+
+    def define_patterns(self):
+        return [OpPattern("ReluSquare", op("Square", op("Relu", "$x", label="relu"), label="square"))]
+
+    def fusion(self, match):
+        return FusedOp("ReluSquare", inputs=["x"], attrs={"T": match.node("square").attr["T"].type})
+
+
+class SquareOfReluPass(ReluSquarePass):
+    """The same matches, a different op: it competes with ReluSquarePass."""
+
+    def fusion(self, match):
+        return FusedOp("SquareOfRelu", inputs=["x"], attrs={"T": match.node("square").attr["T"].type})
+
+
+def _two_blocks(x):
+    a = tf.square(tf.nn.relu(x))
+    b = tf.square(tf.nn.relu(x * 3.0))
+    return a + b
+
+
+SPEC = tf.TensorSpec([2, 4], tf.float32, "x")
+
+
+@pytest.fixture(scope="module")
+def two_blocks():
+    return graph_from_function(_two_blocks, SPEC)
+
+
+def _tester(*passes, ops=(RELU_SQUARE, SQUARE_RELU_TWICE)) -> PassTester:
+    return PassTester().with_passes(list(passes), list(ops))
+
+
+def _ops(result) -> list[str]:
+    return [n.op for n in result.fused_graph_def.node]
+
+
+# --------------------------------------------------------------------- counters
+def test_match_and_effect_times_count_matches_and_fusions(two_blocks):
+    tester = _tester(ReluSquarePass)
+    result = tester.run(two_blocks)
+    pr = result.report.pass_report("ReluSquarePass")
+    assert (pr.engine, pr.fusion_type, pr.switch) == ("graph", "GraphFusion", "on")
+    assert pr.match_times == pr.effect_times == 2 and _ops(result).count("ReluSquare") == 2
+    assert pr.candidates == 2  # only the two Square nodes were tried: candidates come by op type
+    tester.assert_verified(two_blocks, result)
+
+
+def test_a_refusal_of_the_pass_is_reported_and_counted(two_blocks):
+    class OnlyTheFirst(ReluSquarePass):
+        def fusion(self, match):
+            if match.name("square") != "Square":
+                return self.refuse("only the first block")
+            return super().fusion(match)
+
+    result = _tester(OnlyTheFirst).run(two_blocks)
+    pr = result.report.pass_report("OnlyTheFirst")
+    assert (pr.match_times, pr.effect_times) == (2, 1)
+    assert [r.reason for r in pr.refused] == ["rejected by the pass: only the first block"]
+
+
+# --------------------------------------------------------------------- safety
+def test_an_inner_tensor_read_outside_is_refused_and_the_graph_stays_valid():
+    def shared(x):
+        r = tf.nn.relu(x)
+        return tf.square(r) + r  # the Relu is read outside the match
+
+    graph = graph_from_function(shared, SPEC)
+    tester = _tester(ReluSquarePass)
+    result = tester.run(graph)
+    (refusal,) = result.report.pass_report("ReluSquarePass").refused
+    assert "feeds outside node" in refusal.reason and "Relu" in refusal.reason
+    assert "ReluSquare" not in _ops(result)
+    GraphIndex(result.fused_graph_def)
+    tester.assert_verified(graph, result)
+
+
+def test_a_match_that_is_not_convex_is_refused():
+    class TwoOutputs(PatternFusionBasePass):
+        """Add(Mul(x, y), Relu(Mul(x, y))): the Relu between the two lies outside the match."""
+
+        def define_patterns(self):
+            mul = op("Mul", "$x", "$y", label="mul")
+            return [OpPattern("MulAdd", op("AddV2", mul, "$z", label="add"))]
+
+        def fusion(self, match):
+            return FusedOp("MulAdd", inputs=["x", "y", "z"], outputs=["add", "mul"], attrs={"T": 1})
+
+    mul_add = FusedOpDef("MulAdd", inputs=tuple(TensorArg(n, type_attr="T") for n in "xyz"),
+                         outputs=(TensorArg("sum", type_attr="T"), TensorArg("product", type_attr="T")), attrs=T,
+                         reference=lambda x, y, z, *, T: (x * y + z, x * y))
+
+    def graph_fn(x):
+        m = x * 2.0
+        return m + tf.nn.relu(m)
+
+    graph = graph_from_function(graph_fn, SPEC)
+    tester = _tester(TwoOutputs, ops=(mul_add,))
+    result = tester.run(graph)
+    (refusal,) = result.report.pass_report("TwoOutputs").refused
+    assert "not convex" in refusal.reason and "'Relu'" in refusal.reason
+    assert "MulAdd" not in _ops(result)
+    tester.assert_verified(graph, result)
+
+
+def test_a_fused_name_that_stays_in_the_graph_is_refused(two_blocks):
+    class Clashing(ReluSquarePass):
+        def fusion(self, match):
+            answer = super().fusion(match)
+            answer.name = "x"  # the input placeholder's name
+            return answer
+
+    result = _tester(Clashing).run(two_blocks)
+    refused = result.report.pass_report("Clashing").refused
+    assert len(refused) == 2 and all("already used by a node that stays" in r.reason for r in refused)
+
+
+def test_a_graph_output_inside_a_match_stays_fetchable():
+    def graph_fn(x):
+        return tf.square(tf.nn.relu(x), name="out")
+
+    graph = graph_from_function(graph_fn, SPEC)
+    tester = _tester(ReluSquarePass)
+    result = tester.run(graph, outputs=["out"])
+    (node,) = [n for n in result.fused_graph_def.node if n.op == "ReluSquare"]
+    assert node.name == "out"  # the fused node takes over the output's name
+    tester.assert_verified(graph, result)
+
+
+# --------------------------------------------------------------------- stages
+def test_graph_passes_see_the_scope_fused_graph():
+    """A graph pass may take a LayerNorm fused by the scope pass as its input."""
+    class LayerNormRelu(PatternFusionBasePass):
+        def define_patterns(self):
+            return [OpPattern("LayerNormRelu", op("Relu", op("LayerNorm", any_inputs=True, port=0), label="relu"))]
+
+        def fusion(self, match):
+            return self.refuse(f"found {match.name('relu')} after a fused LayerNorm")
+
+    def graph_fn(x):
+        return tf.nn.relu(tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1))
+
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 4], name="x")
+        tf.identity(graph_fn(x), name="out")
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            graph = tf.compat.v1.graph_util.convert_variables_to_constants(
+                sess, sess.graph.as_graph_def(), ["out"])
+    result = _tester(LayerNormRelu).run(graph)
+    assert result.report.fused_count("LayerNorm") == 1
+    (refusal,) = result.report.pass_report("LayerNormRelu").refused
+    assert refusal.reason == "rejected by the pass: found Relu after a fused LayerNorm"
+
+
+def test_ub_fusion_runs_after_graph_fusion_and_has_its_own_section(two_blocks):
+    class ReluSquarePlusOne(PatternFusionBasePass):
+        """UBFusion: reads the ReluSquare ops the GraphFusion stage made."""
+
+        fusion_type = "UBFusion"
+
+        def define_patterns(self):
+            return [OpPattern("Epilogue", op("AddV2", op("ReluSquare", any_inputs=True), "$b", label="add"))]
+
+        def fusion(self, match):
+            return self.refuse("seen")
+
+    tester = _tester(ReluSquarePass, ReluSquarePlusOne)
+    result = tester.run(two_blocks)
+    ub = result.report.pass_report("ReluSquarePlusOne")
+    assert ub.fusion_type == "UBFusion" and ub.match_times == 1
+    assert list(result.report.stage_seconds).index("graph.match") < list(result.report.stage_seconds).index("ub.match")
+    off = FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
+    result = tester.run(two_blocks, fusion_switch_file=off)
+    assert result.report.pass_report("ReluSquarePlusOne").switch == "off (ALL)"
+    assert result.report.pass_report("ReluSquarePass").effect_times == 2
+
+
+# --------------------------------------------------------------------- switch file and order
+def test_registration_order_settles_overlaps_and_priority_reorders(two_blocks):
+    tester = _tester(ReluSquarePass, SquareOfReluPass)
+    result = tester.run(two_blocks)
+    assert _ops(result).count("ReluSquare") == 2 and "SquareOfRelu" not in _ops(result)
+    dropped = result.report.pass_report("SquareOfReluPass").refused
+    assert len(dropped) == 2 and all("comes first in the run order" in r.reason for r in dropped)
+
+    switch = FusionSwitch.from_text('{"Priority": {"GraphFusion": {"Top": {"SquareOfReluPass": "10"}}}}')
+    result = tester.run(two_blocks, fusion_switch_file=switch)
+    assert _ops(result).count("SquareOfRelu") == 2 and "ReluSquare" not in _ops(result)
+    names = [p.name for p in result.report.passes if p.engine == "graph"]
+    assert names.index("SquareOfReluPass") < names.index("ReluSquarePass")
+
+
+def test_all_off_with_one_pass_on_and_an_exact_off_beating_all_on(two_blocks):
+    tester = _tester(ReluSquarePass, SquareOfReluPass)
+    only = FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ALL": "off", "SquareOfReluPass": "on"}}}')
+    result = tester.run(two_blocks, fusion_switch_file=only)
+    assert _ops(result).count("SquareOfRelu") == 2
+    assert result.report.pass_report("GeluFusionPass").switch == "off (ALL)"
+    exact = FusionSwitch.from_text("ALL:on\nReluSquarePass:off\n")
+    result = tester.run(two_blocks, fusion_switch_file=exact)
+    assert result.report.pass_report("ReluSquarePass").switch == "off (exact)"
+    assert _ops(result).count("SquareOfRelu") == 2
+
+
+def test_a_forbidden_close_pass_stays_on_and_the_report_says_so(two_blocks, tmp_path):
+    class Essential(ReluSquarePass):
+        forbidden_close = True
+
+    switch = tmp_path / "switch.json"
+    switch.write_text('{"Switch": {"GraphFusion": {"ALL": "off"}}}')
+    result = _tester(Essential).run(two_blocks, fusion_switch_file=str(switch))
+    pr = result.report.pass_report("Essential")
+    assert pr.switch.startswith("on (forbidden_close") and pr.effect_times == 2
+
+
+def test_a_missing_switch_file_is_an_error_before_any_work(tmp_path):
+    with pytest.raises(FusionSwitchError, match="no such file"):
+        scopefusion.fuse(tmp_path / "no-model.pb", fusion_switch_file=tmp_path / "missing.json")
+
+
+def test_unknown_names_in_the_switch_file_are_warned_about(two_blocks):
+    switch = FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ReluSqarePass": "off"}}}')
+    result = _tester(ReluSquarePass).run(two_blocks, fusion_switch_file=switch)
+    (warning,) = result.report.warnings
+    assert "ReluSqarePass" in warning and "did you mean 'ReluSquarePass'" in warning
+    assert result.report.pass_report("ReluSquarePass").effect_times == 2  # unknown names change nothing
+
+
+# --------------------------------------------------------------------- misbehaving passes
+class Exploding(ReluSquarePass):
+    def fusion(self, match):
+        raise RuntimeError("boom")
+
+
+class BadAnswer(ReluSquarePass):
+    def fusion(self, match):
+        return "ReluSquare"
+
+
+class BadPatterns(ReluSquarePass):
+    def define_patterns(self):
+        return [[op("Square", "$x")]]
+
+
+@pytest.mark.parametrize("cls,needle", [
+    (Exploding, "raised RuntimeError: boom"),
+    (BadAnswer, "fusion() must return a FusedOp or NotFused, not str"),
+    (BadPatterns, "define_patterns() item 0 is a list"),
+])
+def test_a_misbehaving_pass_is_named_and_skipped(two_blocks, cls, needle):
+    tester = _tester(cls)
+    result = tester.run(two_blocks, strict=False)
+    pr = result.report.pass_report(cls.__name__)
+    assert pr.error is not None and needle in pr.error and cls.__name__ in pr.error
+    assert "ReluSquare" not in _ops(result)
+    GraphIndex(result.fused_graph_def)
+    with pytest.raises(PassError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        tester.run(two_blocks)
+
+
+# --------------------------------------------------------------------- near misses
+def test_a_gelu_with_one_constant_changed_is_a_near_miss_naming_it():
+    def almost_gelu(x):
+        return 0.5 * x * (1.0 + tf.math.erf(x / 1.5))  # 1.5 instead of sqrt(2)
+
+    graph = graph_from_function(almost_gelu, SPEC)
+    result = PassTester().run(graph)
+    pr = result.report.pass_report("GeluFusionPass")
+    assert pr.fused == [] and pr.match_times == 0
+    (near,) = pr.near_misses
+    assert "pattern GeluErf" in near.reason and "1.5" in near.reason and "sqrt(2)" in near.reason
+
+
+def test_a_real_gelu_constant_written_in_float16_still_fuses():
+    def half_gelu(x):
+        return tf.nn.gelu(tf.cast(x, tf.float16), approximate=True)
+
+    graph = graph_from_function(half_gelu, SPEC)
+    tester = PassTester()
+    result = tester.run(graph)
+    (node,) = [n for n in result.fused_graph_def.node if n.op == "Gelu"]
+    assert node.attr["approximate"].b and node.attr["T"].type == tf.float16.as_datatype_enum
+    tester.assert_verified(graph, result)
+

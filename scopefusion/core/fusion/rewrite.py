@@ -113,16 +113,19 @@ class RewriteSummary:
 
 
 def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSummary:
-    """Rewrite ``index.graph_def`` in place."""
-    graph = index.graph_def
-    names = index.names
-    consumers = index.consumers
-    owner: dict[int, "FusionPlan"] = {}
-    for plan in plans:
-        for d in plan.removed:
-            owner[d] = plan
+    """Rewrite ``index.graph_def`` in place: rewire the readers of removed nodes, then put
+    each plan's new nodes where its first removed node stood."""
+    owner: dict[int, "FusionPlan"] = {d: plan for plan in plans for d in plan.removed}
     if not owner:
         return RewriteSummary([], set(), [])
+    resolve = _resolver(index, owner)
+    with no_gc():
+        touched = _rewire_readers(index, owner, resolve)
+        return _place_new_nodes(index, plans, resolve, touched)
+
+
+def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[int, int], str]:
+    names = index.names
 
     def resolve(p: int, port: int) -> str:
         """The name a tensor (or control edge) of the original graph has after rewriting."""
@@ -133,62 +136,70 @@ def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSumm
             return "^" + _control_target(plan)
         return plan.output_tensor(plan.outputs[(p, port)])
 
-    with no_gc():
-        # 1. Rewire every surviving reader of a removed node.
-        touched: dict[int, None] = {}
-        for d in owner:
-            for c, _, _ in consumers[d]:
-                if c not in owner:
-                    touched[c] = None
-        for c in touched:
-            node = index.nodes[c]
-            new_inputs: list[str] = []
-            seen_controls: set[str] = set()
-            for p, port in index.inputs[c]:
-                text = resolve(p, port)
-                if text.startswith("^"):
-                    if text in seen_controls:
-                        continue
-                    seen_controls.add(text)
-                new_inputs.append(text)
-            del node.input[:]
-            node.input.extend(new_inputs)
+    return resolve
 
-        # 2. New nodes go where their result's first removed node stood.  The
-        #    wrappers in index.nodes follow their messages through a sort, so
-        #    positions are keyed by wrapper identity.
-        order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
-        dropped = 0
-        new_wrappers: list["NodeDef"] = []
-        summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
-        staged = [
-            (plan, _build_nodes(plan, index, resolve),
-             {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
-            for plan in plans
-        ]
-        for plan, built, aliases in staged:
-            for d in plan.removed:
-                if d in aliases:
-                    # A graph output keeps its name: the node becomes an alias.
-                    index.nodes[d].CopyFrom(aliases[d])
-                    summary.touched.append(index.nodes[d])
-                else:
-                    order_key[id(index.nodes[d])] = _REMOVED
-                    summary.removed_names.add(names[d])
-                    dropped += 1
-            anchor = plan.removed[0]
-            start = len(graph.node)
-            graph.node.extend(built)
-            for k in range(len(built)):
-                wrapper = graph.node[start + k]
-                new_wrappers.append(wrapper)  # keeps its id valid until the sort
-                order_key[id(wrapper)] = anchor + (k + 1) / (len(built) + 1)
-            summary.new_names.extend(n.name for n in built)
-            summary.touched.extend(built)  # the copies in the graph are equal to these
-        graph.node.sort(key=lambda n: order_key[id(n)])
-        del new_wrappers
-        if dropped:
-            del graph.node[len(graph.node) - dropped:]
+
+def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
+                    resolve: Callable[[int, int], str]) -> list[int]:
+    """Point every surviving reader of a removed node at what replaces it; returns the readers."""
+    touched: dict[int, None] = {}
+    for d in owner:
+        for c, _, _ in index.consumers[d]:
+            if c not in owner:
+                touched[c] = None
+    for c in touched:
+        node = index.nodes[c]
+        new_inputs: list[str] = []
+        seen_controls: set[str] = set()
+        for p, port in index.inputs[c]:
+            text = resolve(p, port)
+            if text.startswith("^"):
+                if text in seen_controls:
+                    continue
+                seen_controls.add(text)
+            new_inputs.append(text)
+        del node.input[:]
+        node.input.extend(new_inputs)
+    return list(touched)
+
+
+def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: Callable[[int, int], str],
+                     touched: list[int]) -> RewriteSummary:
+    """Drop removed nodes (graph outputs become aliases) and add the new nodes where their
+    plan's first removed node stood.  The wrappers in ``index.nodes`` follow their messages
+    through the sort, so positions are keyed by wrapper identity."""
+    graph = index.graph_def
+    order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
+    dropped = 0
+    new_wrappers: list["NodeDef"] = []
+    summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
+    staged = [
+        (plan, _build_nodes(plan, index, resolve),
+         {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
+        for plan in plans
+    ]
+    for plan, built, aliases in staged:
+        for d in plan.removed:
+            if d in aliases:  # a graph output keeps its name: the node becomes an alias
+                index.nodes[d].CopyFrom(aliases[d])
+                summary.touched.append(index.nodes[d])
+            else:
+                order_key[id(index.nodes[d])] = _REMOVED
+                summary.removed_names.add(index.names[d])
+                dropped += 1
+        anchor = plan.removed[0]
+        start = len(graph.node)
+        graph.node.extend(built)
+        for k in range(len(built)):
+            wrapper = graph.node[start + k]
+            new_wrappers.append(wrapper)  # keeps its id valid until the sort
+            order_key[id(wrapper)] = anchor + (k + 1) / (len(built) + 1)
+        summary.new_names.extend(n.name for n in built)
+        summary.touched.extend(built)  # the copies in the graph are equal to these
+    graph.node.sort(key=lambda n: order_key[id(n)])
+    del new_wrappers
+    if dropped:
+        del graph.node[len(graph.node) - dropped:]
     return summary
 
 

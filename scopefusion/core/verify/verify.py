@@ -187,9 +187,6 @@ def verify(
     Tolerances default by dtype (:data:`DEFAULT_TOLERANCES`); an element
     passes when ``|fused - original| <= atol + rtol * |original|``.
     """
-    import numpy as np
-    import tensorflow as tf
-
     if runs < 1:
         raise ScopeFusionError("runs must be at least 1")
     original_graph = _as_graph(original)
@@ -197,28 +194,46 @@ def verify(
     _check_ops_known(fused_graph, fused_ops)
     if any(n.op in fused_ops for n in fused_graph.node):
         fused_graph = to_tf_runnable(fused_graph, fused_ops)
-
     result = VerifyResult()
+    wanted = _wanted_outputs(original_graph, fused_graph, outputs)
+    feed_runs = _feed_runs(original_graph, result, feeds, input_shapes, runs, seed, int_range)
+    result.runs = len(feed_runs)
+    result.outputs = _compare_runs(original_graph, fused_graph, wanted, feed_runs, atol, rtol)
+    return result
+
+
+def _wanted_outputs(original: "GraphDef", fused: "GraphDef", outputs: Sequence[str] | str | None) -> list[str]:
+    """The tensors to compare: those asked for, else every sink of either graph."""
     if isinstance(outputs, str):
         outputs = [o.strip() for o in outputs.split(",") if o.strip()]
     if outputs:
-        wanted = [o if ":" in o else f"{o}:0" for o in outputs]
-    else:
-        first = default_outputs(original_graph)
-        wanted = first + [o for o in default_outputs(fused_graph) if o not in first]
+        return [o if ":" in o else f"{o}:0" for o in outputs]
+    first = default_outputs(original)
+    return first + [o for o in default_outputs(fused) if o not in first]
 
+
+def _feed_runs(graph: "GraphDef", result: VerifyResult, feeds: str | Mapping[str, "np.ndarray"] | None,
+               input_shapes: str | Mapping[str, Sequence[int]] | None, runs: int, seed: int,
+               int_range: tuple[int, int]) -> list[dict[str, "np.ndarray"]]:
+    """The given feeds, or ``runs`` seeded random ones (notes on defaulted shapes go to ``result``)."""
     if feeds is not None:
         fixed = load_npz_feeds(feeds) if isinstance(feeds, str) else {
             (k if ":" in k else f"{k}:0"): v for k, v in feeds.items()}
-        feed_runs = [fixed]
-    else:
-        plan: FeedPlan = plan_feeds(graph_inputs(original_graph), parse_input_shapes(input_shapes))
-        result.notes.extend(plan.notes)
-        feed_runs = [make_feeds(plan, seed + k, int_range) for k in range(runs)]
-    result.runs = len(feed_runs)
+        return [fixed]
+    plan: FeedPlan = plan_feeds(graph_inputs(graph), parse_input_shapes(input_shapes))
+    result.notes.extend(plan.notes)
+    return [make_feeds(plan, seed + k, int_range) for k in range(runs)]
 
-    a = _Runner(original_graph, "original")
-    b = _Runner(fused_graph, "fused")
+
+def _compare_runs(original: "GraphDef", fused: "GraphDef", wanted: Sequence[str],
+                  feed_runs: Sequence[Mapping[str, "np.ndarray"]], atol: float | None,
+                  rtol: float | None) -> list[TensorComparison]:
+    """Run both graphs on every feed and compare the wanted tensors."""
+    import numpy as np
+    import tensorflow as tf
+
+    a = _Runner(original, "original")
+    b = _Runner(fused, "fused")
     try:
         comparisons = {name: TensorComparison(name) for name in wanted}
         present = []
@@ -237,11 +252,10 @@ def verify(
             got = b.run(present, feed)
             for name, x, y in zip(present, want, got):
                 _compare(comparisons[name], np.asarray(x), np.asarray(y), atol, rtol, tf)
-        result.outputs = list(comparisons.values())
+        return list(comparisons.values())
     finally:
         a.close()
         b.close()
-    return result
 
 
 def _compare(comp: TensorComparison, x: "np.ndarray", y: "np.ndarray", atol: float | None,

@@ -156,3 +156,55 @@ def test_cli_rejects_a_bad_switch_file_before_any_work(plugin_dirs, tmp_path, co
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scopefusion: error: fusion switch file") and needle in lines[0]
     assert not out.exists()
+
+
+def test_a_plugin_whose_graph_hook_raises_is_named_and_skipped():
+    from scopefusion import hookimpl
+
+    class Raising:
+        @hookimpl
+        def scopefusion_graph_passes(self):
+            raise ValueError("no graph passes today")
+
+    reg = load_registry(autoload=False, plugins=[("raising", Raising())])
+    (error,) = reg.errors
+    assert "plugin 'raising'" in error and "scopefusion_graph_passes raised ValueError: no graph passes today" in error
+    assert reg.graph_pass_names() == ["MatMulBiasAddFusionPass", "GeluFusionPass"]
+    with pytest.raises(PluginError, match="scopefusion_graph_passes raised ValueError"):
+        load_registry(autoload=False, plugins=[("raising", Raising())], strict=True)
+
+
+@pytest.mark.parametrize("contributed,needle", [
+    ("not a class", "which is not a PatternFusionBasePass subclass"),
+    (object, "which is not a PatternFusionBasePass subclass"),
+])
+def test_a_graph_hook_returning_something_else_is_an_error_naming_the_plugin(contributed, needle):
+    from scopefusion import hookimpl
+
+    class Wrong:
+        @hookimpl
+        def scopefusion_graph_passes(self):
+            return [contributed]
+
+    with pytest.raises(PluginError, match=needle) as info:
+        load_registry(autoload=False, plugins=[("wrong", Wrong())])
+    assert "plugin 'wrong'" in str(info.value)
+
+
+def test_a_scope_pass_returned_by_the_graph_hook_is_an_error():
+    from scopefusion import ScopeBasePass, ScopePattern, hookimpl
+
+    class AScopePass(ScopeBasePass):
+        def define_patterns(self):
+            return [[[ScopePattern("X").add_scope_feature(suffix="x")]]]
+
+        def generate_fusion_result(self, scopes, result):
+            result.reject("never")
+
+    class Misfiled:
+        @hookimpl
+        def scopefusion_graph_passes(self):
+            return [AScopePass]
+
+    with pytest.raises(PluginError, match="AScopePass.*not a PatternFusionBasePass subclass"):
+        load_registry(autoload=False, plugins=[("misfiled", Misfiled())])

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping
 
 from .attrs import attr_equals, attr_value_to_python
 from .pattern import Alt, AnyTensor, Const, Op, OpPattern, Var, as_var
 from .view import GraphView
-from .vocabulary import CONTROL, dtype_name, tensor_name
+from .vocabulary import CONTROL, FORWARDING_OPS, dtype_name, tensor_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -30,10 +30,21 @@ MAX_ORDERS = 720
 class MatchFailure(Exception):
     """An expression did not match; ``progress`` counts the ops matched before it failed."""
 
-    def __init__(self, message: str, progress: int = 0, *, placed: bool = False) -> None:
+    def __init__(self, message: str, progress: int = 0) -> None:
         super().__init__(message)
         self.progress = progress
-        self.placed = placed  # the message already says which input it is about
+
+
+@dataclass(frozen=True)
+class _Failure:
+    progress: int
+    where: tuple[str, int] | None  # (consumer name, input slot) the failing expression stood at
+    message: str
+
+    def text(self) -> str:
+        if self.where is None:
+            return self.message
+        return f"input {self.where[1]} of {self.where[0]!r}: {self.message}"
 
 
 @dataclass
@@ -76,7 +87,12 @@ class PatternMatch:
 
 
 class PatternMatcher:
-    """Matches expressions against one graph, optionally only over the nodes in ``inside``."""
+    """Matches expressions against one graph, optionally only over the nodes in ``inside``.
+
+    Matching backtracks: each expression yields every way it matches, so a choice made early
+    (an order of a commutative op's inputs, an alternative) is revisited when something
+    after it fails.  Bindings live on a trail and are undone exactly when a choice is left.
+    """
 
     def __init__(self, view: GraphView, *, inside: Container[int] | None = None,
                  defs: Mapping[str, Any] | None = None) -> None:
@@ -84,36 +100,45 @@ class PatternMatcher:
         self.index = view.index
         self.inside = inside
         self.defs: dict[str, Any] = dict(defs or {})
+        self._base_defs = dict(self.defs)
         self.nodes: dict[str, int] = {}
         self.tensors: dict[str, Tensor] = {}
         self.consts: dict[str, Any] = {}
         self.members: set[int] = set()
+        self._label_exprs: dict[str, Op] = {}  # the expression each label was first matched by
         self._trail: list[tuple[Any, Any]] = []
         self._progress = 0
+        self._where: list[tuple[str, int]] = []
+        self._best: _Failure | None = None
 
     # -- public ---------------------------------------------------------------------
     def match(self, tensor: Tensor, expr: Any) -> None:
-        """Match ``tensor`` against ``expr``; raises :class:`MatchFailure` and undoes what
-        the attempt bound."""
-        mark, progress = len(self._trail), self._progress
-        try:
-            self._match(tensor, as_var(expr))
-        except MatchFailure:
-            self._undo(mark)
-            self._progress = progress
-            raise
+        """Match ``tensor`` against ``expr`` (keeping the first way it matches, bindings kept);
+        raises :class:`MatchFailure`, saying where the attempt that got furthest failed."""
+        self._best = None
+        for _ in self._solve(tensor, as_var(expr)):
+            return
+        best = self._best or _Failure(self._progress, None, f"{self._tname(tensor)} does not match")
+        raise MatchFailure(best.text(), best.progress)
 
     def match_pattern(self, pattern: OpPattern, root: int) -> PatternMatch:
-        """Match a whole pattern with its root at node ``root`` (output ``root.port``)."""
-        self.defs = dict(pattern.defs)
+        """Match a whole pattern with its root at node ``root``, from a clean state."""
+        self.reset()
+        self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
                             frozenset(self.members))
 
+    def reset(self) -> None:
+        """Forget every binding."""
+        self.nodes, self.tensors, self.consts, self.members = {}, {}, {}, set()
+        self._label_exprs = {}
+        self._trail, self._progress, self._where = [], 0, []
+
     def name(self, i: int) -> str:
         return self.index.names[i]
 
-    # -- trail ----------------------------------------------------------------------
+    # -- trail and failures -----------------------------------------------------------
     def _bind(self, table: dict[str, Any], key: str, value: Any) -> None:
         table[key] = value
         self._trail.append((table, key))
@@ -132,111 +157,158 @@ class PatternMatcher:
             else:
                 del table[key]
 
-    def _fail(self, message: str) -> MatchFailure:
-        return MatchFailure(message, self._progress)
+    def _fail(self, message: str) -> None:
+        """Record a failure; the one that got furthest (the first of equals) is reported."""
+        failure = _Failure(self._progress, self._where[-1] if self._where else None, message)
+        if self._best is None or failure.progress > self._best.progress:
+            self._best = failure
 
     # -- machinery ------------------------------------------------------------------
-    def _forward(self, tensor: Tensor, record: bool) -> Tensor:
-        """Follow Identity reads (inside the allowed nodes) to the tensor they forward."""
+    def _forward(self, tensor: Tensor, keep: tuple[str, ...] = ()) -> tuple[Tensor, list[int]]:
+        """Follow forwarding reads (inside the allowed nodes), except through op types in ``keep``;
+        returns the tensor they forward and the forwarding nodes passed."""
         node, port = tensor
         ops, inputs = self.index.ops, self.index.inputs
+        passed = []
         for _ in range(64):
-            if ops[node] != "Identity" or (self.inside is not None and node not in self.inside):
+            op_type = ops[node]
+            if op_type not in FORWARDING_OPS or op_type in keep:
+                break
+            if self.inside is not None and node not in self.inside:
                 break
             data = [t for t in inputs[node] if t[1] != CONTROL]
             if not data:
                 break
-            if record:
-                self._add_member(node)
+            passed.append(node)
             node, port = data[0]
-        return node, port
+        return (node, port), passed
 
     def _tname(self, tensor: Tensor) -> str:
         return repr(tensor_name(self.index.names[tensor[0]], tensor[1]))
 
-    def _match(self, tensor: Tensor, expr: Any) -> None:
+    def _solve(self, tensor: Tensor, expr: Any) -> Iterator[None]:
+        """Yield once for every way ``expr`` matches ``tensor`` (bindings in place while
+        suspended); exhausted, the trail is as it was."""
         if isinstance(expr, Op):
-            self._match_op(tensor, expr)
+            yield from self._solve_op(tensor, expr)
         elif isinstance(expr, Var):
-            self._match_var(tensor, expr)
+            yield from self._solve_var(tensor, expr)
         elif isinstance(expr, Const):
-            self._match_const(tensor, expr)
+            yield from self._solve_const(tensor, expr)
         elif isinstance(expr, Alt):
-            self._match_alt(tensor, expr)
-        elif not isinstance(expr, AnyTensor):
+            yield from self._solve_alt(tensor, expr)
+        elif isinstance(expr, AnyTensor):
+            yield
+        else:
             raise TypeError(f"{expr!r} is not a pattern expression")
 
-    def _match_var(self, tensor: Tensor, expr: Var) -> None:
+    def _solve_var(self, tensor: Tensor, expr: Var) -> Iterator[None]:
         bound = self.tensors.get(expr.name)
         if bound is not None:
-            if self._forward(bound, False) != self._forward(tensor, False):
-                raise self._fail(f"{self._tname(tensor)} is not ${expr.name} ({self._tname(bound)})")
+            if self._forward(bound)[0] == self._forward(tensor)[0]:
+                yield
+            else:
+                self._fail(f"{self._tname(tensor)} is not ${expr.name} ({self._tname(bound)})")
             return
         definition = self.defs.get(expr.name)
-        if definition is not None:
-            self._match(tensor, as_var(definition))
-        self._bind(self.tensors, expr.name, tensor)
+        if definition is None:
+            mark = len(self._trail)
+            self._bind(self.tensors, expr.name, tensor)
+            yield
+            self._undo(mark)
+            return
+        for _ in self._solve(tensor, as_var(definition)):
+            mark = len(self._trail)
+            self._bind(self.tensors, expr.name, tensor)
+            yield
+            self._undo(mark)
 
-    def _match_alt(self, tensor: Tensor, expr: Alt) -> None:
-        best: MatchFailure | None = None
+    def _solve_alt(self, tensor: Tensor, expr: Alt) -> Iterator[None]:
+        before, start = self._best, self._progress
+        self._best = None
+        produced = False
         for option in expr.options:
-            try:
-                self.match(tensor, option)
-                return
-            except MatchFailure as why:
-                if best is None or why.progress > best.progress:
-                    best = why
-        assert best is not None
-        if best.progress > self._progress:
-            raise best  # one alternative got somewhere: its reason says most
-        raise self._fail(f"{self._tname(tensor)} matches none of the expected forms ({best})")
+            for _ in self._solve(tensor, as_var(option)):
+                produced = True
+                yield
+        inner = self._best
+        if not produced and inner is not None and inner.progress <= start:
+            # no alternative got anywhere: say so, with the first one's reason
+            inner = _Failure(start, inner.where, f"{self._tname(tensor)} matches none of the expected forms "
+                                                 f"({inner.message})")
+        self._best = before
+        if inner is not None and (before is None or inner.progress > before.progress):
+            self._best = inner
 
-    def _match_const(self, tensor: Tensor, expr: Const) -> None:
+    def _solve_const(self, tensor: Tensor, expr: Const) -> Iterator[None]:
         node, port = tensor
         value = self.view.const_value_of(node) if port == 0 else None
         if value is None:
-            raise self._fail(f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
+            self._fail(f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
+            return
         problem = _const_problem(value, expr)
         if problem:
-            raise self._fail(f"{self._tname(tensor)} {problem}")
+            self._fail(f"{self._tname(tensor)} {problem}")
+            return
+        mark = len(self._trail)
         chain = self.view.constant_chain(node) or [node]
         for i in chain:
             if self.inside is None or i in self.inside:
                 self._add_member(i)
-        source = chain[-1]
         if expr.label:
-            self._bind_label(expr.label, source)
-            self._bind(self.consts, expr.label, value)
+            bound = self.nodes.get(expr.label)
+            if bound is not None and bound != chain[-1]:
+                self._fail(f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be "
+                           f"{self.name(chain[-1])!r}")
+                self._undo(mark)
+                return
+            if bound is None:
+                self._bind(self.nodes, expr.label, chain[-1])
+                self._bind(self.consts, expr.label, value)
+        yield
+        self._undo(mark)
 
-    def _bind_label(self, label: str, node: int) -> None:
-        bound = self.nodes.get(label)
-        if bound is None:
-            self._bind(self.nodes, label, node)
-        elif bound != node:
-            raise self._fail(f"label {label!r} is bound to {self.name(bound)!r}, but here it would be "
-                             f"{self.name(node)!r}")
-
-    def _match_op(self, tensor: Tensor, expr: Op) -> None:
-        node, port = self._forward(tensor, True)
-        if expr.label is not None and self.nodes.get(expr.label) == node and port == expr.port:
-            return  # met again through another consumer: already matched
-        name = self.name(node)
-        if self.inside is not None and node not in self.inside:
-            raise self._fail(f"{self._tname((node, port))} lies outside the allowed nodes, expected {expr.describe()}")
-        actual = self.index.ops[node]
-        if expr.types and actual not in expr.types:
-            raise self._fail(f"{name!r} is {actual}, expected {expr.describe()}")
-        if port != expr.port:
-            raise self._fail(f"{name!r} output {port} is used where output {expr.port} is expected")
-        self._check_node(node, expr)
-        if expr.label is not None:
-            self._bind_label(expr.label, node)
+    def _solve_op(self, tensor: Tensor, expr: Op) -> Iterator[None]:
+        (node, port), passed = self._forward(tensor, expr.types)
+        if expr.label is not None and self._label_exprs.get(expr.label) is expr and \
+                self.nodes.get(expr.label) == node and port == expr.port:
+            yield  # the same expression met again through another consumer: already matched
+            return
+        problem = self._op_problem(node, port, expr)
+        if problem:
+            self._fail(problem)
+            return
+        mark, progress = len(self._trail), self._progress
+        for i in passed:
+            self._add_member(i)
+        if expr.label is not None and expr.label not in self.nodes:
+            self._bind(self.nodes, expr.label, node)
+            self._bind(self._label_exprs, expr.label, expr)
         self._add_member(node)
         self._progress += 1
-        if expr.inputs is not None:
-            self._match_inputs(node, expr)
+        if expr.inputs is None:
+            yield
+        else:
+            yield from self._solve_inputs(node, expr)
+        self._undo(mark)
+        self._progress = progress
 
-    def _check_node(self, node: int, expr: Op) -> None:
+    def _op_problem(self, node: int, port: int, expr: Op) -> str | None:
+        """Why ``node`` (read at ``port``) is not the op ``expr`` describes, None when it is."""
+        name = self.name(node)
+        if self.inside is not None and node not in self.inside:
+            return f"{self._tname((node, port))} lies outside the allowed nodes, expected {expr.describe()}"
+        actual = self.index.ops[node]
+        if expr.types and actual not in expr.types:
+            return f"{name!r} is {actual}, expected {expr.describe()}"
+        if port != expr.port:
+            return f"{name!r} output {port} is used where output {expr.port} is expected"
+        bound = self.nodes.get(expr.label) if expr.label is not None else None
+        if bound is not None and bound != node:
+            return f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be {name!r}"
+        return self._attr_problem(node, expr)
+
+    def _attr_problem(self, node: int, expr: Op) -> str | None:
         attrs = self.index.nodes[node].attr
         name = self.name(node)
         if expr.dtypes is not None:
@@ -244,39 +316,42 @@ class PatternMatcher:
             if key not in attrs or attrs[key].type not in expr.dtypes:
                 wanted = ", ".join(sorted(dtype_name(d) for d in expr.dtypes))
                 found = dtype_name(attrs[key].type) if key in attrs else "no dtype attribute"
-                raise self._fail(f"{name!r} has dtype {found}, expected {wanted}")
+                return f"{name!r} has dtype {found}, expected {wanted}"
         for key, expected in expr.attrs:
             if key not in attrs:
-                raise self._fail(f"{name!r} has no attribute {key!r}")
+                return f"{name!r} has no attribute {key!r}"
             if callable(expected):
                 ok = bool(expected(attr_value_to_python(attrs[key])))
             else:
                 ok = attr_equals(attrs[key], expected)
             if not ok:
                 shown = getattr(expected, "__name__", "a predicate") if callable(expected) else repr(expected)
-                raise self._fail(f"{name!r} has {key}={attr_value_to_python(attrs[key])!r}, expected {shown}")
+                return f"{name!r} has {key}={attr_value_to_python(attrs[key])!r}, expected {shown}"
+        return None
 
-    def _match_inputs(self, node: int, expr: Op) -> None:
-        wanted = expr.inputs or ()
+    def _solve_inputs(self, node: int, expr: Op) -> Iterator[None]:
+        wanted = [as_var(e) for e in expr.inputs or ()]
         actual = [t for t in self.index.inputs[node] if t[1] != CONTROL]
         name = self.name(node)
         if len(actual) < len(wanted) or (len(actual) > len(wanted) and not expr.extra_inputs):
-            raise self._fail(f"{name!r} has {len(actual)} inputs, expected {len(wanted)}")
-        orders = self._orders(actual, expr)
-        best: MatchFailure | None = None
-        for order in orders:
-            mark, progress = len(self._trail), self._progress
-            try:
-                for k, (slot, t) in enumerate(order):
-                    self._match_input(name, slot, t, as_var(wanted[k]))
-                return
-            except MatchFailure as why:
-                self._undo(mark)
-                self._progress = progress
-                if best is None or why.progress > best.progress:
-                    best = why  # ties: the operands in their written order say most
-        assert best is not None
-        raise best
+            self._fail(f"{name!r} has {len(actual)} inputs, expected {len(wanted)}")
+            return
+        for order in self._orders(actual, expr):
+            yield from self._solve_sequence(name, order, wanted, 0)
+
+    def _solve_sequence(self, name: str, order: list[tuple[int, Tensor]], wanted: list[Any],
+                        k: int) -> Iterator[None]:
+        """Inputs ``k`` onwards of one order, each tried in every way the ones before matched."""
+        if k == len(order):
+            yield
+            return
+        slot, tensor = order[k]
+        self._where.append((name, slot))
+        for _ in self._solve(tensor, wanted[k]):
+            self._where.pop()
+            yield from self._solve_sequence(name, order, wanted, k + 1)
+            self._where.append((name, slot))
+        self._where.pop()
 
     def _orders(self, actual: list[Tensor], expr: Op) -> list[list[tuple[int, Tensor]]]:
         slots = list(enumerate(actual))
@@ -287,14 +362,6 @@ class PatternMatcher:
             orders = itertools.islice(itertools.permutations(slots, n), MAX_ORDERS)
             return [list(o) for o in orders]
         return [slots[:n]]
-
-    def _match_input(self, name: str, slot: int, tensor: Tensor, expr: Any) -> None:
-        try:
-            self._match(tensor, expr)
-        except MatchFailure as why:
-            if why.placed:
-                raise
-            raise MatchFailure(f"input {slot} of {name!r}: {why}", why.progress, placed=True) from None
 
 
 #: Relative precision of constants stored in low-precision dtypes.
@@ -318,7 +385,8 @@ def _const_problem(value: Any, expr: Const) -> str | None:
         if not same:
             return f"is {_short(value)}, expected {expr.describe()}"
     if expr.where is not None and not expr.where(value):
-        return f"is {_short(value)}, which is not {expr.describe()}"
+        wanted = expr.description or f"what {getattr(expr.where, '__name__', 'the predicate')} accepts"
+        return f"is {_short(value)}, which is not {wanted}"
     return None
 
 

@@ -46,10 +46,14 @@ def dtype_name(enum: int) -> str:
     return DTYPE_NAMES.get(enum, f"dtype {enum}")
 
 
-def dtype_enum(value: int | str) -> int:
-    """A DataType enum from an enum or a name (``"float32"``, ``"half"``); ``ValueError`` if unknown."""
+def dtype_enum(value: object) -> int:
+    """A DataType enum from an enum, a name (``"float32"``, ``"half"``) or a ``tf.DType``;
+    ``ValueError`` if unknown."""
     if isinstance(value, int):
         return value
+    enum = getattr(value, "as_datatype_enum", None)  # a tf.DType
+    if isinstance(enum, int):
+        return enum
     try:
         return DTYPE_BY_NAME[value]
     except KeyError:

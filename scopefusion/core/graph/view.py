@@ -7,7 +7,7 @@ from .constants import tensor_value
 from .index import GraphIndex
 from .shapes import RankInference
 from .tf_shapes import Shape, TensorFlowShapes
-from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype
+from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype, parse_input
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -139,10 +139,19 @@ class GraphView:
         return value
 
     def rank(self, tensor: str) -> int | None:
-        """The rank of a tensor (``name`` or ``name:port``) when it can be told."""
+        """The rank of a tensor (``name`` or ``name:port``) when it can be told: by the cheap
+        local rules first, then by TensorFlow's shape inference (see :meth:`static_shape`)."""
         if self._ranks is None:
             self._ranks = RankInference(self.index)
-        return self._ranks.rank(tensor)
+        local = self._ranks.rank(tensor)
+        if local is not None:
+            return local
+        name, port = parse_input(tensor)
+        i = self.index.index.get(name)
+        if i is None or port < 0:
+            return None
+        shape = self.static_shape((i, port))
+        return None if shape is None else len(shape)
 
     def static_shape(self, tensor: tuple[int, int], *, infer: bool = True) -> Shape | None:
         """The static shape of a tensor ``(node, port)`` (unknown dimensions as None), from a

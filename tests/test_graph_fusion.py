@@ -311,3 +311,34 @@ def test_a_real_gelu_constant_written_in_float16_still_fuses():
     assert node.attr["approximate"].b and node.attr["T"].type == tf.float16.as_datatype_enum
     tester.assert_verified(graph, result)
 
+
+
+# --------------------------------------------------------------------- stock ops
+class ReluOfRelu(PatternFusionBasePass):
+    """Relu(Relu(x)) is Relu(x): the result is a stock TensorFlow op, no fused op needed."""
+
+    op_type = "Relu"
+
+    def define_patterns(self):
+        return [OpPattern("ReluOfRelu", op("Relu", op("Relu", "$x"), label="outer"))]
+
+    def fusion(self, match):
+        return FusedOp(self.op_type, inputs=["x"], attrs={"T": match.node("outer").attr["T"].type})
+
+
+def test_a_graph_pass_may_produce_a_stock_tensorflow_op():
+    graph = graph_from_function(lambda x: tf.nn.relu(tf.nn.relu(x)) * 2.0, SPEC)
+    tester = _tester(ReluOfRelu)
+    result = tester.run(graph)
+    assert _ops(result).count("Relu") == 1 and result.report.pass_report("ReluOfRelu").effect_times == 1
+    tester.assert_verified(graph, result)
+
+
+def test_an_op_type_neither_declared_nor_in_tensorflow_is_refused():
+    class Unknown(ReluOfRelu):
+        op_type = "NoSuchFusedOp"
+
+    graph = graph_from_function(lambda x: tf.nn.relu(tf.nn.relu(x)) * 2.0, SPEC)
+    result = _tester(Unknown).run(graph)
+    (refusal,) = result.report.pass_report("Unknown").refused
+    assert "'NoSuchFusedOp' is not declared" in refusal.reason and _ops(result).count("Relu") == 2

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from ..graph.attrs import infer_attr_type, make_attr_value
 from ..graph.index import GraphIndex
+from ..graph.tf_ops import is_tensorflow_op, tensorflow_attr_types
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, parse_input, tensor_name
 from .candidate import FusedInput, FusionCandidate, Refused
 from .fused_ops import FusedOpDef
@@ -138,15 +139,17 @@ def _check_name(candidate: FusionCandidate) -> None:
 
 
 def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
-    """The declaration of the fused op (None for an inner graph); refuses undeclared types."""
+    """The declaration of the fused op (None for an inner graph or a stock TensorFlow op);
+    refuses a type that is neither declared nor a TensorFlow op."""
     op_def = fused_ops.get(candidate.type)
     if candidate.has_inner_graph:
         _check_inner_graph(candidate)
     elif op_def is None:
-        raise Refused(
-            f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it"
-            if candidate.type else "the pass set no fused op type"
-        )
+        if not candidate.type:
+            raise Refused("the pass set no fused op type")
+        if not is_tensorflow_op(candidate.type):
+            raise Refused(f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it "
+                          "(or produce a TensorFlow op)")
     if op_def is not None and not candidate.has_inner_graph:
         problems = op_def.check_attrs(candidate.attrs)
         if problems:
@@ -192,7 +195,12 @@ def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tup
 def _check_outputs(
     index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, removed_set: frozenset[int]
 ) -> None:
-    n_outputs = len(op_def.outputs) if op_def is not None else max(candidate.inner_outputs, default=-1) + 1
+    if op_def is not None:
+        n_outputs = len(op_def.outputs)
+    elif candidate.has_inner_graph:
+        n_outputs = max(candidate.inner_outputs, default=-1) + 1
+    else:  # a stock TensorFlow op: its outputs are what the candidate maps
+        n_outputs = candidate.num_outputs()
     for (node, port), fused in candidate.outputs.items():
         if node not in candidate.members:
             raise Refused(f"output map names {index.names[node]!r}, which is no node of the result")
@@ -297,10 +305,7 @@ def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str,
     op_def = fused_ops.get(op)
     if op_def is not None:
         return {a.name: a.type for a in op_def.attrs}
-    from tensorflow.python.framework import op_def_registry
-
-    tf_def = op_def_registry.get(op)
-    return {a.name: a.type for a in tf_def.attr} if tf_def is not None else {}
+    return tensorflow_attr_types(op)
 
 
 def _written_attrs(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .index import GraphIndex
+from .tf_ops import is_tensorflow_op
 from .vocabulary import CONTROL, DT_FLOAT, tensor_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,11 +64,9 @@ class TensorFlowShapes:
     def _importable(self) -> "GraphDef":
         """A copy of the graph in which ops TensorFlow does not know are placeholders."""
         from tensorflow.core.framework import graph_pb2
-        from tensorflow.python.framework import op_def_registry
 
         functions = {f.signature.name for f in self.index.graph_def.library.function}
-        unknown = {i for i, op in enumerate(self.index.ops)
-                   if op not in functions and op_def_registry.get(op) is None}
+        unknown = {i for i, op in enumerate(self.index.ops) if op not in functions and not is_tensorflow_op(op)}
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(self.index.graph_def.versions)
         out.library.CopyFrom(self.index.graph_def.library)

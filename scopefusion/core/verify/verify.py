@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import ScopeFusionError
 from ..graph.index import GraphIndex
 from ..graph.io import LoadedModel, load_model
+from ..graph.tf_ops import is_tensorflow_op
 from ..graph.vocabulary import NON_OUTPUT_SINKS
 from .tf_form import to_tf_runnable
 from .feeds import FeedPlan, graph_inputs, load_npz_feeds, make_feeds, parse_input_shapes, plan_feeds
@@ -150,13 +151,11 @@ def _tolerance(dtype: Any, atol: float | None, rtol: float | None) -> tuple[floa
 
 def _check_ops_known(graph: "GraphDef", fused_ops: Mapping[str, "FusedOpDef"]) -> None:
     """Every op of the fused graph is a TensorFlow op or a declared fused op."""
-    from tensorflow.python.framework import op_def_registry
-
     functions = {f.signature.name for f in graph.library.function}  # called by name
     unknown: dict[str, str] = {}
     for node in graph.node:
         op = node.op
-        if op not in fused_ops and op not in unknown and op not in functions and op_def_registry.get(op) is None:
+        if op not in fused_ops and op not in unknown and op not in functions and not is_tensorflow_op(op):
             unknown[node.op] = node.name
     if unknown:
         ops = ", ".join(f"{op} (node {name!r})" for op, name in unknown.items())

@@ -90,13 +90,15 @@ def fuse(
     block_plugins: Sequence[str] = (),
     signature: str | None = None,
     fusion_switch_file: SwitchLike = None,
+    pass_timeout: float | None = None,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
     ``emit="fused"`` returns fused ops as nodes of their own type;
     ``emit="tf"`` returns the TensorFlow-runnable form in which every fused
     node calls its reference implementation.  ``fusion_switch_file`` turns graph
-    passes on or off (a path, or a loaded :class:`FusionSwitch`).
+    passes on or off (a path, or a loaded :class:`FusionSwitch`); ``pass_timeout`` stops and
+    reports a pass that runs longer than that many seconds.
     """
     options = FusionOptions(
         enable_scope_fusion_passes=parse_pass_list(enable_scope_fusion_passes),
@@ -104,6 +106,7 @@ def fuse(
         outputs=parse_pass_list(outputs),
         strict=strict,
         fusion_switch_file=None if isinstance(fusion_switch_file, FusionSwitch) else fusion_switch_file,
+        pass_timeout=pass_timeout,
     )
     switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
     registry = registry or load_registry(block=block_plugins, strict=strict)

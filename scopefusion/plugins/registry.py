@@ -184,7 +184,7 @@ class _Collector:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+    return " ".join(str(exc).split()) or "(no message)"
 
 
 class PluginHookError(PluginError):
@@ -192,12 +192,16 @@ class PluginHookError(PluginError):
 
 
 def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
-    def raised(exc: Exception) -> PluginHookError:
+    """Call a plugin's hook; whatever it raises (``SystemExit`` too, but not
+    ``KeyboardInterrupt``) becomes a :class:`PluginHookError` naming the plugin."""
+    def raised(exc: BaseException) -> PluginHookError:
         return PluginHookError(f"{who}: hook {hook} raised {type(exc).__name__}: {_one_line(exc)}")
 
     try:
         value = function()
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - plugin code may even call sys.exit()
         raise raised(exc) from exc
     if value is None:
         return []
@@ -207,7 +211,9 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
         raise PluginError(f"{who}: hook {hook} must return a sequence, got {value!r}") from None
     try:
         return list(items)  # a generator hook runs its body here
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001
         raise raised(exc) from exc
 
 
@@ -279,8 +285,10 @@ def _load_entry_points(pm: pluggy.PluginManager, registry: Registry,
             continue
         try:
             obj = ep.load()
-        except Exception as exc:
-            raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {exc}") from exc
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - an import may even call sys.exit()
+            raise PluginError(f"{info.describe()} failed to load: {type(exc).__name__}: {_one_line(exc)}") from exc
         try:
             pm.register(obj, name=ep.name)
         except pluggy.PluginValidationError as exc:

@@ -52,6 +52,8 @@ class FusionOptions:
     strict: bool = False
     #: A fusion switch file (JSON or ``Name:on|off`` lines) turning graph passes on or off.
     fusion_switch_file: str | None = None
+    #: Seconds a pass may run before it is stopped and reported (None: no limit).
+    pass_timeout: float | None = None
     #: Re-index the whole output graph; otherwise only what the rewrite touched
     #: is checked (acyclicity is established before rewriting).
     validate_output: bool = False
@@ -61,3 +63,5 @@ class FusionOptions:
         if self.emit not in EMIT_FORMS:
             raise OptionError(f"--emit must be one of {', '.join(EMIT_FORMS)}, not {self.emit!r}")
         self.outputs = parse_pass_list(self.outputs)
+        if self.pass_timeout is not None and not self.pass_timeout > 0:
+            raise OptionError(f"pass_timeout must be a positive number of seconds, not {self.pass_timeout!r}")

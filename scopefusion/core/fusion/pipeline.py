@@ -9,6 +9,8 @@ decided here, the same way for all of them.
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,17 +71,50 @@ class Engine(Protocol):
         """The stage does not run (nothing active): record what the report should still say."""
 
 
+class PassTimeout(Exception):
+    """A pass ran longer than the run's per-pass time limit."""
+
+
 @contextmanager
-def contained(spec_name: str, origin: str, report: PassReport, strict: bool) -> Iterator[None]:
-    """Run a pass's own code: whatever it raises names the pass and skips it
-    (``strict``: raises :class:`PassError`)."""
+def contained(spec_name: str, origin: str, report: PassReport, strict: bool,
+              timeout: float | None = None) -> Iterator[None]:
+    """Run a pass's own code: whatever it raises (``SystemExit`` too; only
+    ``KeyboardInterrupt`` goes through) names the pass and skips it (``strict``: raises
+    :class:`PassError`); with ``timeout``, a pass still running after that many seconds is
+    stopped the same way."""
     try:
-        yield
-    except Exception as exc:  # a pass's own bug, whatever it raised
-        message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {exc}"
+        with time_limit(timeout, f"ran longer than the limit of {timeout} s"):
+            yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a pass's own bug, whatever it raised
+        text = " ".join(str(exc).split()) or "(no message)"
+        message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {text}"
+        if isinstance(exc, PassTimeout):
+            message = f"pass {spec_name} ({origin}) {text}"
         if strict:
             raise PassError(message) from exc
         report.error = message
+
+
+@contextmanager
+def time_limit(seconds: float | None, message: str) -> Iterator[None]:
+    """Raise :class:`PassTimeout` in the block when it runs longer than ``seconds`` (a real-time
+    timer on the main thread; elsewhere, or without ``seconds``, no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise PassTimeout(message)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class FusionPipeline:

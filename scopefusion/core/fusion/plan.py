@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 from ..graph.attrs import infer_attr_type, make_attr_value
 from ..graph.index import GraphIndex
 from ..graph.tf_ops import is_tensorflow_op, tensorflow_attr_types
-from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, parse_input, tensor_name
-from .candidate import FusedInput, FusionCandidate, Refused
+from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
+from .candidate import FusionCandidate, Refused
+from .inner_graph import check_inner_signatures, check_inner_structure
 from .fused_ops import FusedOpDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,6 +107,8 @@ def make_plan(
         raise Refused("the result holds no nodes")
     op_def = _declared_op(candidate, fused_ops)
     attr_values = _written_attrs(candidate, op_def, fused_ops)
+    if candidate.has_inner_graph:
+        check_inner_signatures(candidate, attr_values, fused_ops)
     n_inputs = len(op_def.inputs) if op_def is not None else candidate.num_inputs()
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
@@ -133,9 +136,9 @@ def make_plan(
 
 
 def _check_name(candidate: FusionCandidate) -> None:
-    name = candidate.name
-    if not name or name.startswith("/") or name.endswith("/") or "//" in name:
-        raise Refused(f"{name!r} is not a valid node name for the fused op")
+    if not is_valid_node_name(candidate.name):
+        raise Refused(f"{candidate.name!r} is not a valid node name for the fused op (letters, digits and "
+                      "_ . - / > only, no empty scope)")
 
 
 def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
@@ -143,7 +146,7 @@ def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]
     refuses a type that is neither declared nor a TensorFlow op."""
     op_def = fused_ops.get(candidate.type)
     if candidate.has_inner_graph:
-        _check_inner_graph(candidate)
+        check_inner_structure(candidate, fused_ops)
     elif op_def is None:
         if not candidate.type:
             raise Refused("the pass set no fused op type")
@@ -350,20 +353,3 @@ def _attr_kind_problem(value: object, written: object, attr_type: str | None) ->
     if value is written and field is not None and kind not in (field, None):
         return f"an AttrValue holding {kind!r}"
     return None
-
-
-def _check_inner_graph(candidate: FusionCandidate) -> None:
-    names = {n.name for n in candidate.inner_nodes}
-    n_inputs = candidate.num_inputs()
-    for node in candidate.inner_nodes:
-        if not node.op:
-            raise Refused(f"inner node {node.name!r} has no op type")
-        for ref in node.inputs:
-            if isinstance(ref, FusedInput):
-                if not 0 <= ref.index < n_inputs:
-                    raise Refused(f"inner node {node.name!r} reads fused input {ref.index}, which is not mapped")
-            elif parse_input(ref)[0] not in names:
-                raise Refused(f"inner node {node.name!r} reads {ref!r}, which is no inner node")
-    for fused, tensor in candidate.inner_outputs.items():
-        if parse_input(tensor)[0] not in names:
-            raise Refused(f"fused output {fused} comes from {tensor!r}, which is no inner node")

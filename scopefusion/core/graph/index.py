@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import GraphValidationError
-from .vocabulary import CONTROL, LOOP_BACK_OPS, parse_input, tensor_name
+from .vocabulary import CONTROL, LOOP_BACK_OPS, is_port
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -90,7 +90,7 @@ class GraphIndex:
                 else:
                     colon = text.rfind(":")
                     digits = text[colon + 1 :]
-                    if colon > 0 and digits.isascii() and digits.isdigit():
+                    if colon > 0 and is_port(digits):
                         name, port = text[:colon], int(text[colon + 1 :])
                     else:
                         name, port = text, 0

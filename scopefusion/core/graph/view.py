@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .constants import tensor_value
+from .constants import declared_shape, tensor_value
 from .index import GraphIndex
 from .shapes import RankInference
 from .tf_shapes import Shape, TensorFlowShapes
@@ -159,10 +159,9 @@ class GraphView:
         failing those (and with ``infer``), from TensorFlow's shape inference over the whole
         graph, run once per view.  None when not even the rank is known."""
         node, port = tensor
-        if port == 0:
-            value = self.const_value_of(node)
-            if value is not None:
-                return list(value.shape)
+        chain = self.constant_chain(node) if port == 0 else None
+        if chain is not None and "value" in self.index.nodes[chain[-1]].attr:
+            return declared_shape(self.index.nodes[chain[-1]].attr["value"].tensor)  # no need to decode it
         attrs = self.index.nodes[node].attr
         if "_output_shapes" in attrs:
             shapes = attrs["_output_shapes"].list.shape

@@ -2,6 +2,8 @@
 that several parts of the project agree on."""
 from __future__ import annotations
 
+import re
+
 #: The "port" of a control edge (``^name``).
 CONTROL = -1
 
@@ -60,14 +62,34 @@ def dtype_enum(value: object) -> int:
         raise ValueError(f"unknown dtype {value!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}") from None
 
 
+#: Node names TensorFlow accepts (its importer rejects any other).
+_NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
+
+
+def is_valid_node_name(name: str) -> bool:
+    """A node name TensorFlow accepts, with no empty scope component."""
+    return bool(_NODE_NAME.fullmatch(name)) and "//" not in name and not name.endswith("/")
+
+
+#: The most digits a port number may have (TensorFlow ports are int32).
+MAX_PORT_DIGITS = 9
+
+
 def parse_input(text: str) -> tuple[str, int]:
-    """Split a NodeDef input string into ``(node_name, port)``; port -1 is control."""
+    """Split a NodeDef input string into ``(node_name, port)``; port -1 is control.  A
+    suffix that is not a plain ASCII port number (``x:²``, thousands of digits) stays part
+    of the name, so it names no node."""
     if text.startswith("^"):
         return text[1:], CONTROL
     name, sep, port = text.rpartition(":")
-    if sep and port.isascii() and port.isdigit():
+    if sep and is_port(port):
         return name, int(port)
     return text, 0
+
+
+def is_port(digits: str) -> bool:
+    """``digits`` is a port number as NodeDef inputs write it."""
+    return digits.isascii() and digits.isdigit() and len(digits) <= MAX_PORT_DIGITS
 
 
 def tensor_name(node_name: str, port: int) -> str:

@@ -97,7 +97,7 @@ class GraphFusionEngine:
             if not item.decision.on:
                 continue
             started = time.perf_counter()
-            with contained(spec.name, spec.origin, pr, self.options.strict):
+            with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout):
                 candidates.extend(self._run_pass(k, spec, view, pr))
             pr.seconds = time.perf_counter() - started
         return candidates

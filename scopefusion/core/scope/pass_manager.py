@@ -78,7 +78,7 @@ class ScopePassManager:
             for k, spec in enumerate(self.enabled):
                 pr = context.pass_report(PassReport(spec.name, spec.general, spec.origin))
                 started = time.perf_counter()
-                with contained(spec.name, spec.origin, pr, self.options.strict):
+                with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout):
                     candidates.extend(self._run_pass(k, spec, scope_graph, pr))
                 pr.seconds = time.perf_counter() - started
         finally:

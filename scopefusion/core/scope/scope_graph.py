@@ -21,7 +21,7 @@ __all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "
 def strip_index_suffix(component: str) -> str:
     """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
     base, sep, digits = component.rpartition("_")
-    if sep and base and digits.isascii() and digits.isdigit() and int(digits) > 0:
+    if sep and base and digits.isascii() and digits.isdigit() and digits.strip("0"):
         return base
     return component
 
@@ -155,16 +155,23 @@ class ScopeTree:
         self._build()
 
     def _scope_for(self, path: str) -> Scope:
+        """The scope called ``path``, created with every missing ancestor (outermost first,
+        without recursion: names may be thousands of scopes deep)."""
         scope = self._by_name.get(path)
         if scope is not None:
             return scope
-        parent_path, _, component = path.rpartition("/")
-        parent = self._scope_for(parent_path)
-        scope = Scope(self, path, parent)
-        parent.children[component] = scope
-        self._by_name[path] = scope
-        self.scopes.append(scope)
-        return scope
+        missing = []
+        while path not in self._by_name:
+            missing.append(path)
+            path = path.rpartition("/")[0]
+        parent = self._by_name[path]
+        for name in reversed(missing):
+            scope = Scope(self, name, parent)
+            parent.children[name.rpartition("/")[2]] = scope
+            self._by_name[name] = scope
+            self.scopes.append(scope)
+            parent = scope
+        return parent
 
     def _build(self) -> None:
         by_name = self._by_name

@@ -1,0 +1,39 @@
+"""``scopefusion config check FILE``: validate a session configuration and
+show the NpuOptimizer options it leads to."""
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.table import Table
+
+from .core.session import OPTIONS, NpuOptions, read_npu_options
+from .core.session.render import render_value
+
+
+def options_table(options: NpuOptions, title: str) -> Table:
+    """One row per option: its value, whether the configuration set it, and
+    whether this project acts on it or records it for a back end."""
+    table = Table(title=title)
+    table.add_column("option", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("default or set")
+    table.add_column("use")
+    for spec in OPTIONS:
+        table.add_row(spec.name, render_value(spec.name, getattr(options, spec.name)), options.source(spec.name),
+                      spec.use)
+    return table
+
+
+def config_check(path: str | os.PathLike[str], *, console: Console) -> int:
+    """Print the effective NpuOptimizer options of the ConfigProto in ``path``
+    (text or binary) and return 0; a bad configuration raises
+    :class:`~scopefusion.core.session.SessionOptionError`."""
+    options = read_npu_options(path)
+    console.print(options_table(options, f"NpuOptimizer options of {path}"))
+    given = [spec for spec in OPTIONS if spec.name in options.given]
+    acted = [spec.name for spec in given if spec.acted_on]
+    console.print(f"{len(given)} option(s) set, {len(acted)} of them acted on here"
+                  f"{' (' + ', '.join(acted) + ')' if acted else ''}; the others are validated and recorded "
+                  "for a back end")
+    return 0

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping
+
+import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping, Sequence
 
 from .attrs import attr_equals, attr_value_to_python
 from .pattern import Alt, AnyTensor, Const, Op, OpPattern, Var, as_var
@@ -18,7 +20,6 @@ from .view import GraphView
 from .vocabulary import CONTROL, FORWARDING_OPS, dtype_name, tensor_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 Tensor = tuple[int, int]
@@ -157,11 +158,11 @@ class PatternMatcher:
             else:
                 del table[key]
 
-    def _fail(self, message: str) -> None:
-        """Record a failure; the one that got furthest (the first of equals) is reported."""
-        failure = _Failure(self._progress, self._where[-1] if self._where else None, message)
-        if self._best is None or failure.progress > self._best.progress:
-            self._best = failure
+    def _fail(self, message: Callable[[], str]) -> None:
+        """Record a failure; the one that got furthest (the first of equals) is reported.  The
+        message is only written for a failure that is (so far) the one to report."""
+        if self._best is None or self._progress > self._best.progress:
+            self._best = _Failure(self._progress, self._where[-1] if self._where else None, message())
 
     # -- machinery ------------------------------------------------------------------
     def _forward(self, tensor: Tensor, keep: tuple[str, ...] = ()) -> tuple[Tensor, list[int]]:
@@ -208,7 +209,7 @@ class PatternMatcher:
             if self._forward(bound)[0] == self._forward(tensor)[0]:
                 yield
             else:
-                self._fail(f"{self._tname(tensor)} is not ${expr.name} ({self._tname(bound)})")
+                self._fail(lambda: f"{self._tname(tensor)} is not ${expr.name} ({self._tname(bound)})")
             return
         definition = self.defs.get(expr.name)
         if definition is None:
@@ -228,7 +229,7 @@ class PatternMatcher:
         self._best = None
         produced = False
         for option in expr.options:
-            for _ in self._solve(tensor, as_var(option)):
+            for _ in self._solve(tensor, option):
                 produced = True
                 yield
         inner = self._best
@@ -244,11 +245,11 @@ class PatternMatcher:
         node, port = tensor
         value = self.view.const_value_of(node) if port == 0 else None
         if value is None:
-            self._fail(f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
+            self._fail(lambda: f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
             return
         problem = _const_problem(value, expr)
-        if problem:
-            self._fail(f"{self._tname(tensor)} {problem}")
+        if problem is not None:
+            self._fail(lambda: f"{self._tname(tensor)} {problem()}")
             return
         mark = len(self._trail)
         chain = self.view.constant_chain(node) or [node]
@@ -258,7 +259,7 @@ class PatternMatcher:
         if expr.label:
             bound = self.nodes.get(expr.label)
             if bound is not None and bound != chain[-1]:
-                self._fail(f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be "
+                self._fail(lambda: f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be "
                            f"{self.name(chain[-1])!r}")
                 self._undo(mark)
                 return
@@ -275,7 +276,7 @@ class PatternMatcher:
             yield  # the same expression met again through another consumer: already matched
             return
         problem = self._op_problem(node, port, expr)
-        if problem:
+        if problem is not None:
             self._fail(problem)
             return
         mark, progress = len(self._trail), self._progress
@@ -293,20 +294,24 @@ class PatternMatcher:
         self._undo(mark)
         self._progress = progress
 
-    def _op_problem(self, node: int, port: int, expr: Op) -> str | None:
-        """Why ``node`` (read at ``port``) is not the op ``expr`` describes, None when it is."""
-        name = self.name(node)
+    def _op_problem(self, node: int, port: int, expr: Op) -> Callable[[], str] | None:
+        """Why ``node`` (read at ``port``) is not the op ``expr`` describes (a function writing
+        the reason), None when it is."""
         if self.inside is not None and node not in self.inside:
-            return f"{self._tname((node, port))} lies outside the allowed nodes, expected {expr.describe()}"
+            return lambda: f"{self._tname((node, port))} lies outside the allowed nodes, expected {expr.describe()}"
         actual = self.index.ops[node]
         if expr.types and actual not in expr.types:
-            return f"{name!r} is {actual}, expected {expr.describe()}"
+            return lambda: f"{self.name(node)!r} is {actual}, expected {expr.describe()}"
         if port != expr.port:
-            return f"{name!r} output {port} is used where output {expr.port} is expected"
+            return lambda: f"{self.name(node)!r} output {port} is used where output {expr.port} is expected"
         bound = self.nodes.get(expr.label) if expr.label is not None else None
         if bound is not None and bound != node:
-            return f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be {name!r}"
-        return self._attr_problem(node, expr)
+            return lambda: (f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be "
+                            f"{self.name(node)!r}")
+        if expr.dtypes is None and not expr.attrs:
+            return None
+        problem = self._attr_problem(node, expr)
+        return None if problem is None else (lambda: problem)
 
     def _attr_problem(self, node: int, expr: Op) -> str | None:
         attrs = self.index.nodes[node].attr
@@ -330,16 +335,16 @@ class PatternMatcher:
         return None
 
     def _solve_inputs(self, node: int, expr: Op) -> Iterator[None]:
-        wanted = [as_var(e) for e in expr.inputs or ()]
+        wanted = expr.inputs or ()  # variables were made Var objects when the op was written
         actual = [t for t in self.index.inputs[node] if t[1] != CONTROL]
         name = self.name(node)
         if len(actual) < len(wanted) or (len(actual) > len(wanted) and not expr.extra_inputs):
-            self._fail(f"{name!r} has {len(actual)} inputs, expected {len(wanted)}")
+            self._fail(lambda: f"{name!r} has {len(actual)} inputs, expected {len(wanted)}")
             return
         for order in self._orders(actual, expr):
             yield from self._solve_sequence(name, order, wanted, 0)
 
-    def _solve_sequence(self, name: str, order: list[tuple[int, Tensor]], wanted: list[Any],
+    def _solve_sequence(self, name: str, order: list[tuple[int, Tensor]], wanted: Sequence[Any],
                         k: int) -> Iterator[None]:
         """Inputs ``k`` onwards of one order, each tried in every way the ones before matched."""
         if k == len(order):
@@ -368,26 +373,38 @@ class PatternMatcher:
 _DTYPE_RTOL = {"float16": 1e-3, "bfloat16": 8e-3}
 
 
-def _const_problem(value: Any, expr: Const) -> str | None:
-    """Why a constant's value is not the expected one (None when it is)."""
-    import numpy as np
-
-    if expr.value is not None:
+def _const_problem(value: Any, expr: Const) -> Callable[[], str] | None:
+    """Why a constant's value is not the expected one (a function writing the reason), None
+    when it is."""
+    if expr.value is not None and not _same_value(value, expr):
         expected = np.asarray(expr.value)
         if value.shape != expected.shape and not (value.size == expected.size == 1):
-            return f"has shape {list(value.shape)}, expected {list(expected.shape)}"
-        rtol = expr.rtol if expr.rtol is not None else _DTYPE_RTOL.get(str(value.dtype), 1e-6)
-        try:
-            same = np.allclose(np.asarray(value, dtype=np.float64).reshape(-1),
-                               expected.astype(np.float64).reshape(-1), rtol=rtol, atol=expr.atol)
-        except (TypeError, ValueError):
-            same = np.array_equal(value.reshape(-1), expected.reshape(-1))
-        if not same:
-            return f"is {_short(value)}, expected {expr.describe()}"
+            return lambda: f"has shape {list(value.shape)}, expected {list(expected.shape)}"
+        return lambda: f"is {_short(value)}, expected {expr.describe()}"
     if expr.where is not None and not expr.where(value):
         wanted = expr.description or f"what {getattr(expr.where, '__name__', 'the predicate')} accepts"
-        return f"is {_short(value)}, which is not {wanted}"
+        return lambda: f"is {_short(value)}, which is not {wanted}"
     return None
+
+
+def _same_value(value: Any, expr: Const) -> bool:
+    """``value`` equals ``expr.value`` (scalars and one-element tensors alike) within the tolerance."""
+    rtol = expr.rtol if expr.rtol is not None else _DTYPE_RTOL.get(value.dtype.name, 1e-6)
+    expected = expr.value
+    if value.size == 1 and isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        try:
+            actual = float(value.reshape(-1)[0])
+        except (TypeError, ValueError):
+            return False
+        return abs(actual - expected) <= expr.atol + rtol * abs(expected)
+    expected = np.asarray(expected)
+    if value.shape != expected.shape and not (value.size == expected.size == 1):
+        return False
+    try:
+        return bool(np.allclose(np.asarray(value, dtype=np.float64).reshape(-1),
+                                expected.astype(np.float64).reshape(-1), rtol=rtol, atol=expr.atol))
+    except (TypeError, ValueError):
+        return bool(np.array_equal(value.reshape(-1), expected.reshape(-1)))
 
 
 def _short(value: Any) -> str:
@@ -408,6 +425,9 @@ def find_matches(view: GraphView, pattern: OpPattern,
                  on_failure: Callable[[int, MatchFailure], None] | None = None) -> list[PatternMatch]:
     """Every match of ``pattern``, trying as roots only the nodes of its root types (by
     the index's op-type table), in graph order; ``on_failure`` hears about the rest."""
+    index = view.index
+    if any(not any(index.nodes_of_type(t) for t in group) for group in pattern.required_types()):
+        return []  # the graph lacks an op type every match has: no node can be a root
     roots: list[int] = []
     for t in pattern.root_types:
         roots.extend(view.index.nodes_of_type(t))

@@ -128,7 +128,7 @@ def op(
         _check_expr(sub, f"input {k} of {'/'.join(names) or 'any op'}")
     return Op(
         types=names,
-        inputs=None if any_inputs else tuple(inputs),
+        inputs=None if any_inputs else tuple(as_var(i) for i in inputs),
         port=port,
         commutative=commutative,
         unordered=unordered,
@@ -163,7 +163,7 @@ def one_of(*options: Any) -> Alt:
         raise PatternDefinitionError("one_of() needs at least one option")
     for k, sub in enumerate(options):
         _check_expr(sub, f"option {k} of one_of()")
-    return Alt(tuple(options))
+    return Alt(tuple(as_var(o) for o in options))
 
 
 _COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum"})
@@ -231,6 +231,7 @@ class OpPattern:
                 "candidates can be looked up by type")
         if len({r.port for r in roots}) != 1:
             raise PatternDefinitionError(f"pattern {self.name}: the root alternatives read different ports")
+        object.__setattr__(self, "_root_port", roots[0].port)  # asked at every match
         for key, expr in self.defs.items():
             _check_expr(expr, f"pattern {self.name}: definition of ${key}")
         labels = self.labels()
@@ -251,17 +252,42 @@ class OpPattern:
 
     @property
     def root_port(self) -> int:
-        return _root_ops(self.root)[0].port
+        return self._root_port  # type: ignore[attr-defined, no-any-return]
 
     @property
     def root_label(self) -> str | None:
         labels = {r.label for r in _root_ops(self.root)}
         return labels.pop() if len(labels) == 1 else None
 
+    def required_types(self) -> list[frozenset[str]]:
+        """Groups of op types such that every match holds a node of one type of each group
+        (a graph lacking one of them has no match, so nothing need be tried)."""
+        return sorted(_required(self.root, self.defs, set()), key=sorted)
+
     def op_count(self) -> int:
         """How many ops the smallest match of the pattern has (the shortest alternative
         counts): a measure of how far a failed match got."""
         return _min_ops(self.root, self.defs, set())
+
+
+def _required(expr: Any, defs: Mapping[str, Any], seen: set[str]) -> set[frozenset[str]]:
+    expr = as_var(expr)
+    if isinstance(expr, Op):
+        groups = {frozenset(expr.types)} if expr.types else set()
+        for sub in expr.inputs or ():
+            groups |= _required(sub, defs, seen)
+        return groups
+    if isinstance(expr, Alt):
+        options = [_required(option, defs, set(seen)) for option in expr.options]
+        common = set.intersection(*options)
+        rest = [o - common for o in options]
+        if all(rest):  # every option needs one more group: one of those is there in any match
+            common.add(frozenset().union(*(min(r, key=len) for r in rest)))
+        return common
+    if isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
+        seen.add(expr.name)
+        return _required(defs[expr.name], defs, seen)
+    return set()
 
 
 def _root_ops(expr: Any) -> list[Op]:

@@ -342,3 +342,21 @@ def test_an_op_type_neither_declared_nor_in_tensorflow_is_refused():
     result = _tester(Unknown).run(graph)
     (refusal,) = result.report.pass_report("Unknown").refused
     assert "'NoSuchFusedOp' is not declared" in refusal.reason and _ops(result).count("Relu") == 2
+
+
+def test_fusion_stays_inside_the_nodes_a_back_end_runs(two_blocks):
+    """With fusible_nodes (a partition's device nodes), a match reaching past them is refused."""
+    from scopefusion import FusionOptions, FusionPipeline
+    from scopefusion.api import build_pipeline
+
+    tester = _tester(ReluSquarePass)
+    # the second block (Relu_1, Square_1) is half on the host: its Relu_1 is not fusible
+    options = FusionOptions(fusible_nodes=frozenset({n.name for n in two_blocks.node} - {"Relu_1"}))
+    pipeline: FusionPipeline = build_pipeline(tester.registry, options, FusionSwitch.default())
+    graph = type(two_blocks)()
+    graph.CopyFrom(two_blocks)
+    report = pipeline.run(graph).report
+    pr = report.pass_report("ReluSquarePass")
+    assert [f.name for f in pr.fused] == ["Square"]
+    (refusal,) = pr.refused
+    assert refusal.name == "Square_1" and "'Relu_1' lie outside the nodes the back end runs" in refusal.reason

@@ -54,6 +54,8 @@ class FusionOptions:
     fusion_switch_file: str | None = None
     #: Seconds a pass may run before it is stopped and reported (None: no limit).
     pass_timeout: float | None = None
+    #: Names of the only nodes fusion may touch (a back end's device segments); None: all.
+    fusible_nodes: frozenset[str] | None = None
     #: Re-index the whole output graph; otherwise only what the rewrite touched
     #: is checked (acyclicity is established before rewriting).
     validate_output: bool = False

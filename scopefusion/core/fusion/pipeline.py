@@ -191,11 +191,22 @@ class FusionPipeline:
             if reports[candidate.pass_name].error:
                 continue  # the pass failed: none of its candidates is trusted
             try:
+                self._check_fusible(context.index, candidate)
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
                                        graph_outputs=context.graph_outputs))
             except Refused as why:
                 _refuse(reports, candidate, str(why))
         return plans
+
+    def _check_fusible(self, index: GraphIndex, candidate: FusionCandidate) -> None:
+        """With ``fusible_nodes`` (the nodes a back end runs), a candidate reaching past them is refused."""
+        allowed = self.options.fusible_nodes
+        if allowed is None:
+            return
+        outside = [index.names[m] for m in sorted(candidate.members) if index.names[m] not in allowed]
+        if outside:
+            raise Refused(f"{outside[0]!r}{f' and {len(outside) - 1} more' if len(outside) > 1 else ''} "
+                          "lie outside the nodes the back end runs")
 
     def _output_tensors(self, index: GraphIndex) -> list[tuple[str, int]]:
         """The graph outputs (``--outputs``, else the sinks), by name: every stage keeps them fetchable."""

@@ -195,3 +195,56 @@ def test_a_pass_past_its_time_limit_is_stopped_and_reported():
     assert "Relu" in [n.op for n in result.fused_graph_def.node]
     with pytest.raises(scopefusion.OptionError, match="pass_timeout"):
         scopefusion.fuse(graph, pass_timeout=0)
+
+
+# ------------------------------------------------------------------ passes that change what they read
+class Mutating(PatternFusionBasePass):
+    """Reads a node, changes it, then fails: the change must not stay."""
+
+    mode = "raise"
+
+    def define_patterns(self):
+        return [OpPattern("R", op("Relu", "$x", label="relu"))]
+
+    def fusion(self, match):
+        node = match.node("relu")
+        node.attr["T"].type = 2  # to float64: a graph TensorFlow would reject
+        node.input.append("^x")
+        if self.mode == "raise":
+            raise ValueError("oops")
+        return self.refuse("changed my mind")
+
+
+class MutatingScopePass(ScopeBasePass):
+    def define_patterns(self):
+        return [[[ScopePattern("Blk").add_scope_feature(suffix="blk")]]]
+
+    def generate_fusion_result(self, scopes, result):
+        scopes[0].nodes_by_op("Mul")[0].op = "Sub"
+        result.reject("never")
+
+
+@pytest.mark.parametrize("mode", ["raise", "refuse"])
+def test_a_graph_pass_that_changes_what_it_reads_is_undone_and_named(mode):
+    cls = type(f"Mutating{mode.title()}", (Mutating,), {"mode": mode})
+    graph = graph_from_function(lambda x: tf.nn.relu(x), SPEC)
+    before = graph.SerializeToString()
+    result = PassTester().with_passes([cls]).run(graph, strict=False)
+    error = result.report.pass_report(cls.__name__).error
+    assert error is not None and "changed node(s) 'Relu', which passes may only read" in error
+    assert "the changes were undone" in error
+    (relu,) = [n for n in result.fused_graph_def.node if n.name == "Relu"]
+    assert relu.attr["T"].type == 1 and list(relu.input) == ["x"]
+    assert graph.SerializeToString() == before  # the caller's graph was never touched
+    PassTester().assert_verified(graph, result)
+
+
+def test_a_scope_pass_that_changes_what_it_reads_is_undone_and_named():
+    graph = _blk_graph()
+    tester = PassTester().with_passes([MutatingScopePass])
+    result = tester.run(graph, strict=False)
+    error = result.report.pass_report("MutatingScopePass").error
+    assert error is not None and "changed node(s) 'blk/mul'" in error
+    assert [n.op for n in result.fused_graph_def.node if n.name == "blk/mul"] == ["Mul"]
+    with pytest.raises(PassError, match="changed node"):
+        tester.run(graph)

@@ -96,7 +96,7 @@ class GeluFusionPass(PatternFusionBasePass):
         return [OpPattern("GeluErf", one_of(*_erf_forms())), OpPattern("GeluTanh", one_of(*_tanh_forms()))]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        root = match.view.index.nodes[match.root]
+        root = match.view.lend(match.root)
         dtype = root.attr["T"].type if "T" in root.attr else None
         if dtype not in FLOAT_DTYPES:
             return self.refuse(f"GELU of a non-float tensor (T = {dtype})")

@@ -77,7 +77,7 @@ class PassTimeout(Exception):
 
 @contextmanager
 def contained(spec_name: str, origin: str, report: PassReport, strict: bool,
-              timeout: float | None = None) -> Iterator[None]:
+              timeout: float | None = None, changed: list[str] | None = None) -> Iterator[None]:
     """Run a pass's own code: whatever it raises (``SystemExit`` too; only
     ``KeyboardInterrupt`` goes through) names the pass and skips it (``strict``: raises
     :class:`PassError`); with ``timeout``, a pass still running after that many seconds is
@@ -90,11 +90,28 @@ def contained(spec_name: str, origin: str, report: PassReport, strict: bool,
     except BaseException as exc:  # noqa: BLE001 - a pass's own bug, whatever it raised
         text = " ".join(str(exc).split()) or "(no message)"
         message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {text}"
-        if isinstance(exc, PassTimeout):
+        if isinstance(exc, (PassTimeout, PassChangedGraph)):
             message = f"pass {spec_name} ({origin}) {text}"
+        elif changed:
+            message += f"; it also {_changed_text(changed)}"
         if strict:
             raise PassError(message) from exc
         report.error = message
+
+
+class PassChangedGraph(Exception):
+    """A pass changed nodes it may only read."""
+
+
+def reject_if_changed(spec_name: str, origin: str, changed: list[str]) -> None:
+    """A pass that changed the nodes it read (they were put back) is treated as failing."""
+    if changed:
+        raise PassChangedGraph(f"{_changed_text(changed)} and its results dropped")
+
+
+def _changed_text(changed: list[str]) -> str:
+    shown = ", ".join(repr(n) for n in changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"changed node(s) {shown}, which passes may only read; the changes were undone"
 
 
 @contextmanager

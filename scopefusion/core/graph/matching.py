@@ -66,7 +66,8 @@ class PatternMatch:
         return self.view.index.names[self.nodes[label]]
 
     def node(self, label: str) -> "NodeDef":
-        return self.view.index.nodes[self.nodes[label]]
+        """The live ``NodeDef`` bound to ``label`` (read it, never change it)."""
+        return self.view.lend(self.nodes[label])
 
     def tensor(self, name: str) -> Tensor:
         """The tensor bound to variable ``name`` (or, for a label, the node's output 0)."""

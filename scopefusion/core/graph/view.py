@@ -1,7 +1,8 @@
 """Node queries by name over an indexed graph: what passes of every engine read."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .constants import declared_shape, tensor_value
 from .index import GraphIndex
@@ -39,6 +40,7 @@ class GraphView:
     def __init__(self, graph: "GraphDef | GraphIndex") -> None:
         self.index = graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
         self._ranks: RankInference | None = None
+        self._ledger: dict[int, bytes] | None = None
         self._tf_shapes: TensorFlowShapes | None = None
         self._const_values: dict[int, Any] = {}
 
@@ -47,7 +49,34 @@ class GraphView:
         return self.index.graph_def
 
     def node(self, name: str) -> "NodeDef":
-        return self.index.node(name)
+        """The live ``NodeDef`` called ``name``: read it, never change it (see :meth:`watch`)."""
+        return self.lend(self.index.index[name])
+
+    def lend(self, i: int) -> "NodeDef":
+        """Node ``i`` handed to a pass; while :meth:`watch` is on, its state is noted first."""
+        node = self.index.nodes[i]
+        ledger = self._ledger
+        if ledger is not None and i not in ledger:
+            ledger[i] = node.SerializeToString()
+        return node
+
+    @contextmanager
+    def watch(self, changed: list[str] | None = None) -> Iterator[list[str]]:
+        """Watch the nodes lent while the block runs (a pass's turn).  Afterwards any node the
+        block changed is put back as it was, and its name added to the yielded list: passes
+        only read the graph, and a change made by a pass that then fails or is refused must
+        not stay.  Costs one serialization per node lent, not a copy of the graph."""
+        changed = [] if changed is None else changed
+        self._ledger = {}
+        try:
+            yield changed
+        finally:
+            ledger, self._ledger = self._ledger, None
+            for i, before in ledger.items():
+                node = self.index.nodes[i]
+                if node.SerializeToString() != before:
+                    node.ParseFromString(before)
+                    changed.append(self.index.names[i])
 
     def has_node(self, name: str) -> bool:
         return name in self.index.index

@@ -17,7 +17,7 @@ from ..fusion.candidate import FusionCandidate, Refused, Tensor
 from ..fusion.fused_ops import FusedOpDef
 from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
-from ..fusion.pipeline import StageContext, contained
+from ..fusion.pipeline import StageContext, contained, reject_if_changed
 from ..fusion.report import FusionReport, PassReport, Refusal
 from ..graph.matching import MatchFailure, PatternMatch, find_matches
 from ..graph.pattern import OpPattern
@@ -97,8 +97,12 @@ class GraphFusionEngine:
             if not item.decision.on:
                 continue
             started = time.perf_counter()
-            with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout):
-                candidates.extend(self._run_pass(k, spec, view, pr))
+            changed: list[str] = []
+            with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):
+                with view.watch(changed):
+                    found = self._run_pass(k, spec, view, pr)
+                reject_if_changed(spec.name, spec.origin, changed)
+                candidates.extend(found)
             pr.seconds = time.perf_counter() - started
         return candidates
 

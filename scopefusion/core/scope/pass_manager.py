@@ -13,7 +13,7 @@ from ..fusion.candidate import FusionCandidate, Refused
 from ..fusion.fused_ops import FusedOpDef
 from ..fusion.options import FusionOptions, check_pass_names
 from ..fusion.pass_spec import PassSpec
-from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained
+from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained, reject_if_changed
 from ..fusion.report import FusionReport, PassReport, Refusal
 from .base_pass import ScopeBasePass
 from .candidates import to_candidate
@@ -78,8 +78,12 @@ class ScopePassManager:
             for k, spec in enumerate(self.enabled):
                 pr = context.pass_report(PassReport(spec.name, spec.general, spec.origin))
                 started = time.perf_counter()
-                with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout):
-                    candidates.extend(self._run_pass(k, spec, scope_graph, pr))
+                changed: list[str] = []
+                with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):
+                    with scope_graph.watch(changed):
+                        found = self._run_pass(k, spec, scope_graph, pr)
+                    reject_if_changed(spec.name, spec.origin, changed)
+                    candidates.extend(found)
                 pr.seconds = time.perf_counter() - started
         finally:
             scope_graph.close()

@@ -108,9 +108,12 @@ class Scope:
         return self._all_nodes
 
     def nodes(self, *, direct: bool = False) -> list["NodeDef"]:
-        idx = self._tree.index
         ids = self.direct_nodes if direct else self.all_node_indices()
-        return [idx.nodes[i] for i in ids]
+        return [self._lend(i) for i in ids]
+
+    def _lend(self, i: int) -> "NodeDef":
+        graph = self._tree.graph
+        return graph.lend(i) if graph is not None else self._tree.index.nodes[i]
 
     def node_names(self, *, direct: bool = False) -> list[str]:
         names = self._tree.index.names
@@ -121,9 +124,9 @@ class Scope:
         """Nodes of one op type in this scope (or only directly in it)."""
         if op_type not in self.op_counts:
             return []
-        idx = self._tree.index
+        ops = self._tree.index.ops
         ids = self.direct_nodes if direct else self.all_node_indices()
-        return [idx.nodes[i] for i in ids if idx.ops[i] == op_type]
+        return [self._lend(i) for i in ids if ops[i] == op_type]
 
     def count(self, op_type: str) -> int:
         """Descendant nodes of ``op_type`` (0 when none)."""

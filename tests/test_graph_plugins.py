@@ -11,10 +11,12 @@ from installed_plugins import cli
 
 import scopefusion
 from scopefusion import FusionSwitch, PluginError, load_registry
+from scopefusion.builtin_passes import BUILTIN_GRAPH_PASSES
 from scopefusion.builtin_passes.graph.gelu import GeluFusionPass as BuiltinGeluFusionPass
 from scopefusion.testing import graph_from_function
 
 GRAPH_ORIGIN = "sf-test-graph 0.7.0"
+BUILTIN_GRAPH_NAMES = [cls.name for cls in BUILTIN_GRAPH_PASSES]
 
 
 def _block(x):
@@ -35,7 +37,7 @@ def _ops(graph_def) -> list[str]:
 def test_the_plugin_adds_a_graph_pass_and_replaces_a_builtin(use_plugins):
     use_plugins("sf-test-graph")
     reg = load_registry()
-    assert reg.graph_pass_names() == ["MatMulBiasAddFusionPass", "GeluFusionPass", "SquaredReluFusionPass"]
+    assert reg.graph_pass_names() == [*BUILTIN_GRAPH_NAMES, "SquaredReluFusionPass"]
     gelu = reg.get("GeluFusionPass")
     assert gelu.origin == GRAPH_ORIGIN and gelu.replaces == "built-in" and gelu.cls is not BuiltinGeluFusionPass
     assert reg.get("SquaredReluFusionPass").origin == GRAPH_ORIGIN
@@ -77,7 +79,7 @@ def test_the_switch_file_turns_the_plugin_pass_off(use_plugins, graph, text):
 def test_blocking_the_plugin_restores_the_builtin(use_plugins, graph):
     use_plugins("sf-test-graph")
     reg = load_registry(block=["sf-test-graph"])
-    assert reg.graph_pass_names() == ["MatMulBiasAddFusionPass", "GeluFusionPass"]
+    assert reg.graph_pass_names() == BUILTIN_GRAPH_NAMES
     assert reg.get("GeluFusionPass").cls is BuiltinGeluFusionPass
     result = scopefusion.fuse(graph, registry=reg)
     assert _ops(result.fused_graph_def).count("Gelu") == 2
@@ -117,9 +119,10 @@ def test_cli_list_shows_graph_passes_with_origin_and_switch(plugin_dirs, tmp_pat
     switch.write_text('{"Switch": {"GraphFusion": {"ALL": "off", "GeluFusionPass": "on"}}}')
     listed = cli(plugin_dirs, ["sf-test-graph"], "list", "--json", "--fusion_switch_file", str(switch))
     rows = {r["name"]: r for r in json.loads(listed.stdout)["graph_passes"]}
+    expected = {cls.name: (False, "ALL") if cls.fusion_type == "GraphFusion" else (True, "default")
+                for cls in BUILTIN_GRAPH_PASSES}  # the file switches the GraphFusion section only
     assert {n: (r["on"], r["switch"]) for n, r in rows.items()} == {
-        "MatMulBiasAddFusionPass": (False, "ALL"), "GeluFusionPass": (True, "exact"),
-        "SquaredReluFusionPass": (False, "ALL")}
+        **expected, "GeluFusionPass": (True, "exact"), "SquaredReluFusionPass": (False, "ALL")}
     table = cli(plugin_dirs, ["sf-test-graph"], "list", "--fusion_switch_file", str(switch))
     assert table.returncode == 0 and "Graph fusion passes" in table.stdout and GRAPH_ORIGIN in table.stdout
 
@@ -169,7 +172,7 @@ def test_a_plugin_whose_graph_hook_raises_is_named_and_skipped():
     reg = load_registry(autoload=False, plugins=[("raising", Raising())])
     (error,) = reg.errors
     assert "plugin 'raising'" in error and "scopefusion_graph_passes raised ValueError: no graph passes today" in error
-    assert reg.graph_pass_names() == ["MatMulBiasAddFusionPass", "GeluFusionPass"]
+    assert reg.graph_pass_names() == BUILTIN_GRAPH_NAMES
     with pytest.raises(PluginError, match="scopefusion_graph_passes raised ValueError"):
         load_registry(autoload=False, plugins=[("raising", Raising())], strict=True)
 

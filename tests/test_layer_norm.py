@@ -118,9 +118,12 @@ def test_axes_that_are_not_trailing_are_refused(registry):
 
     graph, _, _ = _freeze(build)
     result = scopefusion.fuse(graph, registry=registry)
-    refused = result.report.refused
+    refused = result.report.pass_report("ScopeLayerNormPass").refused
     assert result.report.fused == [] and len(refused) == 1
     assert "not the trailing axes of a rank-4 input" in refused[0].reason
+    # the graph pass, which looks at layer norms whatever their scope, refuses it too
+    (graph_refusal,) = result.report.pass_report("LayerNormFusionPass").refused
+    assert "reduction axes [1, 2] are not the trailing axes" in graph_refusal.reason
 
 
 def test_epsilon_and_3d_input_read_from_the_graph(registry):

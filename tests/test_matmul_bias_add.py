@@ -27,6 +27,9 @@ import activation_models as am
 import scopefusion
 
 REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
+#: the epilogue pass (UB fusion) would take these fused ops into MatMul + bias + activation ops:
+#: it is tested on its own (tests/test_epilogue.py), this file tests the graph stage's pass
+GRAPH_STAGE_ONLY = scopefusion.FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
 PASS = "MatMulBiasAddFusionPass"
 MODELS = {**am.MATMUL_BIAS_FORMS, **am.MATMUL_BIAS_REFUSALS}
 MATMULS = ("MatMul", "BatchMatMulV2")
@@ -88,7 +91,7 @@ def test_transposed_operands_are_stored_transposed():
 @pytest.mark.parametrize("key", list(am.MATMUL_BIAS_FORMS))
 def test_matmul_bias_form_is_fused(key):
     m = model(key)
-    result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
+    result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     fused = result.fused_graph_def
     nodes = fused_nodes(fused)
     assert len(nodes) == m.matmul_bias_adds, refusals(result)
@@ -105,7 +108,7 @@ def test_matmul_bias_form_is_fused(key):
 @pytest.mark.parametrize("key", list(am.MATMUL_BIAS_REFUSALS))
 def test_matmul_plus_something_else_is_not_fused(key):
     m = model(key)
-    result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
+    result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     assert fused_nodes(result.fused_graph_def) == []
     assert pass_report(result).fused == []
     assert op_count(result.fused_graph_def, *MATMULS) == op_count(m.graph_def, *MATMULS)

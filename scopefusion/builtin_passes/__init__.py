@@ -7,8 +7,16 @@ from ..core.fusion.fused_ops import FusedOpDef
 from ..core.graph_fusion.base_pass import PatternFusionBasePass
 from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
+from .graph.concat_flatten import ConcatFlattenFusionPass
+from .graph.conv_batchnorm import ConvBatchnormFusionPass
+from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
 from .graph.gelu import GELU, GeluFusionPass
+from .graph.group_norm import GROUP_NORM, GroupNormFusionPass
+from .graph.layer_norm import LayerNormFusionPass
 from .graph.matmul_bias_add import MATMUL_BIAS_ADD, MatMulBiasAddFusionPass
+from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
+from .graph.softmax import SoftmaxFusionPass
+from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
@@ -28,9 +36,19 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
 BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     MatMulBiasAddFusionPass,
     GeluFusionPass,
+    SwishFusionPass,
+    SoftmaxFusionPass,
+    ConcatFlattenFusionPass,
+    EpilogueFusionPass,
+    ConvBatchnormFusionPass,
+    LayerNormFusionPass,
+    RMSNormFusionPass,
+    GroupNormFusionPass,
 )
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
+    SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
+    RMS_NORM, GROUP_NORM,
 )
 
 

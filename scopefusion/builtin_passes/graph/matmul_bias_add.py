@@ -23,6 +23,7 @@ from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
+from .naming import common_scope
 
 
 def matmul_bias_add_reference(a: Any, b: Any, bias: Any, *, transpose_a: bool, transpose_b: bool,
@@ -97,7 +98,8 @@ class MatMulBiasAddFusionPass(PatternFusionBasePass):
         reshape = match.node("reshape")
         # The fused product takes over the MatMul's name and the Reshape the bias add's, so
         # whatever read the bias add reads a node of the same name.
-        prefix, (product, output) = _common_scope(match.name("matmul"), match.name("add"))
+        prefix, (product, output) = common_scope(match.name("matmul"), match.name("add"),
+                                             ("MatMulBiasAdd", "Reshape"))
         nodes = [
             inner_node(product, "MatMulBiasAdd", [fused_input(0), fused_input(1), fused_input(2)], attrs),
             inner_node(output, "Reshape", [product, fused_input(3)],
@@ -105,18 +107,6 @@ class MatMulBiasAddFusionPass(PatternFusionBasePass):
         ]
         return FusedOp("MatMulBiasAdd", inputs=["a", "b", "bias", "shape"], name=prefix, inner_nodes=nodes,
                        inner_outputs={0: output}, description="Tensordot: MatMul + bias, then the Reshape")
-
-
-def _common_scope(first: str, second: str) -> tuple[str | None, tuple[str, str]]:
-    """The longest scope both names lie in, and each name relative to it; without a common
-    scope, no prefix (the fused op is then named after the output) and generic names."""
-    a, b = first.split("/"), second.split("/")
-    k = 0
-    while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
-        k += 1
-    if k == 0:
-        return None, ("MatMulBiasAdd", "Reshape")
-    return "/".join(a[:k]), ("/".join(a[k:]), "/".join(b[k:]))
 
 
 def _bias_problem(match: PatternMatch, reshaped: bool) -> str | None:

@@ -59,6 +59,9 @@ class FusionOptions:
     #: Re-index the whole output graph; otherwise only what the rewrite touched
     #: is checked (acyclicity is established before rewriting).
     validate_output: bool = False
+    #: The graph is trained (a session's ``graph_run_mode`` 1): graph passes whose class sets
+    #: ``training_safe = False`` (such as batch-norm folding) are skipped and reported.
+    training: bool = False
 
     def __post_init__(self) -> None:
         self.enable_scope_fusion_passes = parse_pass_list(self.enable_scope_fusion_passes)

@@ -5,7 +5,8 @@ file's Priority section says otherwise).  Its patterns are tried only at nodes o
 their root op types, looked up in the index; every match is collected first, then
 each is handed to the pass's ``fusion``; the answers become fusion candidates
 for the shared pipeline.  A pass the switch file turns off does not run (one
-flagged ``forbidden_close`` runs anyway, and the report says so).
+flagged ``forbidden_close`` runs anyway, and the report says so); nor, when the
+graph is trained, does a pass whose class sets ``training_safe = False``.
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ ORDER_STRIDE = 1_000_000
 MAX_NEAR_MISSES = 50
 #: A failed match is a near miss when it matched at least this many ops, and half the pattern.
 NEAR_MISS_MIN_OPS = 2
+#: What the report says of a pass skipped because it is not safe for training.
+TRAINING_SKIP = "off (training: the pass is not safe for training)"
 
 
 @dataclass
@@ -96,6 +99,9 @@ class GraphFusionEngine:
             pr = context.pass_report(self._pass_report(item))
             if not item.decision.on:
                 continue
+            if self.options.training and not getattr(spec.cls, "training_safe", True):
+                pr.switch = TRAINING_SKIP
+                continue
             started = time.perf_counter()
             changed: list[str] = []
             with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):
@@ -115,6 +121,7 @@ class GraphFusionEngine:
             threshold = max(NEAR_MISS_MIN_OPS, (pattern.op_count() + 1) // 2)
             found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why, threshold))
             matches.extend(_not_seen(found, matches))
+        matches = _outermost(matches)
         misses.settle({m.root for m in matches})
         pr.candidates = len(misses.tried | {m.root for m in matches})
         pr.match_times = len(matches)
@@ -156,6 +163,22 @@ def _checked_patterns(value: Any) -> list[OpPattern]:
                             "or FusionPattern")
         out.append(item)
     return out
+
+
+def _outermost(matches: Sequence[PatternMatch]) -> list[PatternMatch]:
+    """Drop a match whose nodes all lie inside one bigger match of the same pass (a pattern
+    that also matches the inner part of a larger form): the outermost match wins, as with
+    scopes, and the inner one is no match of its own."""
+    owner: dict[int, int] = {}
+    kept: set[int] = set()
+    for k, match in sorted(enumerate(matches), key=lambda item: -len(item[1].members)):
+        owners = {owner.get(i) for i in match.members}
+        if len(owners) == 1 and None not in owners:
+            continue
+        kept.add(k)
+        for i in match.members:
+            owner.setdefault(i, k)
+    return [m for k, m in enumerate(matches) if k in kept]
 
 
 def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) -> list[PatternMatch]:

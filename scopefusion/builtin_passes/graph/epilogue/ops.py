@@ -1,0 +1,71 @@
+"""The fused ops of epilogue fusion: a product or convolution, its bias, and an activation."""
+from __future__ import annotations
+
+from typing import Any
+
+from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from .activations import ACTIVATION_ATTRS, apply_activation
+
+
+def matmul_bias_add_activation_reference(a: Any, b: Any, bias: Any, *, transpose_a: bool, transpose_b: bool,
+                                         activation: str, alpha: float, approximate: bool, beta: float,
+                                         T: Any) -> tuple[Any]:
+    """``activation(matmul(a, b) + bias)``."""
+    import tensorflow as tf
+
+    y = tf.nn.bias_add(tf.linalg.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias)
+    return (apply_activation(y, activation, alpha=alpha, approximate=approximate, beta=beta),)
+
+
+MATMUL_BIAS_ADD_ACTIVATION = FusedOpDef(
+    name="MatMulBiasAddActivation",
+    inputs=(
+        TensorArg("a", type_attr="T", description="[..., M, K] (or [..., K, M] with transpose_a)"),
+        TensorArg("b", type_attr="T", description="[..., K, N] (or [..., N, K] with transpose_b)"),
+        TensorArg("bias", type_attr="T", description="[N]"),
+    ),
+    outputs=(TensorArg("y", type_attr="T", description="[..., M, N]"),),
+    attrs=(
+        AttrDef("transpose_a", "bool", default=False),
+        AttrDef("transpose_b", "bool", default=False),
+        *ACTIVATION_ATTRS,
+        AttrDef("T", "type"),
+    ),
+    reference=matmul_bias_add_activation_reference,
+    description="MatMulBiasAdd followed by an activation",
+)
+
+
+def conv2d_bias_add_activation_reference(x: Any, filter: Any, bias: Any, *, strides: list[int], padding: str,
+                                         explicit_paddings: list[int] | None, data_format: str,
+                                         dilations: list[int], activation: str, alpha: float,
+                                         approximate: bool, beta: float, T: Any) -> tuple[Any]:
+    """``activation(bias_add(conv2d(x, filter), bias))`` with the Conv2D's own attributes."""
+    import tensorflow as tf
+
+    y = tf.raw_ops.Conv2D(input=x, filter=filter, strides=strides, padding=padding,
+                          explicit_paddings=explicit_paddings or [], data_format=data_format, dilations=dilations)
+    y = tf.nn.bias_add(y, bias, data_format=data_format)
+    return (apply_activation(y, activation, alpha=alpha, approximate=approximate, beta=beta),)
+
+
+CONV2D_BIAS_ADD_ACTIVATION = FusedOpDef(
+    name="Conv2DBiasAddActivation",
+    inputs=(
+        TensorArg("x", type_attr="T", description="[N, H, W, C] (NHWC) or [N, C, H, W] (NCHW)"),
+        TensorArg("filter", type_attr="T", description="[height, width, C, out channels]"),
+        TensorArg("bias", type_attr="T", description="[out channels]"),
+    ),
+    outputs=(TensorArg("y", type_attr="T"),),
+    attrs=(
+        AttrDef("strides", "list(int)"),
+        AttrDef("padding", "string", description="SAME, VALID or EXPLICIT"),
+        AttrDef("explicit_paddings", "list(int)", default=[]),
+        AttrDef("data_format", "string", default="NHWC"),
+        AttrDef("dilations", "list(int)", default=[1, 1, 1, 1]),
+        *ACTIVATION_ATTRS,
+        AttrDef("T", "type"),
+    ),
+    reference=conv2d_bias_add_activation_reference,
+    description="Conv2D plus a bias along the channels, followed by an activation",
+)

@@ -7,7 +7,7 @@ entry-point group of its distribution::
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pluggy
 
@@ -38,4 +38,13 @@ def scopefusion_graph_passes() -> Sequence["type[PatternFusionBasePass]"]:
 @hookspec
 def scopefusion_fused_ops() -> Sequence["FusedOpDef"]:
     """Return the fused-op definitions this plugin contributes."""
+    raise NotImplementedError
+
+
+@hookspec
+def scopefusion_supported_ops() -> "Mapping[str, Mapping[str, bool]] | Sequence[str]":
+    """Return the op types this plugin's back end runs, for mixed computation: op type names,
+    or a mapping in the supported-ops file's format ``{"OpType": {"isGray": bool, "isHeavy":
+    bool}}``.  With any plugin declaring ops (or a supported-ops file), the back end runs
+    exactly those and the declared fused ops; without, the default set applies."""
     raise NotImplementedError

@@ -38,8 +38,10 @@ from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeatur
 from .core.scope.results import FusionScopesResult, ScopesResult
 from .core.scope.scope_graph import Scope, ScopeGraph, ScopeTree
 from .core.verify.verify import TensorComparison, VerifyResult
+from .partition_api import partition
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
+from .session import Session
 
 __version__ = "0.1.0"
 
@@ -52,7 +54,7 @@ __all__ = [
     "OptionError", "PassError", "PassReport", "PassSpec", "PatternDefinitionError", "PatternFusionBasePass",
     "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
     "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
-    "ScopesResult", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "fuse",
-    "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "save_graph",
+    "ScopesResult", "Session", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "fuse",
+    "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "partition", "save_graph",
     "var", "verify",
 ]

@@ -7,16 +7,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 from .core.errors import ScopeFusionError
-from .core.fusion.options import FusionOptions, PassList, parse_pass_list
+from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
 from .core.graph.io import LoadedModel, load_model
+from .core.graph.output_ports import check_tensor_names
 from .core.graph_fusion.base_pass import FUSION_TYPES
 from .core.graph_fusion.engine import GraphFusionEngine
 from .core.graph_fusion.switch import FusionSwitch
+from .core.parameters import ParameterError
+from .core.partition import MixedResult, MixedRun, partition_request
+from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
+from .plugins.blocked import check_enabled_passes
 from .plugins.registry import Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +41,9 @@ class FuseResult:
     graph_def: "GraphDef"
     report: FusionReport
     fused_graph_def: "GraphDef"
+    #: mixed computation (``mix_compile_mode``): the placement report, the standalone segments and the
+    #: TensorFlow-runnable form of the partitioned graph
+    partition: MixedResult | None = None
 
     def __iter__(self):  # allows ``graph, report = fuse(...)``
         yield self.graph_def
@@ -91,6 +99,11 @@ def fuse(
     signature: str | None = None,
     fusion_switch_file: SwitchLike = None,
     pass_timeout: float | None = None,
+    mix_compile_mode: bool | None = None,
+    in_out_pair: InOutPairLike = None,
+    in_out_pair_flag: bool | None = None,
+    supported_ops_file: str | os.PathLike[str] | None = None,
+    session_options: SessionLike = None,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -99,7 +112,14 @@ def fuse(
     node calls its reference implementation.  ``fusion_switch_file`` turns graph
     passes on or off (a path, or a loaded :class:`FusionSwitch`); ``pass_timeout`` stops and
     reports a pass that runs longer than that many seconds.
+    ``mix_compile_mode=True`` partitions the graph between the back end and TensorFlow first
+    (``in_out_pair``, ``in_out_pair_flag``, ``supported_ops_file``; ``session_options``: NpuOptimizer
+    options or a ConfigProto file giving them, which explicit values override), fuses inside the
+    back end's segments only and cuts each segment out into a call node (see ``result.partition``).
+    Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
+    if emit not in EMIT_FORMS:
+        raise ParameterError("emit", f"must be one of {', '.join(EMIT_FORMS)}, not {emit!r}")
     options = FusionOptions(
         enable_scope_fusion_passes=parse_pass_list(enable_scope_fusion_passes),
         emit=emit,
@@ -109,11 +129,19 @@ def fuse(
         pass_timeout=pass_timeout,
     )
     switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
+    request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
+                                in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
+                                session=session_options)
     registry = registry or load_registry(block=block_plugins, strict=strict)
+    mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
+    check_enabled_passes(registry, options.enable_scope_fusion_passes)
     pipeline = build_pipeline(registry, options, switch)
     loaded = _as_model(model, signature)
+    check_tensor_names([loaded.graph_def], options.outputs, "outputs")
     if not options.outputs and loaded.outputs:
         pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
+    if mixed is not None:
+        pipeline.options.fusible_nodes = mixed.place(loaded.graph_def)
     outcome = pipeline.run(loaded.graph_def)
     report = outcome.report
     report.overrides = list(registry.overrides)
@@ -122,6 +150,10 @@ def fuse(
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
     graph = fused_graph
+    if mixed is not None:
+        cut = mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, registry.fused_ops))
+        report.stage_seconds.update(cut.result.report.seconds)
+        return FuseResult(cut.runnable if emit == "tf" else cut.fused, report, cut.fused, cut.result)
     if emit == "tf":
         t0 = time.perf_counter()
         graph = to_tf_runnable(fused_graph, registry.fused_ops)

@@ -1,7 +1,7 @@
 """The ``scopefusion`` command.
 
-``list`` and ``--help`` never import TensorFlow; ``run`` does, when it loads
-the model.
+``list`` and ``--help`` never import TensorFlow; ``run`` and ``verify`` do,
+after every option has been checked (so a bad option fails at once).
 """
 from __future__ import annotations
 
@@ -12,8 +12,21 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from .cli_options import (
+    FUSE_OPTIONS,
+    VERIFY_OPTIONS,
+    check_run_outputs,
+    check_verify_options,
+    enabled_passes,
+    option_names,
+    plugin_name_warnings,
+)
 from .core.errors import ScopeFusionError
-from .core.fusion.options import check_pass_names, parse_pass_list
+from .partition_cli import (add_partition_arguments, add_run_partition_arguments, cmd_partition,
+                            partition_options_from_args, write_run_partition)
+from .core.fusion.options import parse_pass_list
+from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
+from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
@@ -29,18 +42,24 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _registry(args: argparse.Namespace) -> Any:
-    from .plugins.registry import load_registry, normalise_distribution
+    from .plugins.blocked import installed_plugins
+    from .plugins.registry import autoload_disabled, load_registry
 
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
     block = [name for value in args.block_plugins for name in parse_pass_list(value)]
-    registry = load_registry(block=block, only=only, strict=getattr(args, "strict", False))
-    found = {n for p in registry.plugins for n in (p.name, normalise_distribution(p.distribution))}
-    for option, names in (("--block-plugin", block), ("--only-plugins", only or [])):
-        for name in names:
-            if name not in found and normalise_distribution(name) not in found:
-                print(f"scopefusion: warning: {option} {name}: no installed plugin has that entry-point or "
-                      "distribution name", file=sys.stderr)
+    with native_stderr_quiet(not args.debug):  # a plugin may import TensorFlow
+        registry = load_registry(block=block, only=only, strict=getattr(args, "strict", False))
+    if not autoload_disabled():
+        for line in plugin_name_warnings(registry.plugins, block, only):
+            print(f"scopefusion: warning: {line}", file=sys.stderr)
+    elif not registry.plugins:
+        registry.plugins = installed_plugins()  # shown as not loaded
     return registry
+
+
+def _add_enable_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable", action="append",
+                   default=[], metavar="A,B", help=help + " (comma-separated; repeatable)")
 
 
 def _add_switch_option(p: argparse.ArgumentParser) -> None:
@@ -54,14 +73,15 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input_shape", "--input-shape", dest="input_shape", default="", metavar="SPEC",
                    help='shapes for inputs with unknown dimensions, e.g. "ids:1,128;mask:1,128" (a scalar is 0); '
                    "unknown dimensions not given default to 2")
-    g.add_argument("--runs", type=int, default=3, help="how many random feeds to compare on (default 3)")
+    g.add_argument("--runs", type=int, default=3, help="how many random feeds to compare on (default 3, at least 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the first random feed (default 0)")
     g.add_argument("--atol", type=float, default=None,
-                   help="absolute tolerance (default by dtype: float32 1e-4, float16 1e-2, integers exact)")
-    g.add_argument("--rtol", type=float, default=None, help="relative tolerance (default by dtype, as --atol)")
+                   help="absolute tolerance, >= 0 (default by dtype: float32 1e-4, float16 1e-2, integers exact)")
+    g.add_argument("--rtol", type=float, default=None, help="relative tolerance, >= 0 (default by dtype, as --atol)")
     g.add_argument("--int-range", "--int_range", dest="int_range", default="0,10", metavar="LO,HI",
-                   help="integer inputs are drawn from [LO, HI) (default 0,10); set it for ids and indices")
-    g.add_argument("--feeds", metavar="FILE.npz", help="real input values instead of random ones")
+                   help="integer inputs are drawn from [LO, HI) (default 0,10; HI > LO); set it for ids and indices")
+    g.add_argument("--feeds", metavar="FILE.npz", help="real input values instead of random ones (keys: input "
+                   "names; only the inputs the compared outputs depend on are needed)")
     g.add_argument("--verify-outputs", "--verify_outputs", dest="verify_outputs", default="", metavar="T1,T2",
                    help="compare only these output tensors (default: every sink of both graphs)")
 
@@ -73,6 +93,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"scopefusion: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
+def _add_run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="fuse a model (.pb, .pbtxt or SavedModel directory)",
+                         description="Fuse a model and write the result. Without MODEL, fuses a built-in "
+                         "example (a tiny BERT-style encoder built with tf_slim).")
+    run.add_argument("model", nargs="?", help="a .pb / .pbtxt GraphDef or a SavedModel directory")
+    run.add_argument("-o", "--output", help="where to write the fused graph: .pb or .graphdef (binary), .pbtxt or "
+                     ".txt (text), or - for standard output; default: <model name>_fused.pb (.pbtxt for a text "
+                     "model) in the current directory. A symbolic link is written through to its target and "
+                     "kept")
+    run.add_argument("--output-format", "--output_format", dest="output_format", choices=GRAPH_FORMATS,
+                     default=None, help="pb (binary) or pbtxt (text); default: from the -o extension, pb for -o -")
+    _add_enable_option(run, "non-general passes to run")
+    run.add_argument("--emit", choices=("fused", "tf"), default="fused",
+                     help="fused: fused ops as nodes of their own type (default); tf: every fused node calls "
+                     "its TensorFlow reference implementation, so stock TensorFlow runs the graph")
+    run.add_argument("--report", metavar="FILE", help="write the full report as JSON (- for standard output)")
+    run.add_argument("--outputs", default="", metavar="T1,T2",
+                     help="graph output tensors to keep fetchable (default: the graph's sinks)")
+    _add_switch_option(run)
+    run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default, or the only "
+                     "signature; several others need this option)")
+    run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
+    add_run_partition_arguments(run)
+    run.add_argument("--verify", action="store_true",
+                     help="run the original and the fused graph on the same feeds and compare every output")
+    _add_verify_options(run)
+    _add_common(run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="scopefusion",
@@ -81,27 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="fuse a model (.pb, .pbtxt or SavedModel directory)",
-                         description="Fuse a model and write the result. Without MODEL, fuses a built-in "
-                         "example (a tiny BERT-style encoder built with tf_slim).")
-    run.add_argument("model", nargs="?", help="a .pb / .pbtxt GraphDef or a SavedModel directory")
-    run.add_argument("-o", "--output", help="where to write the fused graph (.pb, or .pbtxt for text); "
-                     "default: <model name>_fused.pb in the current directory")
-    run.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable",
-                     default="", metavar="A,B", help="non-general passes to run (comma-separated)")
-    run.add_argument("--emit", choices=("fused", "tf"), default="fused",
-                     help="fused: fused ops as nodes of their own type (default); tf: every fused node calls "
-                     "its TensorFlow reference implementation, so stock TensorFlow runs the graph")
-    run.add_argument("--report", metavar="FILE", help="write the full report as JSON")
-    run.add_argument("--outputs", default="", metavar="T1,T2",
-                     help="graph output tensors to keep fetchable (default: the graph's sinks)")
-    _add_switch_option(run)
-    run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default)")
-    run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
-    run.add_argument("--verify", action="store_true",
-                     help="run the original and the fused graph on the same feeds and compare every output")
-    _add_verify_options(run)
-    _add_common(run)
+    _add_run_parser(sub)
 
     ver = sub.add_parser("verify", help="compare a fused graph with the original in TensorFlow",
                          description="Run ORIGINAL and FUSED (its TensorFlow-runnable form; a fused-form graph "
@@ -109,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "mismatch or on an output present in one graph only.")
     ver.add_argument("original", help="the original model (.pb, .pbtxt or SavedModel directory)")
     ver.add_argument("fused", help="the fused graph, in either form")
+    ver.add_argument("--signature", help="signature to freeze when ORIGINAL is a SavedModel (default: "
+                     "serving_default, or its only signature)")
     _add_verify_options(ver)
     _add_common(ver)
 
@@ -122,12 +153,29 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="show every registered pass", description="Show every registered pass: "
                          "scope passes (general or not, enabled) and graph passes (switch-file section, on or off), "
                          "with origin and what each overrides.")
-    lst.add_argument("--enable_scope_fusion_passes", "--enable-scope-fusion-passes", dest="enable", default="",
-                     metavar="A,B", help="show these non-general passes as enabled")
+    _add_enable_option(lst, "show these non-general passes as enabled")
     _add_switch_option(lst)
     lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.add_argument("--plugins", action="store_true", help="list plugin distributions and what each contributes")
     _add_common(lst)
+
+    part = sub.add_parser("partition", help="show where a mixed run places every node",
+                          description="Place a model between the back end and TensorFlow as a mixed run "
+                          "(mix_compile_mode) would; print the segments and why each host node stays. Writes "
+                          "nothing.")
+    add_partition_arguments(part)
+    _add_common(part)
+
+    cfg = sub.add_parser("config", help="check an NpuOptimizer session configuration",
+                         description="Read the NpuOptimizer options of a ConfigProto (.pbtxt or binary) and show "
+                         "the effective value of every option.")
+    actions = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    check = actions.add_parser("check", help="validate FILE and print the effective options as a table",
+                               description="Print every option's value, whether it was set or is the default, and "
+                               "whether this tool acts on it or records it for a back end; exit 1 on any error.")
+    check.add_argument("file", help="a ConfigProto with an NpuOptimizer custom optimizer (.pbtxt or binary)")
+    check.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    cfg.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -141,11 +189,13 @@ def _version() -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from .api import load_switch, switch_warnings
     from .console import list_rows, print_list
+    from .plugins.blocked import check_enabled_passes
 
     switch = load_switch(args.fusion_switch_file)
     registry = _registry(args)
-    enabled = parse_pass_list(args.enable)
-    check_pass_names(enabled, registry.pass_names())
+    enabled = enabled_passes(args.enable)
+    with option_names(FUSE_OPTIONS):
+        check_enabled_passes(registry, enabled)
     rows = list_rows(registry, enabled, switch)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -159,90 +209,93 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------- run
-def _default_output(model: Path) -> Path:
-    stem = model.name if model.is_dir() else model.stem
-    return Path.cwd() / f"{stem}_fused.pb"
+def _check_signature(args: argparse.Namespace, model: Path, kind: str) -> None:
+    if args.signature and kind != "saved_model":
+        raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
 
 
-def _check_output_paths(model: Path, output: Path, report: Path | None) -> None:
-    """Refuse, before any work, a file to write that is (or lies inside) the input
-    model, is a directory, or has no directory to go to."""
-    model_real = model.resolve() if model.exists() else None
-    for what, path in (("output", output), ("report", report)):
-        if path is None:
-            continue
-        real = path.resolve()
-        if model_real is not None and (real == model_real or (model.is_dir() and model_real in real.parents)):
-            where = " (it lies inside the SavedModel directory)" if real != model_real else ""
-            raise ScopeFusionError(f"{path}: refusing to overwrite the input model{where}")
-        if path.is_dir():
-            raise ScopeFusionError(f"{path}: is a directory; give a file name for the {what}")
-        if not real.parent.is_dir():
-            raise ScopeFusionError(f"{path}: directory {path.parent} does not exist")
-    if report is not None and report.resolve() == output.resolve():
-        raise ScopeFusionError(f"{report}: the report and the fused graph cannot go to the same file")
+def _load(path: Path, signature: str | None, debug: bool) -> Any:
+    from .core.graph.io import load_model
+
+    if not debug:
+        import_tensorflow_quietly()
+    with native_stderr_quiet(not debug):  # SavedModel loading and freezing: CUDA and loader notices
+        return load_model(path, signature)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Check every option, load, fuse, verify if asked; then write the output and the
+    report together, atomically, and print what was done."""
     from .api import fuse, load_switch
-    from .console import print_summary
-    from .core.graph.io import load_model, save_graph, write_atomically
+    from .plugins.blocked import check_enabled_passes
 
+    switch = load_switch(args.fusion_switch_file)  # read before any other work
     model = Path(args.model) if args.model else EXAMPLE_MODEL
+    kind = check_model_path(model)
+    outputs = check_run_outputs(args, model)
+    _check_signature(args, model, kind)
+    int_range = check_verify_options(args) if args.verify else (0, 10)
+    mixed = partition_options_from_args(args)
+    registry = _registry(args)
+    enabled = enabled_passes(args.enable)
+    with option_names(FUSE_OPTIONS):
+        check_enabled_passes(registry, enabled)
     if not args.model:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
-    output = Path(args.output) if args.output else _default_output(model)
-    report_path = Path(args.report) if args.report else None
-    _check_output_paths(model, output, report_path)
-    if args.signature and not model.is_dir():
-        raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
-    switch = load_switch(args.fusion_switch_file)
-    loaded = load_model(model, args.signature)
-    original = None
-    if args.verify:
-        from tensorflow.core.framework import graph_pb2
-
-        original = graph_pb2.GraphDef()
-        original.CopyFrom(loaded.graph_def)
+    loaded = _load(model, args.signature, args.debug)
+    original = _copy(loaded.graph_def) if args.verify else None
     if loaded.format == "saved_model":
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
-    registry = _registry(args)
-    result = fuse(loaded, enable_scope_fusion_passes=args.enable, emit=args.emit, outputs=args.outputs or None,
-                  strict=args.strict, registry=registry, fusion_switch_file=switch)
-    report = result.report
-    save_graph(result.graph_def, output)
-    if report_path is not None:
-        write_atomically(report_path, (report.to_json() + "\n").encode("utf-8"))
-    print_summary(report, output, args.emit)
+    with option_names(FUSE_OPTIONS):
+        result = fuse(loaded, enable_scope_fusion_passes=enabled, emit=args.emit, outputs=args.outputs or None,
+                      strict=args.strict, registry=registry, fusion_switch_file=switch, **mixed)
+    verification = None
     if original is not None:
-        return _verify_and_print(args, original, result.fused_graph_def, registry)
-    return 0
+        runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
+        verification = _verify(args, original, runnable, registry, int_range)
+    write_run_partition(args, result, sys.stderr)  # --segments-dir, and the placement
+    files = [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
+    if outputs.report is not None:
+        report = result.report.to_dict()
+        if result.partition is not None:
+            report["partition"] = result.partition.report.to_dict()
+        files.append((outputs.report, (json.dumps(report, indent=2) + "\n").encode("utf-8")))
+    write_outputs(files)
+    return _print_run(args, result.report, outputs, verification)
 
 
-def _int_range(text: str) -> tuple[int, int]:
-    try:
-        lo, hi = (int(v) for v in text.split(","))
-    except ValueError:
-        raise ScopeFusionError(f"--int-range must be LO,HI, not {text!r}") from None
-    if hi <= lo:
-        raise ScopeFusionError(f"--int-range {text!r}: HI must be greater than LO")
-    return lo, hi
+def _copy(graph_def: Any) -> Any:
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    return copy
 
 
-def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, registry: Any) -> int:
-    from .console import print_verification
+def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification: Any) -> int:
+    from .console import console, print_summary
+
+    out = console(stderr=outputs.uses_stdout)  # standard output carries the graph or the report
+    print_summary(report, str(outputs.graph), args.emit, out)
+    return 0 if verification is None else _print_verification(verification, out)
+
+
+def _verify(args: argparse.Namespace, original: Any, fused: Any, registry: Any, int_range: tuple[int, int]) -> Any:
     from .core.verify.verify import verify
 
-    with native_stderr_quiet(not args.debug):  # sessions start here: no CUDA notices
-        result = verify(
+    with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
+        return verify(
             original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
-            runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=_int_range(args.int_range),
+            runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=int_range,
             feeds=args.feeds, fused_ops=registry.fused_ops,
         )
+
+
+def _print_verification(result: Any, out: Any = None) -> int:
+    from .console import print_verification
+
     for note in result.notes:
         print(note, file=sys.stderr)
-    print_verification(result)
+    print_verification(result, out)
     if result.passed:
         return 0
     print(f"scopefusion: verification failed: {len(result.failures)} of {len(result.outputs)} output(s) differ",
@@ -251,12 +304,16 @@ def _verify_and_print(args: argparse.Namespace, original: Any, fused: Any, regis
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .core.graph.io import load_model
-
+    original, fused = Path(args.original), Path(args.fused)
+    _check_signature(args, original, check_model_path(original))
+    check_model_path(fused)
+    int_range = check_verify_options(args)
     registry = _registry(args)
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
-    return _verify_and_print(args, load_model(args.original), load_model(args.fused), registry)
+    loaded = _load(original, args.signature, args.debug)
+    result = _verify(args, loaded, _load(fused, None, args.debug), registry, int_range)
+    return _print_verification(result)
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:
@@ -267,6 +324,15 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------- config
+def cmd_config(args: argparse.Namespace) -> int:
+    from .config_check import config_check
+    from .console import console
+
+    with native_stderr_quiet(not args.debug):  # reading a ConfigProto imports TensorFlow
+        return config_check(args.file, console=console())
+
+
 # ------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -275,10 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin}[args.command]
+    handlers = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin,
+                "config": cmd_config, "partition": cmd_partition}
+    handler = handlers[args.command]
     try:
-        if args.command in ("run", "verify") and not args.debug:
-            import_tensorflow_quietly()
         return handler(args)
     except ScopeFusionError as exc:
         if args.debug:

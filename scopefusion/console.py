@@ -1,10 +1,17 @@
 """What the command line prints: the fusion summary, the pass lists and the
-verification table (rich tables on a terminal, plain when piped)."""
+verification table (rich tables on a terminal, plain when piped).
+
+Tables fit the console's width (80 columns is the smallest kept in mind):
+names (passes, plugins, tensors) never wrap; descriptions and other prose wrap
+at spaces; when even that is too wide, the least needed columns are left out
+(their values are in ``--report`` or in the lines under the table).
+"""
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core.fusion.report import FusionReport, PassReport
@@ -15,11 +22,87 @@ if TYPE_CHECKING:  # pragma: no cover
 NEAR_MISSES_SHOWN = 3
 
 
-def console() -> Any:
+PIPED_WIDTH = 120
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console on standard output (or standard error, when standard
+    output carries the fused graph)."""
     from rich.console import Console
 
-    # Piped output has no width to go by: give tables room instead of 80 columns.
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped output has no width to go by: give tables room, unless COLUMNS says otherwise.
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
+    return Console(highlight=False, soft_wrap=True, width=width, stderr=stderr)
+
+
+@dataclass
+class Col:
+    """A table column: ``prose`` cells wrap at spaces, others never wrap; a column
+    with a higher ``drop`` is left out first when the table is too wide (0: never)."""
+
+    header: str
+    justify: str = "left"
+    prose: bool = False
+    drop: int = 0
+    narrowest: int = 12  # of a prose column, before columns are left out
+
+
+DESCRIPTION = 30
+PROSE_SQUEEZED = 6  # the narrowest any prose column is made
+
+
+def _plain(cell: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(cell).plain
+
+
+def _need(col: Col, cells: Sequence[str]) -> int:
+    if col.prose:
+        words = [w for cell in (col.header, *cells) for w in _plain(cell).split()]
+        return min(max((len(w) for w in words), default=1), col.narrowest)
+    return max(len(_plain(c)) for c in (col.header, *cells))
+
+
+def fit_columns(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], bool]:
+    """The indices of the columns to show so that the table (rich's default box:
+    one border and two spaces of padding per column) fits ``width`` with every
+    prose column at its narrowest comfortable width; and whether the names still
+    fit on one line when prose columns are squeezed further."""
+    needs = [_need(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
+    keep = list(range(len(cols)))
+
+    def total(squeezed: bool) -> int:
+        return sum(PROSE_SQUEEZED if squeezed and cols[i].prose else needs[i] for i in keep) + 3 * len(keep) + 1
+
+    for level in sorted({c.drop for c in cols if c.drop}, reverse=True):
+        if total(False) <= width:
+            break
+        keep = [i for i in keep if cols[i].drop != level]
+    return keep, total(True) <= width
+
+
+def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> tuple[Any, list[str]]:
+    """A rich table of the columns that fit ``width``; also the headers left out."""
+    from rich.table import Table
+
+    keep, fits = fit_columns(cols, rows, width)
+    table = Table(title=title)
+    for i in keep:
+        col = cols[i]
+        wrap = col.prose or not fits  # a name wider than the console itself has to fold
+        table.add_column(col.header, justify=col.justify, no_wrap=not wrap,  # type: ignore[arg-type]
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
+    return table, [cols[i].header for i in range(len(cols)) if i not in keep]
+
+
+def _left_out(out: Any, headers: Sequence[str], where: str = "") -> None:
+    if headers:
+        out.print(f"(too narrow for the column{'s' if len(headers) > 1 else ''} {', '.join(headers)}"
+                  + (f": {where})" if where else ")"))
 
 
 def _kind(p: "PassReport") -> str:
@@ -28,21 +111,21 @@ def _kind(p: "PassReport") -> str:
     return "scope" if p.general else "scope (enabled)"
 
 
-def print_summary(report: "FusionReport", output: Path, emit: str) -> None:
-    """The per-pass table of a run, then refusals, near misses, overrides and warnings."""
-    from rich.table import Table
+SUMMARY_COLUMNS = (
+    Col("pass"), Col("kind"), Col("tested", "right", drop=2), Col("matched", "right"), Col("fused", "right"),
+    Col("refused", "right", drop=1), Col("near miss", "right", drop=3), Col("seconds", "right", drop=4),
+)
 
-    out = console()
-    table = Table(title="Fusion summary")
-    table.add_column("pass", overflow="fold", min_width=18)
-    for col, justify in (("kind", "left"), ("tested", "right"), ("matched", "right"), ("fused", "right"),
-                         ("refused", "right"), ("near miss", "right"), ("seconds", "right")):
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+
+def print_summary(report: "FusionReport", output: str, emit: str, out: Any = None) -> None:
+    """The per-pass table of a run, then refusals, near misses, overrides and warnings."""
+    out = out or console()
     ran = [p for p in report.passes if p.ran]
-    for p in ran:
-        table.add_row(p.name, _kind(p), str(p.candidates), str(len(p.matched_scopes)), str(len(p.fused)),
-                      str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}")
+    rows = [[p.name, _kind(p), str(p.candidates), str(len(p.matched_scopes)), str(len(p.fused)),
+             str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
+    table, left_out = fitted_table("Fusion summary", SUMMARY_COLUMNS, rows, out.width)
     out.print(table)
+    _left_out(out, left_out, "they are in --report")
     off = [p.name for p in report.passes if not p.ran]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")
@@ -91,62 +174,82 @@ def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") 
         })
     plugins = [
         {"name": p.name, "distribution": p.distribution, "version": p.version, "entry_point": p.value,
-         "blocked": p.blocked, "error": p.error, "passes": p.passes, "graph_passes": p.graph_passes,
-         "fused_ops": p.fused_ops}
+         "blocked": p.blocked, **({"blocked_by": p.blocked_by} if p.blocked else {}), "error": p.error,
+         "passes": p.passes, "graph_passes": p.graph_passes, "fused_ops": p.fused_ops}
         for p in registry.plugins
     ]
     return {"passes": scope_rows, "graph_passes": graph_rows, "plugins": plugins,
             "fused_ops": registry.fused_op_origins, "overrides": registry.overrides}
 
 
-def print_list(rows: dict[str, Any], show_plugins: bool) -> None:
-    from rich.table import Table
+SCOPE_COLUMNS = (Col("pass"), Col("general", drop=1), Col("enabled"), Col("origin", prose=True),
+                 Col("overrides", prose=True, drop=2), Col("description", prose=True, narrowest=DESCRIPTION))
+GRAPH_COLUMNS = (Col("pass"), Col("type"), Col("on", prose=True), Col("origin", prose=True),
+                 Col("overrides", prose=True, drop=2), Col("description", prose=True, narrowest=DESCRIPTION))
+PLUGIN_COLUMNS = (Col("plugin"), Col("distribution", drop=1), Col("version"), Col("status", prose=True),
+                  Col("contributes", prose=True))
 
-    out = console()
-    table = Table(title="Scope fusion passes (registration order)")
-    for col in ("pass", "general", "enabled", "origin", "overrides", "description"):
-        table.add_column(col, overflow="fold")
-    for r in rows["passes"]:
-        table.add_row(r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no",
-                      r["origin"], r["overrides"], r["description"])
+
+def _on_state(r: dict[str, Any]) -> str:
+    state = "yes" if r["on"] else "no"
+    if r["forbidden_close"]:
+        return state + " (cannot be switched off)"
+    if r["switch"] != "default":
+        return state + f" (switch file: {r['switch']})"
+    return state
+
+
+def _plugin_status(p: dict[str, Any]) -> str:
+    if p["blocked"]:
+        return {"SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD": "not loaded: autoloading disabled"}.get(
+            p.get("blocked_by", ""), "blocked")
+    return "skipped: hook raised" if p["error"] else "loaded"
+
+
+def print_list(rows: dict[str, Any], show_plugins: bool, out: Any = None) -> None:
+    out = out or console()
+    scope_rows = [[r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no", r["origin"],
+                   r["overrides"], r["description"]] for r in rows["passes"]]
+    table, left_out = fitted_table("Scope fusion passes (registration order)", SCOPE_COLUMNS, scope_rows, out.width)
     out.print(table)
-    graph = Table(title="Graph fusion passes (registration order)")
-    for col in ("pass", "type", "on", "origin", "overrides", "description"):
-        graph.add_column(col, overflow="fold")
-    for r in rows["graph_passes"]:
-        state = "yes" if r["on"] else "no"
-        if r["forbidden_close"]:
-            state += " (cannot be switched off)"
-        elif r["switch"] != "default":
-            state += f" (switch file: {r['switch']})"
-        graph.add_row(r["name"], r["fusion_type"], state, r["origin"], r["overrides"], r["description"])
-    out.print(graph)
+    _left_out(out, left_out, "see scopefusion list --json")
+    graph_rows = [[r["name"], r["fusion_type"], _on_state(r), r["origin"], r["overrides"], r["description"]]
+                  for r in rows["graph_passes"]]
+    table, left_out = fitted_table("Graph fusion passes (registration order)", GRAPH_COLUMNS, graph_rows, out.width)
+    out.print(table)
+    _left_out(out, left_out, "see scopefusion list --json")
     if show_plugins:
-        pt = Table(title="Plugins (entry-point group 'scopefusion')")
-        for col in ("plugin", "distribution", "version", "status", "contributes"):
-            pt.add_column(col)
-        for p in rows["plugins"]:
-            contributes = ", ".join(p["passes"] + p["graph_passes"] + p["fused_ops"]) or "-"
-            status = "blocked" if p["blocked"] else ("skipped: hook raised" if p["error"] else "loaded")
-            pt.add_row(p["name"], p["distribution"], p["version"], status, contributes)
-        out.print(pt if rows["plugins"] else "No plugins installed.")
+        _print_plugins(out, rows["plugins"])
     for line in rows["overrides"]:
         out.print(f"override: {line}")
 
 
-def print_verification(result: "VerifyResult") -> None:
-    from rich.table import Table
+def _print_plugins(out: Any, plugins: list[dict[str, Any]]) -> None:
+    if not plugins:
+        out.print("No plugins installed.")
+        return
+    plugin_rows = [[p["name"], p["distribution"], p["version"], _plugin_status(p),
+                    ", ".join(p["passes"] + p["graph_passes"] + p["fused_ops"]) or "-"] for p in plugins]
+    table, _ = fitted_table("Plugins (entry-point group 'scopefusion')", PLUGIN_COLUMNS, plugin_rows, out.width)
+    out.print(table)
+    if all(p.get("blocked_by") == "SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD" for p in plugins):
+        out.print(f"{len(plugins)} plugin(s) installed, none loaded: SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD is set")
 
-    out = console()
-    table = Table(title=f"Verification ({result.runs} run{'s' if result.runs != 1 else ''})")
-    for col, justify in (("output", "left"), ("shape", "left"), ("dtype", "left"), ("max abs err", "right"),
-                         ("max rel err", "right"), ("result", "left")):
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+
+VERIFY_COLUMNS = (Col("output"), Col("shape", drop=2), Col("dtype", drop=1), Col("abs err", "right"),
+                  Col("rel err", "right"), Col("result", prose=True))
+
+
+def print_verification(result: "VerifyResult", out: Any = None) -> None:
+    out = out or console()
+    rows = []
     for o in result.outputs:
         verdict = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
-        table.add_row(o.name, "?" if o.shape is None else str(tuple(o.shape)), o.dtype or "?",
-                      f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}",
-                      verdict + (f" {o.note}" if o.note else ""))
+        rows.append([o.name, "?" if o.shape is None else str(tuple(o.shape)), o.dtype or "?",
+                     f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}", verdict + (f" {o.note}" if o.note else "")])
+    title = f"Verification ({result.runs} run{'s' if result.runs != 1 else ''})"
+    table, left_out = fitted_table(title, VERIFY_COLUMNS, rows, out.width)
     out.print(table)
+    _left_out(out, left_out)
     if result.passed:
         out.print(f"verified: {len(result.outputs)} output(s) match")

@@ -14,12 +14,13 @@ def test_run_without_a_model_fuses_the_built_in_example(tmp_path, monkeypatch, c
     assert main(["run"]) == 0
     out = capsys.readouterr()
     assert "built-in example" in out.err
-    # 5 layer norms (scope fusion), then 13 MatMul + bias and 2 GELUs (graph fusion)
-    assert "ScopeLayerNormPass" in out.out and "GeluFusionPass" in out.out and "20 fused op(s)" in out.out
+    # 5 layer norms (scope fusion), then 13 MatMul + bias and 2 GELUs (graph fusion), then 3 of those
+    # MatMulBiasAdd with the activation after them (the two GELUs, the pooler's Tanh: UB fusion)
+    assert "ScopeLayerNormPass" in out.out and "GeluFusionPass" in out.out and "23 fused op(s)" in out.out
     written = tmp_path / "bert_tiny_fused.pb"
     graph = load_model(written).graph_def
     ops = [n.op for n in graph.node]
-    assert (ops.count("LayerNorm"), ops.count("MatMulBiasAdd"), ops.count("Gelu")) == (5, 13, 2)
+    assert [ops.count(op) for op in ("LayerNorm", "MatMulBiasAdd", "Gelu", "MatMulBiasAddActivation")] == [5, 10, 0, 3]
 
 
 def test_run_with_options_report_and_text_output(tmp_path, capsys):
@@ -31,15 +32,20 @@ def test_run_with_options_report_and_text_output(tmp_path, capsys):
     loaded = load_model(out)
     assert loaded.format == "pbtxt"
     calls = [n.attr["_scopefusion_op"].s.decode() for n in loaded.graph_def.node if n.op == "PartitionedCall"]
-    assert sorted(set(calls)) == ["Gelu", "LayerNorm", "MatMulBiasAdd"] and calls.count("LayerNorm") == 5
+    assert sorted(set(calls)) == ["LayerNorm", "MatMulBiasAdd", "MatMulBiasAddActivation"]
+    assert calls.count("LayerNorm") == 5
     data = json.loads(report.read_text())
-    ln, matmul, gelu = data["passes"]
+    passes = {p["name"]: p for p in data["passes"]}
+    ln, matmul, gelu = passes["ScopeLayerNormPass"], passes["MatMulBiasAddFusionPass"], passes["GeluFusionPass"]
+    epilogue = passes["EpilogueFusionPass"]
+    assert epilogue["fusion_type"] == "UBFusion" and epilogue["effect_times"] == 3
     assert ln["name"] == "ScopeLayerNormPass" and len(ln["fused"]) == 5 and ln["seconds"] >= 0
     assert (matmul["name"], matmul["fusion_type"], matmul["switch"]) == ("MatMulBiasAddFusionPass", "GraphFusion", "on")
     assert matmul["match_times"] == matmul["effect_times"] == len(matmul["fused"]) == 13
     assert gelu["name"] == "GeluFusionPass" and gelu["match_times"] == gelu["effect_times"] == 2
     assert set(data["stage_seconds"]) >= {"index", "scope.tree", "scope.match", "scope.apply", "scope.validate",
-                                           "graph.index", "graph.match", "graph.apply", "graph.validate", "emit_tf"}
+                                           "graph.index", "graph.match", "graph.apply", "graph.validate",
+                                           "ub.index", "ub.match", "ub.apply", "ub.validate", "emit_tf"}
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -96,7 +102,7 @@ def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
-    assert "20 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
+    assert "23 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
 
 
 def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):
@@ -182,3 +188,36 @@ def test_verify_names_a_fused_op_nobody_declares(tmp_path, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "neither TensorFlow ops nor declared fused ops: MysteryFusedOp (node" in line
     assert "is the plugin that declares them installed" in line
+
+
+CONFIG = """graph_options {
+  rewrite_options {
+    custom_optimizers {
+      name: "NpuOptimizer"
+      parameter_map { key: "use_off_line" value { %s } }
+      parameter_map { key: "enable_scope_fusion_passes" value { s: "ScopeInstanceNormPass" } }
+    }
+  }
+}
+"""
+
+
+def test_config_check_prints_the_effective_options(tmp_path, capsys):
+    config = tmp_path / "session.pbtxt"
+    config.write_text(CONFIG % "b: true")
+    assert main(["config", "check", str(config)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:5]]
+            for line in out.splitlines() if line.startswith("│")}
+    assert rows["use_off_line"] == ["True", "set", "acted on"]
+    assert rows["enable_scope_fusion_passes"] == ["ScopeInstanceNormPass", "set", "acted on"]
+    assert rows["precision_mode"][1:] == ["default", "recorded"]
+
+
+def test_config_check_rejects_a_wrong_value_kind_in_one_line(tmp_path, capsys):
+    config = tmp_path / "session.pbtxt"
+    config.write_text(CONFIG % "i: 3")
+    assert main(["config", "check", str(config)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("scopefusion: error:") and "use_off_line" in err[0]
+    assert "given an int (.i) = 3" in err[0] and "allowed: a bool (.b)" in err[0]

@@ -3,7 +3,9 @@
 TensorFlow's C++ code writes notices (oneDNN, CUDA drivers, a failed ``cuInit``)
 straight to file descriptor 2, before and outside Python's logging, where no
 log level reaches them.  The command line sends them to a temporary file while
-it imports TensorFlow and runs sessions, and shows them only when that fails.
+it imports TensorFlow, loads SavedModels, loads plugins and runs sessions, and
+shows them only when that fails unexpectedly: an error of the tool's own
+(:class:`ScopeFusionError`) already says what went wrong in one line.
 """
 from __future__ import annotations
 
@@ -13,12 +15,15 @@ import sys
 import tempfile
 from typing import Iterator
 
+from .errors import ScopeFusionError
+
 
 @contextlib.contextmanager
 def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
     """Keep what native code (TensorFlow's C++ logging: oneDNN and CUDA notices at import,
     a failed cuInit when a session starts) writes to file descriptor 2 off the terminal.
-    If the block raises, what was written is shown before the error."""
+    If the block raises anything but a :class:`ScopeFusionError`, what was written
+    is shown before the error."""
     if not enabled:
         yield
         return
@@ -34,7 +39,12 @@ def native_stderr_quiet(enabled: bool = True) -> Iterator[None]:
         try:
             yield
             failed = False
+        except ScopeFusionError:
+            failed = False
+            raise
         finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             if failed:

@@ -16,6 +16,8 @@ Rules:
 * a plugin whose hook raises is reported (``Registry.errors``, naming its
   distribution) and skipped whole, so the others still apply; with
   ``strict=True`` it is an error;
+* op types a back end runs (``scopefusion_supported_ops``, for mixed computation) may be
+  declared by several plugins only with the same flags;
 * plugins can be blocked by entry-point or distribution name
   (``SCOPEFUSION_BLOCK_PLUGINS=a,b``), or autoloading switched off
   (``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD=1``) or limited to an allow-list
@@ -27,7 +29,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pluggy
 
@@ -37,6 +39,8 @@ from ..core.fusion.fused_ops import FusedOpDef
 from ..core.fusion.options import parse_pass_list
 from ..core.fusion.pass_spec import PassSpec
 from ..core.graph_fusion.base_pass import PatternFusionBasePass
+from ..core.partition.errors import PartitionError
+from ..core.partition.supported import OpSupport, plugin_entries
 from ..core.scope.base_pass import ScopeBasePass
 from . import hookspecs
 
@@ -56,10 +60,12 @@ class PluginInfo:
     version: str
     value: str
     blocked: bool = False
+    blocked_by: str = ""  # "block list", "allow list" or the environment variable that left it out
     error: str | None = None  # why it was skipped, if it was
     passes: list[str] = field(default_factory=list)
     graph_passes: list[str] = field(default_factory=list)
     fused_ops: list[str] = field(default_factory=list)
+    supported_ops: list[str] = field(default_factory=list)
 
     @property
     def origin(self) -> str:
@@ -79,6 +85,8 @@ class Registry:
     plugins: list[PluginInfo] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
+    #: op types plugins declare their back end runs (hook scopefusion_supported_ops), with origins
+    supported_ops: dict[str, OpSupport] = field(default_factory=dict)
 
     @property
     def fused_op_origins(self) -> dict[str, str]:
@@ -112,6 +120,11 @@ def _env_list(name: str) -> list[str]:
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def autoload_disabled() -> bool:
+    """``SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD`` is set to a true value."""
+    return _truthy(os.environ.get(NO_AUTOLOAD_ENV))
 
 
 def discover_entry_points() -> list[Any]:
@@ -182,6 +195,22 @@ class _Collector:
             added.append(op.name)
         return added
 
+    def add_supported_ops(self, value: Iterable[Any], origin: str, who: str) -> list[str]:
+        """Op types a back end runs: the same op from two plugins must carry the same flags."""
+        try:
+            entries = plugin_entries(value, who)
+        except PartitionError as exc:
+            raise PluginError(str(exc)) from None
+        table = self.registry.supported_ops
+        for op, entry in entries.items():
+            known = table.get(op)
+            if known is not None and (known.is_gray, known.is_heavy) != (entry.is_gray, entry.is_heavy):
+                raise PluginError(f"supported op {op!r} is declared with different flags by {known.origin} "
+                                  f"and by {origin}")
+            if known is None:
+                table[op] = OpSupport(entry.is_gray, entry.is_heavy, origin)
+        return list(entries)
+
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or "(no message)"
@@ -205,6 +234,8 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
         raise raised(exc) from exc
     if value is None:
         return []
+    if isinstance(value, Mapping):  # scopefusion_supported_ops may answer in the file's format
+        value = list(value.items())
     try:
         items = iter(value)
     except TypeError:
@@ -218,7 +249,8 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
 
 
 #: The hooks that contribute something, in the order they are collected.
-_CONTRIBUTING_HOOKS = ("scopefusion_fused_ops", "scopefusion_scope_passes", "scopefusion_graph_passes")
+_CONTRIBUTING_HOOKS = ("scopefusion_fused_ops", "scopefusion_scope_passes", "scopefusion_graph_passes",
+                       "scopefusion_supported_ops")
 
 _Loaded = tuple[Any, str, str, "PluginInfo | None"]  # (plugin object, origin, description, info)
 
@@ -241,7 +273,7 @@ def load_registry(
     ``strict=True`` raises :class:`PluginError` instead.
     """
     if autoload is None:
-        autoload = not _truthy(os.environ.get(NO_AUTOLOAD_ENV))
+        autoload = not autoload_disabled()
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(builtin_passes, name=BUILTIN)
@@ -255,18 +287,22 @@ def load_registry(
     return collector.registry
 
 
-def _plugin_filter(block: Sequence[str], only: Sequence[str] | None) -> Callable[[str, str], bool]:
-    """A test ``skipped(entry_point_name, distribution)`` from the block and allow lists."""
-    blocked = set(block) | set(_env_list(BLOCK_ENV))
-    allowed = set(only) if only is not None else (set(_env_list(ALLOW_ENV)) or None)
-    blocked_dists = {normalise_distribution(b) for b in blocked}
-    allowed_dists = None if allowed is None else {normalise_distribution(a) for a in allowed}
+def _plugin_filter(block: Sequence[str], only: Sequence[str] | None) -> Callable[[str, str], str]:
+    """A test ``skipped(entry_point_name, distribution)`` from the block and allow lists:
+    what left the plugin out ("block list", "allow list" or an environment variable), or ""."""
+    lists = [("block list", set(block)), (BLOCK_ENV, set(_env_list(BLOCK_ENV)))]
+    allow = ("allow list", set(only)) if only is not None else (ALLOW_ENV, set(_env_list(ALLOW_ENV)))
 
-    def skipped(ep_name: str, dist: str) -> bool:
-        if ep_name in blocked or normalise_distribution(dist) in blocked_dists:
-            return True
-        return (allowed is not None and allowed_dists is not None and ep_name not in allowed
-                and normalise_distribution(dist) not in allowed_dists)
+    def named(names: set[str], ep_name: str, dist: str) -> bool:
+        return ep_name in names or normalise_distribution(dist) in {normalise_distribution(n) for n in names}
+
+    def skipped(ep_name: str, dist: str) -> str:
+        for why, names in lists:
+            if named(names, ep_name, dist):
+                return why
+        if (only is not None or allow[1]) and not named(allow[1], ep_name, dist):
+            return allow[0]
+        return ""
 
     return skipped
 
@@ -280,7 +316,8 @@ def _load_entry_points(pm: pluggy.PluginManager, registry: Registry,
         version = ep.dist.version if ep.dist is not None else "?"
         info = PluginInfo(ep.name, dist, version, ep.value)
         registry.plugins.append(info)
-        if skipped(ep.name, dist):
+        info.blocked_by = skipped(ep.name, dist)
+        if info.blocked_by:
             info.blocked = True
             continue
         try:
@@ -339,7 +376,7 @@ def _collect(pm: pluggy.PluginManager, loaded: Sequence[_Loaded], collector: _Co
             info.error = f"{exc}; skipped"
             collector.registry.errors.append(info.error)
             continue
-        ops, scope_passes, graph_passes = (answers[h] for h in _CONTRIBUTING_HOOKS)
+        ops, scope_passes, graph_passes, supported = (answers[h] for h in _CONTRIBUTING_HOOKS)
         if ops is not None:
             names = collector.add_fused_ops(ops, origin, who)
             if info is not None:
@@ -352,3 +389,7 @@ def _collect(pm: pluggy.PluginManager, loaded: Sequence[_Loaded], collector: _Co
             names = collector.add_passes(graph_passes, origin, who, "graph")
             if info is not None:
                 info.graph_passes = names
+        if supported is not None:
+            names = collector.add_supported_ops(supported, origin, who)
+            if info is not None:
+                info.supported_ops = names

@@ -1,25 +1,33 @@
 """Reading and writing models: frozen GraphDefs (.pb / .pbtxt) and SavedModels.
 
 The format is detected from the content, not only from the extension.  Saving
-is atomic: the graph is written to a temporary file in the target directory
-and renamed over the destination, so a failed write never leaves a torn file
-and the input model is never touched.
+is atomic (see :mod:`.output_paths`): the graph is written to a temporary file
+in the target directory and renamed over the destination, so a failed write
+never leaves a torn file and the input model is never touched.  A file is
+written as binary for ``.pb`` / ``.graphdef`` and as text for ``.pbtxt`` /
+``.txt``; another extension needs the format named.
 """
 from __future__ import annotations
 
 import os
 import re
-import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import GraphLoadError, ScopeFusionError
+from ..errors import GraphLoadError, OptionError
+from .output_paths import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
 _TEXT_START = re.compile(rb"\A\s*(#[^\n]*\n\s*)*(node|library|versions|versions_def)\s*[{:]")
+#: File extensions of GraphDefs and the format each is written in.
+GRAPH_SUFFIXES = {".pb": "pb", ".graphdef": "pb", ".pbtxt": "pbtxt", ".txt": "pbtxt"}
+GRAPH_FORMATS = ("pb", "pbtxt")
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
 @dataclass
@@ -70,14 +78,49 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
     raise GraphLoadError(f"{source}: not a GraphDef ({'; '.join(errors)})")
 
 
-def load_model(path: str | os.PathLike[str], signature: str | None = None) -> LoadedModel:
-    """Load a frozen GraphDef file or a SavedModel directory."""
+def check_model_path(path: str | os.PathLike[str]) -> str:
+    """What ``path`` holds, checked without TensorFlow: ``"saved_model"`` or
+    ``"graph_def"`` (a file, parsed later); anything else is a :class:`GraphLoadError`."""
     p = Path(path)
     if not p.exists():
         raise GraphLoadError(f"{p}: no such file or directory")
     if p.is_dir():
         if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
-            raise GraphLoadError(f"{p}: a directory but not a SavedModel (no saved_model.pb)")
+            raise GraphLoadError(f"{p}: a directory but not a SavedModel (it has no saved_model.pb); give a "
+                                 ".pb / .pbtxt GraphDef file or a SavedModel directory")
+        return "saved_model"
+    if not p.is_file():
+        raise GraphLoadError(f"{p}: not a regular file; give a .pb / .pbtxt GraphDef file or a SavedModel directory")
+    _refuse_keras_file(p)
+    return "graph_def"
+
+
+def _refuse_keras_file(p: Path) -> None:
+    """A Keras model file is no GraphDef: say how to export a SavedModel from it."""
+    try:
+        with p.open("rb") as handle:
+            head = handle.read(len(_HDF5_MAGIC))
+    except OSError as exc:
+        raise GraphLoadError(f"{p}: cannot read ({exc.strerror})") from exc
+    keras = p.suffix.lower() in KERAS_SUFFIXES or head == _HDF5_MAGIC
+    if not keras and head.startswith(b"PK"):  # a .keras archive under another name
+        try:
+            with zipfile.ZipFile(p) as archive:
+                keras = "config.json" in archive.namelist()
+        except (zipfile.BadZipFile, OSError):
+            keras = False
+    if keras:
+        saved = f"{p.stem}_saved"
+        raise GraphLoadError(
+            f"{p}: a Keras model file, not a GraphDef or SavedModel; export a SavedModel first: "
+            f"python -c \"import keras; keras.saving.load_model('{p}', compile=False).export('{saved}')\" "
+            f"(Keras 3; with tf_keras: tf.saved_model.save(model, '{saved}')), then scopefusion run {saved}")
+
+
+def load_model(path: str | os.PathLike[str], signature: str | None = None) -> LoadedModel:
+    """Load a frozen GraphDef file or a SavedModel directory."""
+    p = Path(path)
+    if check_model_path(p) == "saved_model":
         return load_saved_model(p, signature)
     try:
         data = p.read_bytes()
@@ -103,11 +146,7 @@ def load_saved_model(path: Path, signature: str | None = None) -> LoadedModel:
     signatures = dict(loaded.signatures)
     if not signatures:
         raise GraphLoadError(f"{path}: the SavedModel has no signatures to freeze")
-    key = signature or ("serving_default" if "serving_default" in signatures else sorted(signatures)[0])
-    if key not in signatures:
-        raise GraphLoadError(
-            f"{path}: no signature {key!r}; it has {', '.join(sorted(signatures))}"
-        )
+    key = choose_signature(path, sorted(signatures), signature)
     frozen = convert_variables_to_constants_v2(signatures[key])
     graph_def = frozen.graph.as_graph_def()
     inputs = [t.name for t in frozen.inputs if t.dtype != tf.resource]
@@ -115,49 +154,74 @@ def load_saved_model(path: Path, signature: str | None = None) -> LoadedModel:
     return LoadedModel(graph_def, str(path), "saved_model", inputs, outputs)
 
 
+def choose_signature(path: Path, names: list[str], signature: str | None) -> str:
+    """The signature to freeze: the one asked for, else ``serving_default``, else
+    the only one; several others are an error that lists them."""
+    if signature is not None:
+        if signature not in names:
+            raise GraphLoadError(f"{path}: no signature {signature!r}; it has {', '.join(names)}")
+        return signature
+    if "serving_default" in names or len(names) == 1:
+        return "serving_default" if "serving_default" in names else names[0]
+    raise GraphLoadError(f"{path}: the SavedModel has {len(names)} signatures and none is serving_default: "
+                         f"{', '.join(names)}; choose one with --signature NAME")
+
+
+def default_output_path(model: str | os.PathLike[str], directory: Path) -> Path:
+    """``<model name>_fused`` in ``directory``, keeping the input's extension and format:
+    ``x.pbtxt`` -> ``x_fused.pbtxt``, ``x.pb`` -> ``x_fused.pb``, a SavedModel ``m/`` ->
+    ``m_fused.pb``; another extension becomes ``.pb`` or ``.pbtxt`` as the content is."""
+    p = Path(model)
+    name = Path(os.path.abspath(p)).name
+    if p.is_dir():
+        return directory / f"{name}_fused.pb"
+    if p.suffix.lower() in GRAPH_SUFFIXES:
+        return directory / f"{p.stem}_fused{p.suffix}"
+    try:
+        with p.open("rb") as handle:
+            text = looks_like_text(handle.read(4096))
+    except OSError:
+        text = False
+    return directory / f"{p.stem}_fused{'.pbtxt' if text else '.pb'}"
+
+
 def graph_format_for(path: str | os.PathLike[str]) -> str:
-    """The format to write for ``path``: text for .pbtxt/.txt, else binary."""
-    return "pbtxt" if Path(path).suffix.lower() in {".pbtxt", ".txt"} else "pb"
+    """The format to write for ``path``: text for .pbtxt/.txt, binary for .pb/.graphdef."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in GRAPH_SUFFIXES:
+        raise OptionError(f"{path}: unknown extension {suffix or '(none)'!r}; a GraphDef file ends in "
+                          f"{allowed_extensions()}, or name the format (fmt='pb' or 'pbtxt')")
+    return GRAPH_SUFFIXES[suffix]
+
+
+def allowed_extensions() -> str:
+    """The extensions a GraphDef may be written to, for messages."""
+    binary = [s for s, f in GRAPH_SUFFIXES.items() if f == "pb"]
+    text = [s for s, f in GRAPH_SUFFIXES.items() if f == "pbtxt"]
+    return f"{' or '.join(binary)} (binary) or {' or '.join(text)} (text)"
+
+
+def graph_bytes(graph_def: "GraphDef", fmt: str) -> bytes:
+    """``graph_def`` serialised as ``"pb"`` (binary) or ``"pbtxt"`` (text)."""
+    from google.protobuf import text_format
+
+    if fmt not in GRAPH_FORMATS:
+        raise OptionError(f"fmt must be one of {', '.join(GRAPH_FORMATS)}, not {fmt!r}")
+    if fmt == "pbtxt":
+        return text_format.MessageToString(graph_def).encode("utf-8")
+    return graph_def.SerializeToString()
 
 
 def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | None = None) -> Path:
-    """Write ``graph_def`` atomically (temporary file, fsync, rename)."""
-    from google.protobuf import text_format
-
+    """Write ``graph_def`` atomically (temporary file, fsync, rename); ``fmt``
+    (``"pb"`` or ``"pbtxt"``) defaults to the one of the extension."""
     dest = Path(path)
-    fmt = fmt or graph_format_for(dest)
-    data = (
-        text_format.MessageToString(graph_def).encode("utf-8")
-        if fmt == "pbtxt"
-        else graph_def.SerializeToString()
-    )
+    data = graph_bytes(graph_def, fmt or graph_format_for(dest))
     write_atomically(dest, data)
     return dest
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory,
-    fsync and rename: readers see the old file or the whole new one, never a part."""
-    dest = Path(path)
-    directory = dest.parent if str(dest.parent) else Path(".")
-    if not directory.is_dir():
-        raise ScopeFusionError(f"{dest}: directory {directory} does not exist")
-    if dest.is_dir():
-        raise ScopeFusionError(f"{dest}: is a directory, not a file name")
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return dest
+__all__ = ["GRAPH_FORMATS", "GRAPH_SUFFIXES", "LoadedModel", "allowed_extensions", "check_model_path",
+           "choose_signature", "default_output_path", "graph_bytes", "graph_format_for", "load_model",
+           "load_saved_model", "looks_like_text", "new_graph_def", "parse_graph_def", "save_graph",
+           "write_atomically"]

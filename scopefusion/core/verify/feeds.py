@@ -1,17 +1,23 @@
-"""Inputs for running a graph: which Placeholders it has, what shape and
+"""Inputs for running a graph: which Placeholders it needs, what shape and
 values to feed them.
 
-Unknown dimensions come from an ``--input_shape`` spec such as
+Only the Placeholders that a fetched output depends on need values: they are
+found by walking back from the fetched tensors through data and control
+inputs.  Unknown dimensions come from an ``input_shapes`` spec such as
 ``"ids:1,128;mask:1,128"`` (the ``name:dims;name:dims`` syntax of the session
 options, where a scalar is written ``0``); otherwise they default to
 :data:`DEFAULT_DIM`, and the defaulting is reported per input.
+
+Errors name the API parameter (``input_shapes``, ``feeds``, ``int_range``);
+the command line names its option.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from ..errors import OptionError, ScopeFusionError
+from ..graph.vocabulary import parse_input
+from ..parameters import ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -44,15 +50,16 @@ def parse_input_shapes(spec: str | Mapping[str, Sequence[int]] | None) -> dict[s
             continue
         name, sep, dims = item.rpartition(":")
         if not sep or not name:
-            raise OptionError(f"--input_shape item {item!r} is not name:d1,d2,...")
+            raise ParameterError("input_shapes", f"item {item!r} is not name:d1,d2,...")
         try:
             values = [int(d) for d in dims.split(",") if d.strip() != ""]
         except ValueError:
-            raise OptionError(f"--input_shape item {item!r}: dimensions must be integers") from None
+            raise ParameterError("input_shapes", f"item {item!r}: dimensions must be integers") from None
         if values == [0]:
             values = []
         if any(v < 1 for v in values):
-            raise OptionError(f"--input_shape item {item!r}: dimensions must be positive (dynamic -1 needs a value)")
+            raise ParameterError("input_shapes", f"item {item!r}: dimensions must be positive "
+                                 "(a dynamic -1 needs a value)")
         shapes[name.strip()] = values
     return shapes
 
@@ -71,6 +78,22 @@ def graph_inputs(graph_def: "GraphDef") -> list[InputSpec]:
     return specs
 
 
+def needed_inputs(graph_def: "GraphDef", fetches: Iterable[str]) -> set[str]:
+    """The Placeholders that the tensors ``fetches`` depend on, through data and
+    control inputs (inside the graph; function bodies read only their arguments)."""
+    inputs = {node.name: node.input for node in graph_def.node}
+    ops = {node.name: node.op for node in graph_def.node}
+    seen: set[str] = set()
+    todo = [parse_input(t)[0] for t in fetches]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in inputs:
+            continue
+        seen.add(name)
+        todo.extend(parse_input(i)[0] for i in inputs[name])
+    return {name for name in seen if ops[name] in INPUT_OPS}
+
+
 @dataclass
 class FeedPlan:
     """Concrete shapes per input and the notes on what was defaulted."""
@@ -80,38 +103,55 @@ class FeedPlan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan_feeds(inputs: Sequence[InputSpec], input_shapes: Mapping[str, Sequence[int]]) -> FeedPlan:
-    """Decide the shape of every input."""
+def plan_feeds(inputs: Sequence[InputSpec], input_shapes: Mapping[str, Sequence[int]],
+               needed: Iterable[str] | None = None) -> FeedPlan:
+    """Decide the shape of every input in ``needed`` (default: all of ``inputs``)."""
     known = {i.name for i in inputs}
     unknown = [n for n in input_shapes if n not in known]
     if unknown:
-        raise OptionError(
-            f"--input_shape names {', '.join(unknown)}, which is not an input; inputs: {', '.join(sorted(known))}"
-        )
+        raise ParameterError("input_shapes", f"{', '.join(unknown)} is not an input of the graph; "
+                             f"inputs: {', '.join(sorted(known)) or 'none'}")
+    wanted = known if needed is None else set(needed)
     plan = FeedPlan({}, {})
     for spec in inputs:
-        plan.dtypes[spec.name] = spec.dtype
-        given = input_shapes.get(spec.name)
-        if given is not None:
-            if spec.shape is not None and len(spec.shape) != len(given):
-                raise OptionError(f"--input_shape gives {spec.name} rank {len(given)}, the graph says {len(spec.shape)}")
-            for g, s in zip(given, spec.shape or given):
-                if s is not None and s != g:
-                    raise OptionError(f"--input_shape {spec.name}:{given} contradicts the graph's shape {spec.shape}")
-            plan.shapes[spec.name] = tuple(given)
-            continue
-        if spec.shape is None:
-            raise OptionError(f"input {spec.name!r} has unknown rank; give its shape with --input_shape")
-        if any(d is None for d in spec.shape):
-            dims = tuple(DEFAULT_DIM if d is None else d for d in spec.shape)
-            plan.notes.append(
-                f"input {spec.name}: unknown dimensions set to {DEFAULT_DIM}: {list(dims)} "
-                f"(graph shape {['?' if d is None else d for d in spec.shape]}; use --input_shape to choose)"
-            )
-            plan.shapes[spec.name] = dims
-        else:
-            plan.shapes[spec.name] = tuple(spec.shape)  # type: ignore[arg-type]
+        if spec.name in wanted:
+            plan.dtypes[spec.name] = spec.dtype
+            plan.shapes[spec.name] = _input_shape(spec, input_shapes.get(spec.name), plan.notes)
     return plan
+
+
+def _input_shape(spec: InputSpec, given: Sequence[int] | None, notes: list[str]) -> tuple[int, ...]:
+    if given is not None:
+        if spec.shape is not None and len(spec.shape) != len(given):
+            raise ParameterError("input_shapes", f"gives {spec.name} rank {len(given)}, the graph says "
+                                 f"{len(spec.shape)}")
+        for g, s in zip(given, spec.shape or given):
+            if s is not None and s != g:
+                raise ParameterError("input_shapes", f"{spec.name}:{list(given)} contradicts the graph's shape "
+                                     f"{spec.shape}")
+        return tuple(given)
+    if spec.shape is None:
+        raise ParameterError("input_shapes", f"input {spec.name!r} has unknown rank: give its shape "
+                             f"({spec.name}:d1,d2,...)")
+    if any(d is None for d in spec.shape):
+        dims = tuple(DEFAULT_DIM if d is None else d for d in spec.shape)
+        notes.append(f"input {spec.name}: unknown dimensions set to {DEFAULT_DIM}: {list(dims)} "
+                     f"(graph shape {['?' if d is None else d for d in spec.shape]}; choose them with "
+                     "--input_shape, input_shapes= in Python)")
+        return dims
+    return tuple(spec.shape)  # type: ignore[arg-type]
+
+
+def check_int_range(int_range: Sequence[int]) -> tuple[int, int]:
+    """``(lo, hi)`` with ``lo < hi``: integer inputs are drawn from ``[lo, hi)``."""
+    try:
+        lo, hi = (int(v) for v in int_range)
+    except (TypeError, ValueError):
+        raise ParameterError("int_range", f"must be two integers (lo, hi), not {int_range!r}") from None
+    if hi <= lo:
+        raise ParameterError("int_range", f"({lo}, {hi}): HI must be greater than LO (values are drawn "
+                             "from [LO, HI))")
+    return lo, hi
 
 
 def make_feeds(plan: FeedPlan, seed: int, int_range: tuple[int, int] = (0, 10)) -> dict[str, "np.ndarray"]:
@@ -131,7 +171,8 @@ def make_feeds(plan: FeedPlan, seed: int, int_range: tuple[int, int] = (0, 10)) 
         elif dtype.is_bool:
             value = rng.random(shape) < 0.5
         else:
-            raise ScopeFusionError(f"input {name!r} has dtype {dtype.name}; give its values with --feeds file.npz")
+            raise ParameterError("feeds", f"input {name!r} has dtype {dtype.name}, for which no random values "
+                                 "are made: give real values (a .npz file whose keys are input names)")
         feeds[f"{name}:0"] = value
     return feeds
 
@@ -144,4 +185,21 @@ def load_npz_feeds(path: str) -> dict[str, "np.ndarray"]:
         with np.load(path, allow_pickle=False) as data:
             return {(k if ":" in k else f"{k}:0"): data[k] for k in data.files}
     except (OSError, ValueError) as exc:
-        raise ScopeFusionError(f"{path}: cannot read feeds ({exc})") from exc
+        raise ParameterError("feeds", f"{path}: cannot read feeds ({exc})") from exc
+
+
+def check_feed_keys(feeds: Mapping[str, "np.ndarray"], inputs: Sequence[InputSpec],
+                    needed: Iterable[str]) -> dict[str, "np.ndarray"]:
+    """The given feeds of the ``needed`` inputs; a key naming no input, or a
+    needed input without a value, is an error listing the inputs it needs."""
+    placeholders = {i.name for i in inputs}
+    need = sorted(needed)
+    listed = f"the inputs it needs: {', '.join(need) or 'none'}"
+    wrong = [k for k in feeds if k.rsplit(":", 1)[0] not in placeholders or not k.endswith(":0")]
+    if wrong:
+        raise ParameterError("feeds", f"{', '.join(repr(k) for k in wrong)} "
+                             f"{'is not an input' if len(wrong) == 1 else 'are not inputs'} of the graph; {listed}")
+    missing = [n for n in need if f"{n}:0" not in feeds]
+    if missing:
+        raise ParameterError("feeds", f"no value for {', '.join(missing)}; {listed}")
+    return {f"{n}:0": feeds[f"{n}:0"] for n in need}

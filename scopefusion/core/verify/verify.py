@@ -7,16 +7,32 @@ checked is the port maps and attributes a back end would rely on.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ScopeFusionError
 from ..graph.index import GraphIndex
 from ..graph.io import LoadedModel, load_model
+from ..graph.output_ports import check_tensor_names
 from ..graph.tf_ops import is_tensorflow_op
 from ..graph.vocabulary import NON_OUTPUT_SINKS
+from ..parameters import ParameterError
+from .execute import GraphRunner
+from .feeds import (
+    FeedPlan,
+    InputSpec,
+    check_feed_keys,
+    check_int_range,
+    graph_inputs,
+    load_npz_feeds,
+    make_feeds,
+    needed_inputs,
+    parse_input_shapes,
+    plan_feeds,
+)
 from .tf_form import to_tf_runnable
-from .feeds import FeedPlan, graph_inputs, load_npz_feeds, make_feeds, parse_input_shapes, plan_feeds
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -95,41 +111,6 @@ class VerifyResult:
                 "outputs": [asdict(o) for o in self.outputs]}
 
 
-class _Runner:
-    """One imported graph with an open session, reused across runs."""
-
-    def __init__(self, graph_def: "GraphDef", label: str) -> None:
-        import tensorflow as tf
-
-        from .execute import session_config
-
-        self.graph = tf.Graph()
-        try:
-            with self.graph.as_default():
-                tf.compat.v1.import_graph_def(graph_def, name="")
-        except Exception as exc:
-            raise ScopeFusionError(f"the {label} graph does not import into TensorFlow: {exc}") from exc
-        self.session = tf.compat.v1.Session(graph=self.graph, config=session_config())
-        self.label = label
-
-    def has(self, tensor: str) -> bool:
-        try:
-            self.graph.get_tensor_by_name(tensor)
-        except (KeyError, ValueError):
-            return False
-        return True
-
-    def run(self, fetches: Sequence[str], feeds: Mapping[str, "np.ndarray"]) -> list["np.ndarray"]:
-        try:
-            return list(self.session.run(list(fetches), dict(feeds)))
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ScopeFusionError(f"running the {self.label} graph failed: {first}") from exc
-
-    def close(self) -> None:
-        self.session.close()
-
-
 def default_outputs(graph_def: "GraphDef") -> list[str]:
     """Port 0 of every sink that is not a constant, placeholder or no-op."""
     index = GraphIndex(graph_def, validate=False)
@@ -184,10 +165,11 @@ def verify(
     fused graph's fused nodes run their reference implementations from it.
 
     Tolerances default by dtype (:data:`DEFAULT_TOLERANCES`); an element
-    passes when ``|fused - original| <= atol + rtol * |original|``.
+    passes when ``|fused - original| <= atol + rtol * |original|``.  Only the
+    Placeholders the compared outputs depend on are fed.  Invalid values raise
+    :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
-    if runs < 1:
-        raise ScopeFusionError("runs must be at least 1")
+    check_verify_parameters(runs=runs, atol=atol, rtol=rtol, int_range=int_range)
     original_graph = _as_graph(original)
     fused_graph = _as_graph(fused)
     _check_ops_known(fused_graph, fused_ops)
@@ -195,66 +177,102 @@ def verify(
         fused_graph = to_tf_runnable(fused_graph, fused_ops)
     result = VerifyResult()
     wanted = _wanted_outputs(original_graph, fused_graph, outputs)
-    feed_runs = _feed_runs(original_graph, result, feeds, input_shapes, runs, seed, int_range)
+    comparisons, present = _presence(original_graph, fused_graph, wanted)
+    feed_runs = _feed_runs(original_graph, fused_graph, present, result, feeds, input_shapes, runs, seed,
+                           (int_range[0], int_range[1]))
     result.runs = len(feed_runs)
-    result.outputs = _compare_runs(original_graph, fused_graph, wanted, feed_runs, atol, rtol)
+    _compare_runs(original_graph, fused_graph, comparisons, present, feed_runs, atol, rtol)
+    result.outputs = list(comparisons.values())
     return result
 
 
+def check_verify_parameters(*, runs: int = 3, atol: float | None = None, rtol: float | None = None,
+                            int_range: Sequence[int] = (0, 10)) -> None:
+    """Raise :class:`ParameterError` for a run count below 1, a negative or
+    non-finite tolerance, or an empty integer range."""
+    if isinstance(runs, bool) or not isinstance(runs, numbers.Integral) or runs < 1:
+        raise ParameterError("runs", f"must be a whole number of at least 1, not {runs!r}")
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None and not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
+            raise ParameterError(name, f"a tolerance must be a finite number >= 0, not {value!r}")
+    check_int_range(int_range)
+
+
 def _wanted_outputs(original: "GraphDef", fused: "GraphDef", outputs: Sequence[str] | str | None) -> list[str]:
-    """The tensors to compare: those asked for, else every sink of either graph."""
+    """The tensors to compare: those asked for (each must name an output port of
+    a node of either graph), else every sink of either graph."""
     if isinstance(outputs, str):
         outputs = [o.strip() for o in outputs.split(",") if o.strip()]
     if outputs:
-        return [o if ":" in o else f"{o}:0" for o in outputs]
+        return list(dict.fromkeys(check_tensor_names([original, fused], list(outputs), "outputs")))
     first = default_outputs(original)
     return first + [o for o in default_outputs(fused) if o not in first]
 
 
-def _feed_runs(graph: "GraphDef", result: VerifyResult, feeds: str | Mapping[str, "np.ndarray"] | None,
+def _presence(original: "GraphDef", fused: "GraphDef",
+              wanted: Sequence[str]) -> tuple[dict[str, TensorComparison], list[str]]:
+    """A comparison per wanted tensor; those of a node missing from one graph fail
+    at once.  Returns the comparisons and the tensors both graphs have."""
+    in_a = {n.name for n in original.node}
+    in_b = {n.name for n in fused.node}
+    comparisons = {name: TensorComparison(name) for name in wanted}
+    present = []
+    for name, comp in comparisons.items():
+        node = name.rsplit(":", 1)[0]
+        if node in in_a and node in in_b:
+            present.append(name)
+        else:
+            comp.passed = False
+            comp.note = "only in the fused graph" if node in in_b else "only in the original graph"
+    return comparisons, present
+
+
+def _feed_runs(original: "GraphDef", fused: "GraphDef", fetches: Sequence[str], result: VerifyResult,
+               feeds: str | Mapping[str, "np.ndarray"] | None,
                input_shapes: str | Mapping[str, Sequence[int]] | None, runs: int, seed: int,
                int_range: tuple[int, int]) -> list[dict[str, "np.ndarray"]]:
-    """The given feeds, or ``runs`` seeded random ones (notes on defaulted shapes go to ``result``)."""
+    """The given feeds, or ``runs`` seeded random ones, for the inputs the fetched
+    tensors depend on in either graph (notes on defaulted shapes go to ``result``)."""
+    inputs = _inputs_of(original, fused)
+    needed = needed_inputs(original, fetches) | needed_inputs(fused, fetches)
     if feeds is not None:
-        fixed = load_npz_feeds(feeds) if isinstance(feeds, str) else {
+        given = load_npz_feeds(feeds) if isinstance(feeds, str) else {
             (k if ":" in k else f"{k}:0"): v for k, v in feeds.items()}
-        return [fixed]
-    plan: FeedPlan = plan_feeds(graph_inputs(graph), parse_input_shapes(input_shapes))
+        return [check_feed_keys(given, inputs, needed)]
+    plan: FeedPlan = plan_feeds(inputs, parse_input_shapes(input_shapes), needed)
     result.notes.extend(plan.notes)
     return [make_feeds(plan, seed + k, int_range) for k in range(runs)]
 
 
-def _compare_runs(original: "GraphDef", fused: "GraphDef", wanted: Sequence[str],
-                  feed_runs: Sequence[Mapping[str, "np.ndarray"]], atol: float | None,
-                  rtol: float | None) -> list[TensorComparison]:
-    """Run both graphs on every feed and compare the wanted tensors."""
+def _inputs_of(original: "GraphDef", fused: "GraphDef") -> list[InputSpec]:
+    """The Placeholders of the original graph, then those only the fused graph has."""
+    inputs = graph_inputs(original)
+    names = {i.name for i in inputs}
+    return inputs + [i for i in graph_inputs(fused) if i.name not in names]
+
+
+def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[str, TensorComparison],
+                  present: Sequence[str], feed_runs: Sequence[Mapping[str, "np.ndarray"]], atol: float | None,
+                  rtol: float | None) -> None:
+    """Run both graphs on every feed and compare the tensors both have."""
     import numpy as np
     import tensorflow as tf
 
-    a = _Runner(original, "original")
-    b = _Runner(fused, "fused")
+    if not present:
+        return
+    a = GraphRunner(original, "original")
     try:
-        comparisons = {name: TensorComparison(name) for name in wanted}
-        present = []
-        for name, comp in comparisons.items():
-            in_a, in_b = a.has(name), b.has(name)
-            if in_a and in_b:
-                present.append(name)
-            else:
-                comp.passed = False
-                comp.note = "only in the fused graph" if in_b else (
-                    "only in the original graph" if in_a else "in neither graph")
-        for feed in feed_runs:
-            if not present:
-                break
-            want = a.run(present, feed)
-            got = b.run(present, feed)
-            for name, x, y in zip(present, want, got):
-                _compare(comparisons[name], np.asarray(x), np.asarray(y), atol, rtol, tf)
-        return list(comparisons.values())
+        b = GraphRunner(fused, "fused")
+        try:
+            for feed in feed_runs:
+                want = a.run(present, feed)
+                got = b.run(present, feed)
+                for name, x, y in zip(present, want, got):
+                    _compare(comparisons[name], np.asarray(x), np.asarray(y), atol, rtol, tf)
+        finally:
+            b.close()
     finally:
         a.close()
-        b.close()
 
 
 def _compare(comp: TensorComparison, x: "np.ndarray", y: "np.ndarray", atol: float | None,
@@ -272,7 +290,8 @@ def _compare(comp: TensorComparison, x: "np.ndarray", y: "np.ndarray", atol: flo
     if x.size == 0:
         return
     if dtype.is_floating or dtype.is_complex:  # bfloat16 too, which numpy sees as kind 'V'
-        xf, yf = x.astype(np.float64), y.astype(np.float64)
+        wide = np.complex128 if dtype.is_complex else np.float64  # keep the imaginary part
+        xf, yf = x.astype(wide), y.astype(wide)
         both_nan = np.isnan(xf) & np.isnan(yf)
         diff = np.where(both_nan, 0.0, np.abs(xf - yf))
         diff = np.where(np.isnan(diff), np.inf, diff)

@@ -139,3 +139,21 @@ def test_segments_dir_writes_each_segment_as_a_graph(model_file, tmp_path, capsy
     assert "wrote 2 segment graph(s)" in capsys.readouterr().err
     with pytest.raises(OptionError, match="--segments-dir .*: given without --mix_compile_mode"):
         partition_options_from_args(parser().parse_args(["run", str(model_file), "--segments-dir", str(out_dir)]))
+
+
+def test_the_command_line_partitions_and_runs_mixed(model_file, tmp_path, capsys):
+    """Through scopefusion.cli.main: `partition` prints the placement, `run --mix_compile_mode
+    --verify` writes the partitioned graph and verifies its TensorFlow-runnable form."""
+    from scopefusion.cli import main
+
+    assert main(["partition", str(model_file)]) == 0
+    out = capsys.readouterr().out
+    assert "Segments (run by the back end)" in out and "host" in out
+    from scopefusion.cli import EXAMPLE_MODEL  # numeric inputs: verify makes random feeds for them
+
+    written = tmp_path / "mixed.pb"
+    assert main(["run", str(EXAMPLE_MODEL), "-o", str(written), "--mix_compile_mode", "--verify"]) == 0
+    captured = capsys.readouterr()
+    assert "verified" in captured.out
+    graph = load_model(written).graph_def
+    assert any(n.op == "GeOp" for n in graph.node) and graph.library.function

@@ -274,7 +274,11 @@ class PatternMatcher:
         (node, port), passed = self._forward(tensor, expr.types)
         if expr.label is not None and self._label_exprs.get(expr.label) is expr and \
                 self.nodes.get(expr.label) == node and port == expr.port:
+            mark = len(self._trail)
+            for i in passed:  # reads forwarded on the way belong to the match too
+                self._add_member(i)
             yield  # the same expression met again through another consumer: already matched
+            self._undo(mark)
             return
         problem = self._op_problem(node, port, expr)
         if problem is not None:

@@ -25,9 +25,10 @@ import pytest
 
 import activation_models as am
 import concat_models as cm
+from pass_checks import REGISTRY, assert_verifies, pass_report
+
 import scopefusion
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 PASS = "ConcatFlattenFusionPass"
 MODELS = {**cm.CONCAT_FORMS, **cm.CONCAT_REFUSALS}
 
@@ -43,18 +44,6 @@ def concats(graph_def) -> dict:
 
 def data_inputs(node) -> list[str]:
     return [i for i in node.input if not i.startswith("^")]
-
-
-def pass_report(result):
-    names = [p.name for p in result.report.passes]
-    assert PASS in names, f"{PASS} did not run (passes: {names})"
-    return result.report.pass_report(PASS)
-
-
-def assert_verifies(m, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 def flattened_inputs(original: dict, name: str, kept=()) -> list[str]:
@@ -82,7 +71,7 @@ def test_builder_makes_its_form(key):
 def test_nested_concat_is_flattened(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     before, after = concats(m.graph_def), concats(result.fused_graph_def)
     assert len(report.fused) == m.expected, [r.reason for r in report.refused]
     assert len(after) == len(before) - m.attrs["spliced"]
@@ -100,7 +89,7 @@ def test_a_chain_loses_one_level_per_run():
     outer candidate overlaps it and waits), the second run the rest."""
     m = model("concat_chain")
     first = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    (refusal,) = pass_report(first).refused
+    (refusal,) = pass_report(first, PASS).refused
     assert "overlaps 'concat_1' of pass ConcatFlattenFusionPass" in refusal.reason
     second = scopefusion.fuse(first.fused_graph_def, registry=REGISTRY)
     (node,) = concats(second.fused_graph_def).values()
@@ -113,7 +102,7 @@ def test_a_chain_loses_one_level_per_run():
 def test_concats_that_cannot_be_flattened_stay(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert report.fused == []
     assert len(concats(result.fused_graph_def)) == len(concats(m.graph_def))
     assert len(report.refused) == m.attrs["refused"]

@@ -30,10 +30,11 @@ import pytest
 import activation_models as am
 import activation_models2 as am2
 import epilogue_models as em
+from pass_checks import REGISTRY, assert_verifies, pass_report
+
 import scopefusion
 from scopefusion import FusionSwitch
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 PASS = "EpilogueFusionPass"
 MODELS = {**em.EPILOGUE_FORMS, **em.EPILOGUE_REFUSALS, **em.EPILOGUE_LOOK_ALIKES}
 FUSED_TYPES = ("MatMulBiasAddActivation", "Conv2DBiasAddActivation")
@@ -50,18 +51,6 @@ def model(key: str):
 
 def nodes(graph_def, *ops: str) -> list:
     return [n for n in graph_def.node if n.op in ops]
-
-
-def pass_report(result):
-    names = [p.name for p in result.report.passes]
-    assert PASS in names, f"{PASS} did not run (passes: {names})"
-    return result.report.pass_report(PASS)
-
-
-def assert_verifies(m, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 def assert_activation(node, fused: dict) -> None:
@@ -88,7 +77,7 @@ def test_epilogue_is_fused(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
     fused = result.fused_graph_def
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     matmuls, convs = nodes(fused, FUSED_TYPES[0]), nodes(fused, FUSED_TYPES[1])
     assert (len(matmuls), len(convs)) == (m.attrs["matmul"], m.attrs["conv"]), [r.reason for r in report.refused]
     assert len(report.fused) == m.attrs["matmul"] + m.attrs["conv"] and report.refused == []
@@ -130,7 +119,7 @@ def test_real_models_fuse_their_dense_activations():
 def test_epilogue_that_would_lose_a_tensor_or_move_the_bias_is_refused(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert nodes(result.fused_graph_def, *FUSED_TYPES) == [] and report.fused == []
     (refusal,) = report.refused
     assert m.attrs["reason"] in refusal.reason
@@ -141,7 +130,7 @@ def test_epilogue_that_would_lose_a_tensor_or_move_the_bias_is_refused(key):
 def test_look_alike_is_not_matched(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    assert pass_report(result).match_times == 0
+    assert pass_report(result, PASS).match_times == 0
     assert nodes(result.fused_graph_def, *FUSED_TYPES) == []
     assert_verifies(m, result)
 
@@ -154,6 +143,6 @@ def test_the_switch_file_keeps_matmul_bias_add_and_its_activation_apart():
     assert nodes(fused, *FUSED_TYPES) == []
     assert len(nodes(fused, "MatMulBiasAdd")) == 2 and len(nodes(fused, "Relu")) == 3
     assert len(nodes(fused, "Conv2D")) == len(nodes(fused, "BiasAdd")) == 1
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert report.switch == "off (ALL)" and report.match_times == 0
     assert_verifies(m, result)

@@ -24,9 +24,10 @@ import functools
 import pytest
 
 import activation_models as am
+from pass_checks import REGISTRY, assert_verifies, op_count, pass_report, refusals
+
 import scopefusion
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 #: the epilogue pass (UB fusion) would take these fused ops into MatMul + bias + activation ops:
 #: it is tested on its own (tests/test_epilogue.py), this file tests the graph stage's pass
 GRAPH_STAGE_ONLY = scopefusion.FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
@@ -43,28 +44,6 @@ def model(key: str) -> am.ActivationModel:
 
 def gelu_nodes(graph_def) -> list:
     return [n for n in graph_def.node if n.op == "Gelu"]
-
-
-def op_count(graph_def, *ops: str) -> int:
-    return sum(n.op in ops for n in graph_def.node)
-
-
-def pass_report(result):
-    names = [p.name for p in result.report.passes]
-    assert PASS in names, f"{PASS} did not run (passes: {names})"
-    return result.report.pass_report(PASS)
-
-
-def refusals(result) -> list[str]:
-    """The pass's refusals (for assertion messages), if it ran."""
-    passes = {p.name: p for p in result.report.passes}
-    return [r.reason for r in passes[PASS].refused] if PASS in passes else [f"{PASS} did not run"]
-
-
-def assert_verifies(m: am.ActivationModel, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 @pytest.mark.parametrize("key", list(MODELS))
@@ -86,8 +65,8 @@ def test_gelu_form_is_fused(key):
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     fused = result.fused_graph_def
     nodes = gelu_nodes(fused)
-    assert len(nodes) == m.gelus, refusals(result)
-    assert len(pass_report(result).fused) == m.gelus
+    assert len(nodes) == m.gelus, refusals(result, PASS)
+    assert len(pass_report(result, PASS).fused) == m.gelus
     assert all("approximate" in n.attr for n in nodes)
     assert [n.attr["approximate"].b for n in nodes] == [m.approximate] * m.gelus
     assert all(len([i for i in n.input if not i.startswith("^")]) == 1 for n in nodes)
@@ -107,7 +86,7 @@ def test_look_alike_is_not_fused(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GELU_PASS_ONLY)
     assert gelu_nodes(result.fused_graph_def) == []
-    assert pass_report(result).fused == []
+    assert pass_report(result, PASS).fused == []
     # the GELU pass alone changed nothing (another pass may well fuse a look-alike: SiLU is a Swish)
     assert result.report.nodes_after == result.report.nodes_before
     assert_verifies(m, result)
@@ -120,7 +99,7 @@ def test_gelu_whose_erf_is_read_elsewhere_is_not_fused():
     assert m.outputs == ["gelu_out:0", "erf_out:0"]
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     assert gelu_nodes(result.fused_graph_def) == []
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert report.fused == []
     assert all(r.reason for r in report.refused)
     assert op_count(result.fused_graph_def, "Erf") == 1

@@ -24,9 +24,10 @@ import functools
 import pytest
 
 import activation_models as am
+from pass_checks import REGISTRY, assert_verifies, op_count, pass_report, refusals
+
 import scopefusion
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 #: the epilogue pass (UB fusion) would take these fused ops into MatMul + bias + activation ops:
 #: it is tested on its own (tests/test_epilogue.py), this file tests the graph stage's pass
 GRAPH_STAGE_ONLY = scopefusion.FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
@@ -42,28 +43,6 @@ def model(key: str) -> am.ActivationModel:
 
 def fused_nodes(graph_def) -> list:
     return [n for n in graph_def.node if n.op == "MatMulBiasAdd"]
-
-
-def op_count(graph_def, *ops: str) -> int:
-    return sum(n.op in ops for n in graph_def.node)
-
-
-def pass_report(result):
-    names = [p.name for p in result.report.passes]
-    assert PASS in names, f"{PASS} did not run (passes: {names})"
-    return result.report.pass_report(PASS)
-
-
-def refusals(result) -> list[str]:
-    """The pass's refusals (for assertion messages), if it ran."""
-    passes = {p.name: p for p in result.report.passes}
-    return [r.reason for r in passes[PASS].refused] if PASS in passes else [f"{PASS} did not run"]
-
-
-def assert_verifies(m: am.ActivationModel, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 @pytest.mark.parametrize("key", list(MODELS))
@@ -94,8 +73,8 @@ def test_matmul_bias_form_is_fused(key):
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     fused = result.fused_graph_def
     nodes = fused_nodes(fused)
-    assert len(nodes) == m.matmul_bias_adds, refusals(result)
-    assert len(pass_report(result).fused) == m.matmul_bias_adds
+    assert len(nodes) == m.matmul_bias_adds, refusals(result, PASS)
+    assert len(pass_report(result, PASS).fused) == m.matmul_bias_adds
     for n in nodes:
         assert {"transpose_a", "transpose_b"} <= set(n.attr), n.name
         assert (n.attr["transpose_a"].b, n.attr["transpose_b"].b) == m.transpose, n.name
@@ -110,6 +89,6 @@ def test_matmul_plus_something_else_is_not_fused(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
     assert fused_nodes(result.fused_graph_def) == []
-    assert pass_report(result).fused == []
+    assert pass_report(result, PASS).fused == []
     assert op_count(result.fused_graph_def, *MATMULS) == op_count(m.graph_def, *MATMULS)
     assert_verifies(m, result)

@@ -30,9 +30,10 @@ import pytest
 
 import activation_models as am
 import softmax_models as sm
+from pass_checks import REGISTRY, assert_verifies, op_count, pass_report
+
 import scopefusion
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 PASS = "SoftmaxFusionPass"
 MODELS = {**sm.SOFTMAX_FORMS, **sm.SOFTMAX_REFUSALS, **sm.SOFTMAX_LOOK_ALIKES}
 DECOMPOSED = ("Max", "Exp", "Sum", "RealDiv")
@@ -41,22 +42,6 @@ DECOMPOSED = ("Max", "Exp", "Sum", "RealDiv")
 @functools.cache
 def model(key: str) -> sm.PassModel:
     return MODELS[key]()
-
-
-def op_count(graph_def, *ops: str) -> int:
-    return sum(n.op in ops for n in graph_def.node)
-
-
-def pass_report(result):
-    names = [p.name for p in result.report.passes]
-    assert PASS in names, f"{PASS} did not run (passes: {names})"
-    return result.report.pass_report(PASS)
-
-
-def assert_verifies(m, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 @pytest.mark.parametrize("key", list(MODELS))
@@ -75,7 +60,7 @@ def test_softmax_form_is_fused(key):
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
     fused = result.fused_graph_def
     softmaxes = [n for n in fused.node if n.op == "Softmax"]
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert op_count(m.graph_def, "Softmax") == 0
     assert len(softmaxes) == len(report.fused) == m.expected, [r.reason for r in report.refused]
     assert report.refused == []
@@ -91,7 +76,7 @@ def test_softmax_form_is_fused(key):
 def test_softmax_the_stock_op_cannot_be_is_refused_with_the_reason(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert op_count(result.fused_graph_def, "Softmax") == 0 and report.fused == []
     (refusal,) = report.refused
     wanted = {
@@ -112,7 +97,7 @@ def test_softmax_the_stock_op_cannot_be_is_refused_with_the_reason(key):
 def test_look_alike_is_not_matched(key):
     m = model(key)
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    assert pass_report(result).match_times == 0
+    assert pass_report(result, PASS).match_times == 0
     assert op_count(result.fused_graph_def, "Softmax") == op_count(m.graph_def, "Softmax")
     assert result.report.nodes_after == result.report.nodes_before  # nothing else to fuse either
     assert_verifies(m, result)

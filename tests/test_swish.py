@@ -28,10 +28,11 @@ import pytest
 
 import activation_models as am
 import activation_models2 as am2
+from pass_checks import REGISTRY, assert_verifies, pass_report
+
 import scopefusion
 from scopefusion import FusionSwitch
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
 PASS = "SwishFusionPass"
 UB_OFF = FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
 MODELS = {**am2.SWISH_FORMS, **am2.SWISH_LOOK_ALIKES, "sigmoid_read_elsewhere": am2.sigmoid_read_elsewhere}
@@ -51,20 +52,8 @@ def nodes(graph_def, op: str) -> list:
     return [n for n in graph_def.node if n.op == op]
 
 
-def pass_report(result, name: str = PASS):
-    names = [p.name for p in result.report.passes]
-    assert name in names, f"{name} did not run (passes: {names})"
-    return result.report.pass_report(name)
-
-
 def fuse(m):
     return scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=UB_OFF)
-
-
-def assert_verifies(m, result) -> None:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2)
-    assert check.passed, check.table()
 
 
 @pytest.mark.parametrize("key", list(MODELS))
@@ -84,7 +73,7 @@ def test_swish_form_is_fused(key):
     result = fuse(m)
     fused = result.fused_graph_def
     swishes = nodes(fused, "Swish")
-    report = pass_report(result)
+    report = pass_report(result, PASS)
     assert len(swishes) == m.expected, [r.reason for r in report.refused]
     assert len(report.fused) == m.expected
     for node in swishes:
@@ -120,7 +109,7 @@ def test_gelu_pass_matches_no_swish(key):
 def test_swish_pass_matches_no_gelu(key):
     m = gelu_model(key)
     result = fuse(m)
-    assert pass_report(result).match_times == 0
+    assert pass_report(result, PASS).match_times == 0
     assert nodes(result.fused_graph_def, "Swish") == []
     assert len(nodes(result.fused_graph_def, "Gelu")) == m.gelus
 
@@ -130,7 +119,7 @@ def test_look_alike_is_not_fused(key):
     m = model(key)
     result = fuse(m)
     assert nodes(result.fused_graph_def, "Swish") == []
-    assert pass_report(result).fused == []
+    assert pass_report(result, PASS).fused == []
     assert_verifies(m, result)
 
 
@@ -138,6 +127,6 @@ def test_swish_whose_sigmoid_is_read_elsewhere_is_refused():
     m = model("sigmoid_read_elsewhere")
     result = fuse(m)
     assert nodes(result.fused_graph_def, "Swish") == []
-    (refusal,) = pass_report(result).refused
+    (refusal,) = pass_report(result, PASS).refused
     assert "'Sigmoid' is also read by" in refusal.reason and "fusing would lose it" in refusal.reason
     assert_verifies(m, result)

@@ -243,16 +243,6 @@ def test_not_utf8(tmp_path: Path) -> None:
     assert "not valid UTF-8" in message and "0xff" in message and "line 2" in message
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads everything")
-def test_unreadable_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "A:on\n")
-    path.chmod(0)
-    try:
-        assert "cannot be read" in load_error(path)
-    finally:
-        path.chmod(0o600)
-
-
 def test_read_failure_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import scopefusion.core.graph_fusion.switch as switch_module
 

@@ -21,7 +21,7 @@ from .cli_options import (
     option_names,
     plugin_name_warnings,
 )
-from .core.errors import ScopeFusionError
+from .core.errors import OptionError, ScopeFusionError
 from .partition_cli import (add_partition_arguments, add_run_partition_arguments, cmd_partition,
                             partition_options_from_args, write_run_partition)
 from .core.fusion.options import parse_pass_list
@@ -115,6 +115,8 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument("--signature", help="SavedModel signature to freeze (default: serving_default, or the only "
                      "signature; several others need this option)")
     run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
+    run.add_argument("--pass-timeout", "--pass_timeout", dest="pass_timeout", type=float, default=None,
+                     metavar="SECONDS", help="stop and report (--strict: fail on) a pass that runs longer than this")
     add_run_partition_arguments(run)
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")
@@ -236,6 +238,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_signature(args, model, kind)
     int_range = check_verify_options(args) if args.verify else (0, 10)
     mixed = partition_options_from_args(args)
+    if args.pass_timeout is not None and not args.pass_timeout > 0:  # before any work
+        raise OptionError(f"--pass-timeout must be a positive number of seconds, not {args.pass_timeout}")
     registry = _registry(args)
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
@@ -249,7 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
     with option_names(FUSE_OPTIONS):
         result = fuse(loaded, enable_scope_fusion_passes=enabled, emit=args.emit, outputs=args.outputs or None,
-                      strict=args.strict, registry=registry, fusion_switch_file=switch, **mixed)
+                      strict=args.strict, registry=registry, fusion_switch_file=switch,
+                      pass_timeout=args.pass_timeout, **mixed)
     verification = None
     if original is not None:
         runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def

@@ -248,3 +248,13 @@ def test_a_scope_pass_that_changes_what_it_reads_is_undone_and_named():
     assert [n.op for n in result.fused_graph_def.node if n.name == "blk/mul"] == ["Mul"]
     with pytest.raises(PassError, match="changed node"):
         tester.run(graph)
+
+
+def test_the_command_line_takes_a_pass_time_limit(tmp_path, capsys):
+    from scopefusion.cli import main
+
+    assert main(["run", "--pass-timeout", "0", "-o", str(tmp_path / "o.pb")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "scopefusion: error: --pass-timeout must be a positive number of seconds, not 0.0"
+    assert "No model given" not in "\n".join(err)  # refused before any work
+    assert main(["run", "--pass-timeout", "60", "-o", str(tmp_path / "o.pb")]) == 0

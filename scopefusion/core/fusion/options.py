@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
 from ..errors import OptionError
+from ..parameters import ParameterError
 
 PassList = Union[str, Sequence[str], None]
 
@@ -69,4 +70,4 @@ class FusionOptions:
             raise OptionError(f"--emit must be one of {', '.join(EMIT_FORMS)}, not {self.emit!r}")
         self.outputs = parse_pass_list(self.outputs)
         if self.pass_timeout is not None and not self.pass_timeout > 0:
-            raise OptionError(f"pass_timeout must be a positive number of seconds, not {self.pass_timeout!r}")
+            raise ParameterError("pass_timeout", f"must be a positive number of seconds, not {self.pass_timeout!r}")

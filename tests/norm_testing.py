@@ -5,17 +5,15 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-import numpy as np
 import pytest
 
-import activation_models as am
 import group_norm_models as gnm
 import layer_norm_models as lnm
 import norm_models as nm
 import rms_norm_models as rnm
-import scopefusion
+from pass_checks import REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared with the norm tests)
 
-REGISTRY = scopefusion.load_registry(autoload=False)  # built-ins only
+import scopefusion
 
 Builders = dict[str, Callable[[], nm.NormModel]]
 
@@ -52,12 +50,6 @@ def fused(key: str, enable: str = ""):
     return scopefusion.fuse(model(key).graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable or None)
 
 
-def pass_report(result, name: str):
-    names = [p.name for p in result.report.passes]
-    assert name in names, f"{name} did not run (passes: {names})"
-    return result.report.pass_report(name)
-
-
 def refusals(result, name: str) -> list[str]:
     """A pass's refusals (for assertion messages)."""
     return [f"{r.name}: {r.reason}" for r in pass_report(result, name).refused]
@@ -67,10 +59,6 @@ def nodes(graph_def, op: str) -> list:
     return [n for n in graph_def.node if n.op == op]
 
 
-def op_count(graph_def, *ops: str) -> int:
-    return sum(n.op in ops for n in graph_def.node)
-
-
 def assert_verifies(m: nm.NormModel, result, **options) -> float:
     """Both graphs agree on every output (float32 within 1e-4, float16 within 1e-2); returns the
     largest absolute error."""
@@ -78,15 +66,6 @@ def assert_verifies(m: nm.NormModel, result, **options) -> float:
                                input_shapes=m.input_shapes, int_range=m.int_range, runs=2, **options)
     assert check.passed, check.table()
     return max(o.max_abs_error for o in check.outputs)
-
-
-def assert_builds(m: nm.NormModel, *fused_ops: str) -> None:
-    """The builder's graph holds the ops of its form, none of the fused ops, and runs."""
-    ops = {n.op for n in m.graph_def.node}
-    assert set(m.signature) <= ops, sorted(set(m.signature) - ops)
-    assert not ops & set(fused_ops)
-    outputs = am.run(m)
-    assert len(outputs) == len(m.outputs) and all(np.all(np.isfinite(o)) for o in outputs)
 
 
 def attr_value(node, key: str):

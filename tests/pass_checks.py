@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+import activation_models as am
 import scopefusion
 
 #: The built-in passes only: installed plugins must not change what these tests see.
@@ -33,3 +36,13 @@ def assert_verifies(model: Any, result: Any) -> None:
     check = scopefusion.verify(model.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
                                input_shapes=model.input_shapes, int_range=model.int_range, runs=2)
     assert check.passed, check.table()
+
+
+def assert_builds(model: Any, *fused_ops: str) -> None:
+    """The builder's graph holds the ops of its form, none of ``fused_ops``, and runs in plain
+    TensorFlow to finite outputs."""
+    ops = {n.op for n in model.graph_def.node}
+    assert set(model.signature) <= ops, sorted(set(model.signature) - ops)
+    assert not ops & set(fused_ops), sorted(ops & set(fused_ops))
+    outputs = am.run(model)
+    assert len(outputs) == len(model.outputs) and all(np.all(np.isfinite(o)) for o in outputs)

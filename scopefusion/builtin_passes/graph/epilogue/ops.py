@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ..matmul_bias_add import MATMUL_BIAS_ADD, matmul_bias_add_reference
 from .activations import ACTIVATION_ATTRS, apply_activation
 
 
@@ -11,26 +12,15 @@ def matmul_bias_add_activation_reference(a: Any, b: Any, bias: Any, *, transpose
                                          activation: str, alpha: float, approximate: bool, beta: float,
                                          T: Any) -> tuple[Any]:
     """``activation(matmul(a, b) + bias)``."""
-    import tensorflow as tf
-
-    y = tf.nn.bias_add(tf.linalg.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias)
+    (y,) = matmul_bias_add_reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b, T=T)
     return (apply_activation(y, activation, alpha=alpha, approximate=approximate, beta=beta),)
 
 
 MATMUL_BIAS_ADD_ACTIVATION = FusedOpDef(
     name="MatMulBiasAddActivation",
-    inputs=(
-        TensorArg("a", type_attr="T", description="[..., M, K] (or [..., K, M] with transpose_a)"),
-        TensorArg("b", type_attr="T", description="[..., K, N] (or [..., N, K] with transpose_b)"),
-        TensorArg("bias", type_attr="T", description="[N]"),
-    ),
-    outputs=(TensorArg("y", type_attr="T", description="[..., M, N]"),),
-    attrs=(
-        AttrDef("transpose_a", "bool", default=False),
-        AttrDef("transpose_b", "bool", default=False),
-        *ACTIVATION_ATTRS,
-        AttrDef("T", "type"),
-    ),
+    inputs=MATMUL_BIAS_ADD.inputs,
+    outputs=MATMUL_BIAS_ADD.outputs,
+    attrs=(*(a for a in MATMUL_BIAS_ADD.attrs if a.name != "T"), *ACTIVATION_ATTRS, AttrDef("T", "type")),
     reference=matmul_bias_add_activation_reference,
     description="MatMulBiasAdd followed by an activation",
 )

@@ -12,6 +12,7 @@ from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
+from .core.graph.validate import validate_graph
 from .core.graph_fusion.base_pass import FUSION_TYPES
 from .core.graph_fusion.engine import GraphFusionEngine
 from .core.graph_fusion.switch import FusionSwitch
@@ -60,6 +61,7 @@ def _as_model(model: ModelLike, signature: str | None) -> LoadedModel:
     if isinstance(model, graph_pb2.GraphDef):
         copy = graph_pb2.GraphDef()
         copy.CopyFrom(model)  # never change the caller's graph
+        validate_graph(copy)  # as a loaded file is: refused with the node named
         return LoadedModel(copy, "<GraphDef>", "graph_def")
     raise ScopeFusionError(f"cannot fuse a {type(model).__name__}; give a path or a GraphDef")
 

@@ -258,3 +258,13 @@ def test_the_command_line_takes_a_pass_time_limit(tmp_path, capsys):
     assert err[-1] == "scopefusion: error: --pass-timeout must be a positive number of seconds, not 0.0"
     assert "No model given" not in "\n".join(err)  # refused before any work
     assert main(["run", "--pass-timeout", "60", "-o", str(tmp_path / "o.pb")]) == 0
+
+
+def test_a_cycle_through_next_iteration_that_is_no_loop_back_edge_is_refused():
+    """Only NextIteration -> Merge closes a loop; any other cycle through a NextIteration is a cycle."""
+    graph = graph_pb2.GraphDef()
+    _node(graph, "x", "Placeholder")
+    _node(graph, "relu", "Relu", ["x", "^next"])
+    _node(graph, "next", "NextIteration", ["relu"])
+    with pytest.raises(GraphValidationError, match="cycle"):
+        GraphIndex(graph)

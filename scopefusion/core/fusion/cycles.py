@@ -12,7 +12,7 @@ from collections import deque
 from typing import Sequence
 
 from ..graph.index import GraphIndex, no_gc
-from ..graph.vocabulary import LOOP_BACK_OPS
+from ..graph.vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
 from .plan import FusionPlan
 
 
@@ -39,9 +39,10 @@ def find_cycle(index: GraphIndex, plan: FusionPlan) -> str | None:
                 queue.append((c, d))
     while queue:
         v, origin = queue.popleft()
-        if ops[v] in LOOP_BACK_OPS:
-            continue
-        for c, _, _ in consumers[v]:
+        back = ops[v] in LOOP_BACK_OPS
+        for c, port, _ in consumers[v]:
+            if back and port != CONTROL and ops[c] in LOOP_MERGE_OPS:
+                continue  # the loop's back edge, as the index orders the graph
             if c in own:
                 return (
                     f"not convex: {index.names[origin]!r} reaches {index.names[c]!r} through "
@@ -72,9 +73,11 @@ def plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[Fusio
     with no_gc():
         for c, ins in enumerate(index.inputs):
             gc_ = group[c]
-            for p, _ in ins:
+            closes_loop = gc_ == c and ops[c] in LOOP_MERGE_OPS
+            for p, port in ins:
                 gp = group[p]
-                if gp == gc_ or (gp == p and ops[p] in LOOP_BACK_OPS):  # a fused NextIteration is no back edge
+                # a back edge (NextIteration -> Merge) is skipped unless fusing took either end
+                if gp == gc_ or (closes_loop and gp == p and port != CONTROL and ops[p] in LOOP_BACK_OPS):
                     continue
                 indegree[gc_] += 1
                 succ[gp].append(gc_)

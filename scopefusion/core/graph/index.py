@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import GraphValidationError
-from .vocabulary import CONTROL, LOOP_BACK_OPS, is_port
+from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS, is_port
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -171,9 +171,10 @@ class GraphIndex:
         ops = self.ops
         with no_gc():
             for c, ins in enumerate(self.inputs):
-                for p, _ in ins:
-                    if ops[p] in LOOP_BACK_OPS:
-                        continue
+                closes_loop = ops[c] in LOOP_MERGE_OPS
+                for p, port in ins:
+                    if closes_loop and port != CONTROL and ops[p] in LOOP_BACK_OPS:
+                        continue  # a loop's back edge (NextIteration -> Merge): the only cycle allowed
                     indegree[c] += 1
                     succ[p].append(c)
             queue = deque(i for i in range(n) if indegree[i] == 0)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import GraphLoadError, OptionError
 from .output_paths import write_atomically
+from .validate import MAX_NESTING, validate_graph
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -65,8 +66,11 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
                 graph.ParseFromString(data)
             else:
                 text_format.Parse(data.decode("utf-8"), graph)
-        except (message.DecodeError, text_format.ParseError, UnicodeDecodeError, ValueError) as exc:
+        except (message.DecodeError, text_format.ParseError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             graph.Clear()
+            if isinstance(exc, RecursionError) or "MaxDepth" in str(exc) or "levels of nesting" in str(exc):
+                raise GraphLoadError(f"{source}: the graph is nested more than {MAX_NESTING} levels deep "
+                                     "(messages within messages); protobuf reads no deeper graph") from None
             errors.append(f"as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue
         if fmt == "pb" and not graph.node and not graph.library.function and data.strip():
@@ -74,6 +78,7 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
             graph.Clear()
             errors.append("as pb: no nodes found")
             continue
+        validate_graph(graph, source)
         return graph, fmt
     raise GraphLoadError(f"{source}: not a GraphDef ({'; '.join(errors)})")
 

@@ -10,6 +10,8 @@ CONTROL = -1
 #: Ops whose inputs close a loop in TF1 control flow; their out-edges are
 #: back edges and are ignored when ordering the graph.
 LOOP_BACK_OPS = frozenset({"NextIteration", "RefNextIteration"})
+#: The ops a loop's back edge may lead into (TensorFlow allows no other cycle).
+LOOP_MERGE_OPS = frozenset({"Merge", "RefMerge"})
 
 #: Op types that mark a graph's return values; a scope holding one never matches.
 RETURN_OPS = frozenset({"_Retval", "_DeviceRetval"})

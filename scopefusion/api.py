@@ -1,6 +1,7 @@
 """The Python API: :func:`fuse` mirrors ``scopefusion run``, :func:`verify` ``scopefusion verify``."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -81,6 +82,19 @@ def switch_warnings(switch: FusionSwitch, registry: Registry) -> list[str]:
     return switch.unknown_name_warnings(known)
 
 
+def _from_session(name: str, given: Any, session: Any, sources: dict[str, str]) -> Any:
+    """An option given as an argument wins; else the session configuration's value if it sets the
+    option; else None (the run's own default).  ``sources`` records which source set it."""
+    if given is not None and given != [] and given != "":
+        sources[name] = "argument"
+        return given
+    if session.source(name) == "set":
+        sources[name] = "session configuration"
+        value = getattr(session, name)
+        return list(value) if isinstance(value, tuple) else value
+    return None
+
+
 def build_pipeline(registry: Registry, options: FusionOptions, switch: FusionSwitch) -> FusionPipeline:
     """The stages of a run: scope fusion, then graph fusion, then UB fusion."""
     engines: list[Any] = [ScopePassManager(registry.passes, registry.fused_ops, options)]
@@ -122,6 +136,13 @@ def fuse(
     """
     if emit not in EMIT_FORMS:
         raise ParameterError("emit", f"must be one of {', '.join(EMIT_FORMS)}, not {emit!r}")
+    request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
+                                in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
+                                session=session_options)
+    session, sources = request.session, {}
+    enable_scope_fusion_passes = _from_session("enable_scope_fusion_passes", enable_scope_fusion_passes, session,
+                                               sources)
+    fusion_switch_file = _from_session("fusion_switch_file", fusion_switch_file, session, sources)
     options = FusionOptions(
         enable_scope_fusion_passes=parse_pass_list(enable_scope_fusion_passes),
         emit=emit,
@@ -129,12 +150,12 @@ def fuse(
         strict=strict,
         fusion_switch_file=None if isinstance(fusion_switch_file, FusionSwitch) else fusion_switch_file,
         pass_timeout=pass_timeout,
+        training=_from_session("graph_run_mode", None, session, sources) == 1,
     )
     switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
-    request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
-                                in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
-                                session=session_options)
     registry = registry or load_registry(block=block_plugins, strict=strict)
+    if _from_session("use_off_line", None, session, sources) is False:  # the configuration fuses nothing
+        registry = dataclasses.replace(registry, passes=[], graph_passes=[])
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
     check_enabled_passes(registry, options.enable_scope_fusion_passes)
     pipeline = build_pipeline(registry, options, switch)
@@ -146,6 +167,7 @@ def fuse(
         pipeline.options.fusible_nodes = mixed.place(loaded.graph_def)
     outcome = pipeline.run(loaded.graph_def)
     report = outcome.report
+    report.option_sources = sources
     report.overrides = list(registry.overrides)
     report.plugin_errors = list(registry.errors)
     report.warnings = switch_warnings(switch, registry)

@@ -252,8 +252,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
     with option_names(FUSE_OPTIONS):
-        result = fuse(loaded, enable_scope_fusion_passes=enabled, emit=args.emit, outputs=args.outputs or None,
-                      strict=args.strict, registry=registry, fusion_switch_file=switch,
+        result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
+                      outputs=args.outputs or None, strict=args.strict, registry=registry,
+                      fusion_switch_file=switch if args.fusion_switch_file else None,
                       pass_timeout=args.pass_timeout, **mixed)
     verification = None
     if original is not None:

@@ -77,6 +77,9 @@ class FusionReport:
     overrides: list[str] = field(default_factory=list)
     plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
     warnings: list[str] = field(default_factory=list)  # e.g. names in the switch file that match no pass
+    #: which source set each run option that a session configuration may also give ("argument" or
+    #: "session configuration")
+    option_sources: dict[str, str] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 

@@ -12,6 +12,7 @@ from collections import deque
 from typing import Sequence
 
 from ..graph.index import GraphIndex, no_gc
+from ..graph.toposort import kahn_order, on_cycles
 from ..graph.vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
 from .plan import FusionPlan
 
@@ -84,16 +85,8 @@ def plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[Fusio
         for k in range(n):
             if group[k] != k:
                 indegree[k] = -1  # merged into its group
-        queue = [k for k in range(total) if indegree[k] == 0]
-        seen = 0
-        while queue:
-            k = queue.pop()
-            seen += 1
-            for c in succ[k]:
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    queue.append(c)
+        seen = len(kahn_order(indegree, succ))  # merged nodes (-1) are never started nor reached
     if seen == total - sum(len(p.removed) for p in plans):
         return []
-    stuck = GraphIndex._on_cycles([max(d, 0) for d in indegree], succ)
+    stuck = on_cycles([max(d, 0) for d in indegree], succ)
     return [plans[k - n] for k in stuck if k >= n]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..graph.tf_ops import tensorflow_op_def
+from ..graph.toposort import kahn_order, on_cycles
 from ..graph.vocabulary import CONTROL, is_valid_node_name, parse_input
 from .candidate import FusedInput, FusionCandidate, InnerNode, Refused
 from .fused_ops import FusedOpDef
@@ -48,24 +49,16 @@ def check_inner_structure(candidate: FusionCandidate, fused_ops: Mapping[str, Fu
 
 
 def _check_acyclic(nodes: Sequence[InnerNode]) -> None:
-    readers: dict[str, list[str]] = {n.name: [] for n in nodes}
-    pending = {n.name: 0 for n in nodes}
-    for node in nodes:
+    position = {n.name: k for k, n in enumerate(nodes)}
+    indegree = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for k, node in enumerate(nodes):
         for ref in node.inputs:
             if not isinstance(ref, FusedInput):
-                readers[parse_input(ref)[0]].append(node.name)
-                pending[node.name] += 1
-    ready = [name for name, count in pending.items() if count == 0]
-    done = 0
-    while ready:
-        name = ready.pop()
-        done += 1
-        for reader in readers[name]:
-            pending[reader] -= 1
-            if pending[reader] == 0:
-                ready.append(reader)
-    if done != len(nodes):
-        looped = sorted(name for name, count in pending.items() if count > 0)
+                readers[position[parse_input(ref)[0]]].append(k)
+                indegree[k] += 1
+    if len(kahn_order(indegree, readers)) != len(nodes):
+        looped = sorted(nodes[k].name for k in on_cycles(indegree, readers))
         raise Refused(f"the inner graph has a cycle through {', '.join(repr(n) for n in looped[:5])}")
 
 

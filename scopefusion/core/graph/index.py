@@ -6,11 +6,11 @@ Tensors are ``(node_index, port)`` pairs; a control edge uses port ``-1``.
 from __future__ import annotations
 
 import gc
-from collections import deque
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import GraphValidationError
+from .toposort import kahn_order, on_cycles
 from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS, is_port
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,44 +177,15 @@ class GraphIndex:
                         continue  # a loop's back edge (NextIteration -> Merge): the only cycle allowed
                     indegree[c] += 1
                     succ[p].append(c)
-            queue = deque(i for i in range(n) if indegree[i] == 0)
-            order: list[int] = []
-            append = order.append
-            while queue:
-                i = queue.popleft()
-                append(i)
-                for c in succ[i]:
-                    indegree[c] -= 1
-                    if indegree[c] == 0:
-                        queue.append(c)
+            order = kahn_order(indegree, succ)
         if len(order) != n:
-            stuck = [self.names[i] for i in self._on_cycles(indegree, succ)]
+            stuck = [self.names[i] for i in on_cycles(indegree, succ)]
             raise GraphValidationError(
                 f"the graph has a cycle through {len(stuck)} node(s): "
                 f"{_summarise([repr(s) for s in stuck])}"
             )
         self._order = order
         return order
-
-    @staticmethod
-    def _on_cycles(indegree: list[int], succ: list[list[int]]) -> list[int]:
-        """Nodes left by Kahn's algorithm, minus those merely downstream of a cycle."""
-        left = {i for i, d in enumerate(indegree) if d > 0}
-        outdegree = {i: sum(1 for c in succ[i] if c in left) for i in left}
-        preds: dict[int, list[int]] = {i: [] for i in left}
-        for i in left:
-            for c in succ[i]:
-                if c in left:
-                    preds[c].append(i)
-        queue = [i for i, d in outdegree.items() if d == 0]
-        while queue:
-            i = queue.pop()
-            left.discard(i)
-            for p in preds[i]:
-                outdegree[p] -= 1
-                if outdegree[p] == 0:
-                    queue.append(p)
-        return sorted(left)
 
     @property
     def position(self) -> list[int]:

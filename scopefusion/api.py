@@ -11,6 +11,7 @@ from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
+from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
 from .core.graph.validate import validate_graph
@@ -21,6 +22,9 @@ from .core.parameters import ParameterError
 from .core.partition import MixedResult, MixedRun, partition_request
 from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
+from .core.session import NpuOptions
+from .core.session.gears import PLACEHOLDER_INPUTS, declared_shapes
+from .core.session.record import record_options, recorded_only
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
 from .plugins.blocked import check_enabled_passes
@@ -34,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ModelLike = Union[str, "os.PathLike[str]", "GraphDef", LoadedModel]
 SwitchLike = Union[str, "os.PathLike[str]", FusionSwitch, None]
+ShapesLike = Union[str, Mapping[str, Sequence[Union[int, None]]], None]
 
 
 @dataclass
@@ -95,6 +100,18 @@ def _from_session(name: str, given: Any, session: Any, sources: dict[str, str]) 
     return None
 
 
+def _input_shapes(given: ShapesLike, session: NpuOptions, sources: dict[str, str]) -> dict[str, list[int | None]]:
+    """The declared input shapes: the argument's, else the configuration's ``input_shape`` when
+    its dynamic inputs are placeholders (``dynamic_node_type`` 1)."""
+    if given is not None and given != "" and given != {}:
+        sources["input_shape"] = "argument"
+        return parse_shape_spec(given)
+    if session.source("input_shape") == "set" and session.dynamic_node_type == PLACEHOLDER_INPUTS:
+        sources["input_shape"] = "session configuration"
+        return declared_shapes(session)
+    return {}
+
+
 def build_pipeline(registry: Registry, options: FusionOptions, switch: FusionSwitch) -> FusionPipeline:
     """The stages of a run: scope fusion, then graph fusion, then UB fusion."""
     engines: list[Any] = [ScopePassManager(registry.passes, registry.fused_ops, options)]
@@ -120,6 +137,8 @@ def fuse(
     in_out_pair_flag: bool | None = None,
     supported_ops_file: str | os.PathLike[str] | None = None,
     session_options: SessionLike = None,
+    config: SessionLike = None,
+    input_shapes: ShapesLike = None,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -132,14 +151,24 @@ def fuse(
     (``in_out_pair``, ``in_out_pair_flag``, ``supported_ops_file``; ``session_options``: NpuOptimizer
     options or a ConfigProto file giving them, which explicit values override), fuses inside the
     back end's segments only and cuts each segment out into a call node (see ``result.partition``).
+    ``config`` (same as ``session_options``): a session configuration whose fusion options
+    (``enable_scope_fusion_passes``, ``fusion_switch_file``, ``graph_run_mode``, ``use_off_line``,
+    ``input_shape``) apply unless an argument gives the same option; the options only a back end
+    uses are written into the output graph (see :func:`~scopefusion.core.session.record.record_options`).
+    ``input_shapes`` (``"data:-1,128;mask:-1,128"`` or a mapping; -1 or None: dynamic) declares the
+    inputs' shapes for shape inference; the fused graph's placeholders carry them.
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
         raise ParameterError("emit", f"must be one of {', '.join(EMIT_FORMS)}, not {emit!r}")
+    if config is not None and session_options is not None:
+        raise ParameterError("config", "give the session configuration once: config or session_options, not both")
+    configured = config if config is not None else session_options
     request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
                                 in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
-                                session=session_options)
+                                session=configured)
     session, sources = request.session, {}
+    shapes = _input_shapes(input_shapes, session, sources)
     enable_scope_fusion_passes = _from_session("enable_scope_fusion_passes", enable_scope_fusion_passes, session,
                                                sources)
     fusion_switch_file = _from_session("fusion_switch_file", fusion_switch_file, session, sources)
@@ -163,14 +192,24 @@ def fuse(
     check_tensor_names([loaded.graph_def], options.outputs, "outputs")
     if not options.outputs and loaded.outputs:
         pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
+    declared = declare_input_shapes(loaded.graph_def, shapes)
     if mixed is not None:
         pipeline.options.fusible_nodes = mixed.place(loaded.graph_def)
     outcome = pipeline.run(loaded.graph_def)
     report = outcome.report
     report.option_sources = sources
+    report.input_shapes = {n: [-1 if d is None else d for d in dims] for n, dims in declared.items()}
+    if configured is not None:
+        report.recorded_options = recorded_only(session)
+        if mixed is None:  # a mixed run writes them on each segment's call node
+            report.options_node = record_options(outcome.graph_def, session)
+            report.nodes_after += 1
     report.overrides = list(registry.overrides)
     report.plugin_errors = list(registry.errors)
     report.warnings = switch_warnings(switch, registry)
+    if not shapes and session.source("input_shape") == "set":
+        report.warnings.append("input_shape describes the dataset's inputs (dynamic_node_type 0), not "
+                               "placeholders: not declared for shape inference")
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
     graph = fused_graph

@@ -14,13 +14,13 @@ from typing import Any, NoReturn, Sequence
 
 from .cli_options import (
     FUSE_OPTIONS,
-    VERIFY_OPTIONS,
     check_run_outputs,
     check_verify_options,
     enabled_passes,
     option_names,
     plugin_name_warnings,
 )
+from .cli_verify import print_verifications, run_verification, verify_all
 from .core.errors import OptionError, ScopeFusionError
 from .partition_cli import (add_partition_arguments, add_run_partition_arguments, cmd_partition,
                             partition_options_from_args, write_run_partition)
@@ -71,7 +71,8 @@ def _add_switch_option(p: argparse.ArgumentParser) -> None:
 def _add_verify_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verification")
     g.add_argument("--input_shape", "--input-shape", dest="input_shape", default="", metavar="SPEC",
-                   help='shapes for inputs with unknown dimensions, e.g. "ids:1,128;mask:1,128" (a scalar is 0); '
+                   help='input shapes, e.g. "ids:-1,128;mask:-1,128" (-1: dynamic; a scalar is 0). run: declared on '
+                   "the placeholders for shape inference (the fused graph keeps them); verification: dynamic and "
                    "unknown dimensions not given default to 2")
     g.add_argument("--runs", type=int, default=3, help="how many random feeds to compare on (default 3, at least 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the first random feed (default 0)")
@@ -255,11 +256,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
                       outputs=args.outputs or None, strict=args.strict, registry=registry,
                       fusion_switch_file=switch if args.fusion_switch_file else None,
-                      pass_timeout=args.pass_timeout, **mixed)
+                      pass_timeout=args.pass_timeout, input_shapes=args.input_shape or None, **mixed)
     verification = None
     if original is not None:
         runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
-        verification = _verify(args, original, runnable, registry, int_range)
+        verification = verify_all(args, original, runnable, registry, int_range)
     write_run_partition(args, result, sys.stderr)  # --segments-dir, and the placement
     files = [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
     if outputs.report is not None:
@@ -282,31 +283,7 @@ def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification
 
     out = console(stderr=outputs.uses_stdout)  # standard output carries the graph or the report
     print_summary(report, str(outputs.graph), args.emit, out)
-    return 0 if verification is None else _print_verification(verification, out)
-
-
-def _verify(args: argparse.Namespace, original: Any, fused: Any, registry: Any, int_range: tuple[int, int]) -> Any:
-    from .core.verify.verify import verify
-
-    with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
-        return verify(
-            original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
-            runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=int_range,
-            feeds=args.feeds, fused_ops=registry.fused_ops,
-        )
-
-
-def _print_verification(result: Any, out: Any = None) -> int:
-    from .console import print_verification
-
-    for note in result.notes:
-        print(note, file=sys.stderr)
-    print_verification(result, out)
-    if result.passed:
-        return 0
-    print(f"scopefusion: verification failed: {len(result.failures)} of {len(result.outputs)} output(s) differ",
-          file=sys.stderr)
-    return 1
+    return 0 if verification is None else print_verifications(verification, out)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -318,8 +295,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     loaded = _load(original, args.signature, args.debug)
-    result = _verify(args, loaded, _load(fused, None, args.debug), registry, int_range)
-    return _print_verification(result)
+    shapes = args.input_shape or None
+    result = run_verification(args, loaded, _load(fused, None, args.debug), registry, int_range, shapes)
+    return print_verifications([(None, result)])
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:

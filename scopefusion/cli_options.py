@@ -24,7 +24,8 @@ from .plugins.registry import ALLOW_ENV, BLOCK_ENV, NO_AUTOLOAD_ENV, PluginInfo,
 #: API parameter -> option, per API call.
 FUSE_OPTIONS = {"enable_scope_fusion_passes": "--enable_scope_fusion_passes", "outputs": "--outputs",
                 "emit": "--emit", "signature": "--signature", "fusion_switch_file": "--fusion_switch_file",
-                "pass_timeout": "--pass-timeout"}
+                "pass_timeout": "--pass-timeout", "input_shapes": "--input_shape", "config": "--config",
+                "session_options": "--config"}
 VERIFY_OPTIONS = {"input_shapes": "--input_shape", "outputs": "--verify-outputs", "runs": "--runs",
                   "seed": "--seed", "atol": "--atol", "rtol": "--rtol", "int_range": "--int-range",
                   "feeds": "--feeds"}

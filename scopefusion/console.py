@@ -141,8 +141,26 @@ def print_summary(report: "FusionReport", output: str, emit: str, out: Any = Non
         out.print(f"[red]error[/red] {line} (--strict makes this fatal)")
     for line in report.warnings:
         print(f"scopefusion: warning: {line}", file=sys.stderr)
+    _print_configuration(out, report)
     out.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
               f"{len(report.fused)} fused op(s)")
+
+
+def _print_configuration(out: Any, report: "FusionReport") -> None:
+    """Which options the session configuration set, the declared input shapes, what was recorded."""
+    configured = sorted(n for n, source in report.option_sources.items() if source == "session configuration")
+    if configured:
+        out.print(f"from the session configuration: {', '.join(configured)}")
+    if report.input_shapes:
+        shapes = "; ".join(f"{n}:{','.join(map(str, d)) if d else '0'}" for n, d in report.input_shapes.items())
+        out.print(f"input shapes declared (-1: dynamic), kept on the fused graph's placeholders: {shapes}")
+    if report.options_node:
+        recorded = ", ".join(report.recorded_options) or "none set"
+        out.print(f"session options written on node {report.options_node} for a back end; set there and not "
+                  f"acted on here: {recorded}")
+    elif report.recorded_options:  # a mixed run: on each segment's call node
+        out.print(f"set for a back end, written on each segment's call node, not acted on here: "
+                  f"{', '.join(report.recorded_options)}")
 
 
 def _print_pass_details(out: Any, p: "PassReport") -> None:
@@ -240,14 +258,15 @@ VERIFY_COLUMNS = (Col("output"), Col("shape", drop=2), Col("dtype", drop=1), Col
                   Col("rel err", "right"), Col("result", prose=True))
 
 
-def print_verification(result: "VerifyResult", out: Any = None) -> None:
+def print_verification(result: "VerifyResult", out: Any = None, title: str | None = None) -> None:
     out = out or console()
     rows = []
     for o in result.outputs:
         verdict = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
         rows.append([o.name, "?" if o.shape is None else str(tuple(o.shape)), o.dtype or "?",
                      f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}", verdict + (f" {o.note}" if o.note else "")])
-    title = f"Verification ({result.runs} run{'s' if result.runs != 1 else ''})"
+    runs = f"{result.runs} run{'s' if result.runs != 1 else ''}"
+    title = f"Verification, {title} ({runs})" if title else f"Verification ({runs})"
     table, left_out = fitted_table(title, VERIFY_COLUMNS, rows, out.width)
     out.print(table)
     _left_out(out, left_out)

@@ -7,12 +7,17 @@ import functools
 
 import activation_models as am
 import conv_models as cm
+import layer_norm_models as lm
+import pytest
+from norm_models import HIDDEN
 from pass_checks import REGISTRY, op_count, pass_report
 
 import scopefusion
 from scopefusion.cli import main
 from scopefusion.core.graph.io import load_model, save_graph
+from scopefusion.core.parameters import ParameterError
 from scopefusion.core.session import npu_options
+from scopefusion.api import verify
 
 GELU = "GeluFusionPass"
 FOLD = "ConvBatchnormFusionPass"
@@ -57,7 +62,10 @@ def test_use_off_line_false_fuses_nothing():
     options = npu_options(use_off_line=False)
     result = scopefusion.fuse(graph, registry=REGISTRY, session_options=options)
     assert result.report.passes == []
-    assert result.report.nodes_after == result.report.nodes_before
+    # nothing fused: the graph as given, plus the node recording the options for a back end
+    assert result.report.options_node == "NpuOptimizer"
+    assert result.report.nodes_after == result.report.nodes_before + 1
+    assert [n for n in result.fused_graph_def.node if n.name != "NpuOptimizer"] == list(graph.node)
     assert result.report.option_sources == {"use_off_line": "session configuration"}
 
 
@@ -96,3 +104,136 @@ def test_run_config_on_the_command_line(tmp_path, capsys):
     assert main(["run", str(model), "--config", str(config), "-o", str(out)]) == 0
     fused = load_model(out).graph_def
     assert op_count(fused, "Gelu") == 0
+
+
+# ---------------------------------------------------------------- input_shape and its gears
+def shapeless_layer_norms():
+    """Two hand-written layer norms over axis 2 (a positive axis, as tf_slim and transformers
+    write it) of an input exported without a shape: nothing can tell the input's rank."""
+    m = lm.hand_written_layer_norm("rsqrt", axis=2)
+    graph = type(m.graph_def)()
+    graph.CopyFrom(m.graph_def)
+    for node in graph.node:
+        if node.op == "Placeholder":
+            node.attr["shape"].shape.Clear()
+            node.attr["shape"].shape.unknown_rank = True
+        node.attr.pop("_output_shapes", None)
+    return m, graph
+
+
+DYNAMIC = dict(input_shape=f'x:-1,-1,{HIDDEN}', dynamic_dims="2,4;3,5;1,7", dynamic_node_type=1)
+
+
+def placeholder_dims(graph, name="x"):
+    shape = next(n for n in graph.node if n.name == name).attr["shape"].shape
+    return None if shape.unknown_rank else [d.size for d in shape.dim]
+
+
+def test_declared_input_shapes_let_a_positive_axis_be_checked():
+    m, graph = shapeless_layer_norms()
+    plain = scopefusion.fuse(graph, registry=REGISTRY)
+    assert op_count(plain.fused_graph_def, "LayerNorm") == 0
+    assert "cannot tell the rank of the input" in pass_report(plain, "LayerNormFusionPass").refused[0].reason
+
+    declared = scopefusion.fuse(graph, registry=REGISTRY, input_shapes=f"x:-1,-1,{HIDDEN}")
+    assert op_count(declared.fused_graph_def, "LayerNorm") == m.graph_layer_norms == 2
+    assert declared.report.input_shapes == {"x": [-1, -1, HIDDEN]}
+    assert declared.report.option_sources == {"input_shape": "argument"}
+    assert placeholder_dims(declared.fused_graph_def) == [-1, -1, HIDDEN]  # the promise fusion relied on
+    assert placeholder_dims(graph) is None  # the caller's graph is not changed
+    assert verify(graph, declared.fused_graph_def, registry=REGISTRY, input_shapes=f"x:3,5,{HIDDEN}").passed
+
+    configured = scopefusion.fuse(graph, registry=REGISTRY, config=npu_options(**DYNAMIC))
+    assert op_count(configured.fused_graph_def, "LayerNorm") == 2
+    assert configured.report.option_sources == {"input_shape": "session configuration"}
+    # dataset inputs (dynamic_node_type 0) are not placeholders: nothing declared, and said so
+    dataset = scopefusion.fuse(graph, registry=REGISTRY, config=npu_options(**{**DYNAMIC, "dynamic_node_type": 0}))
+    assert op_count(dataset.fused_graph_def, "LayerNorm") == 0 and dataset.report.input_shapes == {}
+    assert any("dynamic_node_type 0" in w for w in dataset.report.warnings)
+
+
+def test_declared_input_shapes_are_checked_against_the_graph():
+    m, graph = shapeless_layer_norms()
+    with pytest.raises(ParameterError, match=r"input_shapes: y: no placeholder of the graph has that name; "
+                       r"placeholders: x"):
+        scopefusion.fuse(graph, registry=REGISTRY, input_shapes="y:-1,4")
+    with pytest.raises(ParameterError, match=r"has rank 2, the graph's x has rank 3"):
+        scopefusion.fuse(m.graph_def, registry=REGISTRY, input_shapes="x:2,4")  # the original keeps its shape
+    with pytest.raises(ParameterError, match=r"contradicts the graph's shape \[2, 4, 16\]"):
+        scopefusion.fuse(m.graph_def, registry=REGISTRY, input_shapes="x:-1,5,-1")
+    with pytest.raises(ParameterError, match="dimensions must be positive, or -1"):
+        scopefusion.fuse(graph, registry=REGISTRY, input_shapes="x:-2,4,16")
+
+
+def test_run_verifies_once_per_gear(tmp_path, capsys):
+    _, graph = shapeless_layer_norms()
+    model = tmp_path / "shapeless.pb"
+    save_graph(graph, model)
+    config = tmp_path / "session.pbtxt"
+    config.write_text(config_text(input_shape=f's: "{DYNAMIC["input_shape"]}"', dynamic_dims='s: "2,4;3,5;1,7"',
+                                  dynamic_node_type="i: 1"))
+    out = tmp_path / "fused.pb"
+    assert main(["run", str(model), "--config", str(config), "-o", str(out), "--verify", "--runs", "1"]) == 0
+    printed = capsys.readouterr().out
+    for k, gear in enumerate(("x:2,4,16", "x:3,5,16", "x:1,7,16"), 1):
+        assert f"Verification, gear {k} of 3: {gear} (1 run)" in printed
+    assert printed.count("verified: 1 output(s) match") == 3
+    assert "from the session configuration: input_shape" in printed
+    assert f"input shapes declared (-1: dynamic), kept on the fused graph's placeholders: x:-1,-1,{HIDDEN}" in printed
+    assert op_count(load_model(out).graph_def, "LayerNorm") == 2
+    # a shape given on the command line wins over the configuration's gears: one verification
+    assert main(["run", str(model), "--config", str(config), "-o", str(out), "--verify", "--runs", "1",
+                 "--input_shape", f"x:2,3,{HIDDEN}"]) == 0
+    printed = capsys.readouterr().out
+    assert "gear" not in printed and printed.count("verified: 1 output(s) match") == 1
+
+
+# ------------------------------------------------------- options only a back end uses: recorded
+BACK_END_ONLY = dict(graph_memory_max_size=str(8 << 30), op_compiler_cache_mode="enable",
+                     hcom_parallel=True, precision_mode="allow_mix_precision")
+
+
+def test_options_a_back_end_uses_are_recorded_in_the_output_graph():
+    graph = gelu_model().graph_def
+    result = scopefusion.fuse(graph, registry=REGISTRY, config=npu_options(**BACK_END_ONLY), emit="tf",
+                              fusion_switch_file=GRAPH_STAGE_ONLY)
+    report = result.report
+    assert sorted(report.recorded_options) == sorted(BACK_END_ONLY)
+    assert report.options_node == "NpuOptimizer"
+    for graph_def in (result.fused_graph_def, result.graph_def):  # both forms carry them
+        node = next(n for n in graph_def.node if n.name == "NpuOptimizer")
+        assert node.op == "NoOp" and not node.input
+        attrs = {k: v.s.decode() for k, v in node.attr.items()}
+        assert attrs["_graph_memory_max_size"] == str(8 << 30)
+        assert attrs["_op_compiler_cache_mode"] == "enable"
+        assert attrs["_hcom_parallel"] == "1"
+        assert attrs["_precision_mode"] == "allow_mix_precision"
+        assert attrs["_use_off_line"] == "1" and attrs["_NpuOptimizer"] == "NpuOptimizer"
+    assert op_count(result.fused_graph_def, "Gelu") == gelu_model().gelus  # fusion went on as usual
+    assert verify(graph, result.graph_def, registry=REGISTRY).passed  # TensorFlow runs the recorded node
+    # without a configuration nothing is recorded
+    plain = scopefusion.fuse(graph, registry=REGISTRY)
+    assert plain.report.options_node is None and plain.report.recorded_options == []
+    assert not any(n.name.startswith("NpuOptimizer") for n in plain.fused_graph_def.node)
+
+
+def test_the_record_node_takes_a_free_name_and_config_is_given_once():
+    graph = gelu_model().graph_def
+    taken = type(graph)()
+    taken.CopyFrom(graph)
+    taken.node.add(name="NpuOptimizer", op="NoOp")
+    result = scopefusion.fuse(taken, registry=REGISTRY, config=npu_options(hcom_parallel=True))
+    assert result.report.options_node == "NpuOptimizer_1"
+    with pytest.raises(ParameterError, match="config: give the session configuration once"):
+        scopefusion.fuse(graph, registry=REGISTRY, config=npu_options(), session_options=npu_options())
+
+
+def test_run_prints_what_was_recorded(tmp_path, capsys):
+    model = tmp_path / "bert.pb"
+    save_graph(gelu_model().graph_def, model)
+    config = tmp_path / "session.pbtxt"
+    config.write_text(config_text(op_compiler_cache_mode='s: "enable"', hcom_parallel="b: true"))
+    assert main(["run", str(model), "--config", str(config), "-o", str(tmp_path / "out.pb")]) == 0
+    printed = capsys.readouterr().out
+    assert ("session options written on node NpuOptimizer for a back end; set there and not acted on here: "
+            "hcom_parallel, op_compiler_cache_mode") in " ".join(printed.split())

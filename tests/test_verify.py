@@ -118,6 +118,9 @@ def test_feeds_defaults_input_shape_and_int_range(tmp_path):
     assert any("input x: unknown dimensions set to 2" in n for n in result.notes)
     result = verify(graph, graph, fused_ops={}, input_shapes="x:3,4;ids:3", runs=1, int_range=(0, 5))
     assert result.passed and result.output("out").shape == [3, 4] and result.notes == []
+    result = verify(graph, graph, fused_ops={}, input_shapes="x:-1,-1;ids:-1", runs=1, int_range=(0, 5))
+    assert result.passed and result.output("out").shape == [DEFAULT_DIM, 4]  # x's 4 is the graph's
+    assert any("input x: dynamic dimensions (-1) set to 2: [2, 4]" in n for n in result.notes)
     with pytest.raises(scopefusion.ScopeFusionError, match="running the original graph failed"):
         verify(graph, graph, fused_ops={}, runs=1, int_range=(5, 9))  # ids out of range for the table
     with pytest.raises(OptionError, match="contradicts"):
@@ -133,8 +136,10 @@ def test_parse_input_shape_syntax():
         "data": [1, 1, 40, 8], "label": [1, 8], "mask": []}
     with pytest.raises(OptionError):
         parse_input_shapes("data")
-    with pytest.raises(OptionError, match="positive"):
-        parse_input_shapes("data:1,-1")
+    assert parse_input_shapes("data:1,-1") == {"data": [1, -1]}  # dynamic: the graph's or the default
+    for bad in ("data:1,-2", "data:0,3"):
+        with pytest.raises(OptionError, match="positive, or -1"):
+            parse_input_shapes(bad)
 
 
 def test_tolerances_can_be_set(bert_encoder, registry):

@@ -82,6 +82,12 @@ class FusionReport:
     option_sources: dict[str, str] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    #: input shapes declared for the run (``input_shape``; -1: dynamic), written into the placeholders
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    #: options the session configuration sets that only a back end uses: validated, recorded, not acted on
+    recorded_options: list[str] = field(default_factory=list)
+    #: the node carrying the session options in the output graph (a run with a configuration, unpartitioned)
+    options_node: str | None = None
 
     def pass_report(self, name: str) -> PassReport:
         for p in self.passes:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from ..fusion.fused_ops import FusedOpDef
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import parse_input
+from ..session.record import session_attrs
 from .boundary import Tensor
 from .clusters import cluster
 from .edges import EdgeTypes
@@ -32,7 +33,7 @@ from .frames import LoopFrames
 from .partitioner import Placement, free_constants, place
 from .placement import PartitionReport, make_report, segment_names, segment_summary
 from .request import PartitionRequest
-from .segments import SegmentGraph, Segmenting, cut, session_attrs, standalone_graph
+from .segments import SegmentGraph, Segmenting, cut, standalone_graph
 from .supported import OpSupport, SupportedOps, read_supported_ops_file
 
 if TYPE_CHECKING:  # pragma: no cover

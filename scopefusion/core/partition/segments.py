@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import CONTROL, dtype_name, tensor_name
-from ..session import NpuOptions, render_value
 from .boundary import SegmentBoundary, Tensor, boundaries
 from .edges import EdgeTypes
 from .functions import body_function, boundary_dtype
@@ -38,23 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SEGMENT_OP = "GeOp"
 TF_CALL_OP = "PartitionedCall"
-OPTIMIZER_ATTR = "_NpuOptimizer"
 DEFAULT_DATA_FORMAT = "NHWC"
-
-
-def session_attrs(session: NpuOptions) -> dict[str, str]:
-    """``_<option>`` -> text for every session option, as the reference copies them."""
-    out = {}
-    for name, value in session.items():
-        if isinstance(value, bool):
-            text = "1" if value else "0"
-        elif value is None or value == ():
-            text = ""
-        else:
-            text = render_value(name, value)
-        out[f"_{name}"] = text
-    out[OPTIMIZER_ATTR] = "NpuOptimizer"
-    return out
 
 
 @dataclass

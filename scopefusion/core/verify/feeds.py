@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from ..graph.input_shapes import parse_shape_spec
 from ..graph.vocabulary import parse_input
 from ..parameters import ParameterError
 
@@ -38,30 +39,9 @@ class InputSpec:
 
 
 def parse_input_shapes(spec: str | Mapping[str, Sequence[int]] | None) -> dict[str, list[int]]:
-    """``"a:1,2;b:3"`` -> ``{"a": [1, 2], "b": [3]}``; ``"s:0"`` is a scalar."""
-    if spec is None or spec == "":
-        return {}
-    if not isinstance(spec, str):
-        return {k.split(":")[0]: list(v) for k, v in spec.items()}
-    shapes: dict[str, list[int]] = {}
-    for item in spec.split(";"):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, dims = item.rpartition(":")
-        if not sep or not name:
-            raise ParameterError("input_shapes", f"item {item!r} is not name:d1,d2,...")
-        try:
-            values = [int(d) for d in dims.split(",") if d.strip() != ""]
-        except ValueError:
-            raise ParameterError("input_shapes", f"item {item!r}: dimensions must be integers") from None
-        if values == [0]:
-            values = []
-        if any(v < 1 for v in values):
-            raise ParameterError("input_shapes", f"item {item!r}: dimensions must be positive "
-                                 "(a dynamic -1 needs a value)")
-        shapes[name.strip()] = values
-    return shapes
+    """``"a:1,2;b:-1,3"`` -> ``{"a": [1, 2], "b": [-1, 3]}`` (-1: the graph's dimension or the
+    default); ``"s:0"`` is a scalar."""
+    return {name: [-1 if d is None else d for d in dims] for name, dims in parse_shape_spec(spec).items()}
 
 
 def graph_inputs(graph_def: "GraphDef") -> list[InputSpec]:
@@ -126,9 +106,14 @@ def _input_shape(spec: InputSpec, given: Sequence[int] | None, notes: list[str])
             raise ParameterError("input_shapes", f"gives {spec.name} rank {len(given)}, the graph says "
                                  f"{len(spec.shape)}")
         for g, s in zip(given, spec.shape or given):
-            if s is not None and s != g:
+            if s is not None and g != -1 and s != g:
                 raise ParameterError("input_shapes", f"{spec.name}:{list(given)} contradicts the graph's shape "
                                      f"{spec.shape}")
+        if -1 in given:  # dynamic: the graph's dimension if it has one, else the default
+            dims = tuple((s if s is not None else DEFAULT_DIM) if g == -1 else g
+                         for g, s in zip(given, spec.shape or [None] * len(given)))
+            notes.append(f"input {spec.name}: dynamic dimensions (-1) set to {DEFAULT_DIM}: {list(dims)}")
+            return dims
         return tuple(given)
     if spec.shape is None:
         raise ParameterError("input_shapes", f"input {spec.name!r} has unknown rank: give its shape "

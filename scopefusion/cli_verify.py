@@ -1,0 +1,64 @@
+"""Verification as ``scopefusion run --verify`` and ``scopefusion verify`` do it: once, or once
+per gear of the session configuration's ``dynamic_dims`` (each gear's concrete input shapes)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .cli_options import VERIFY_OPTIONS, option_names
+from .core.native_output import native_stderr_quiet
+from .core.partition.request import session_options
+from .core.session.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
+
+
+def verification_shapes(args: argparse.Namespace) -> list[str | None]:
+    """The input shapes of each verification run: ``--input_shape`` if given, else one per gear
+    of the configuration's ``dynamic_dims`` (placeholder inputs), else one run on the graph's shapes."""
+    if args.input_shape:
+        return [args.input_shape]
+    config = getattr(args, "config", None)
+    if config:
+        session = session_options(config)
+        if session.dynamic_node_type == PLACEHOLDER_INPUTS and session.dynamic_dims:
+            return [shape_spec(gear) for gear in gear_shapes(session)]
+    return [None]
+
+
+def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
+                     int_range: tuple[int, int], shapes: str | None) -> Any:
+    from .core.verify.verify import verify
+
+    with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
+        return verify(
+            original, fused, input_shapes=shapes or None, outputs=args.verify_outputs or None,
+            runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=int_range,
+            feeds=args.feeds, fused_ops=registry.fused_ops,
+        )
+
+
+def verify_all(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
+               int_range: tuple[int, int]) -> list[tuple[str | None, Any]]:
+    """``(gear label, result)`` per verification run (label None for a single run)."""
+    shapes = verification_shapes(args)
+    if len(shapes) == 1:
+        return [(None, run_verification(args, original, fused, registry, int_range, shapes[0]))]
+    return [(f"gear {k} of {len(shapes)}: {spec}", run_verification(args, original, fused, registry, int_range, spec))
+            for k, spec in enumerate(shapes, 1)]
+
+
+def print_verifications(results: list[tuple[str | None, Any]], out: Any = None) -> int:
+    """Print each run's table; 0 when every run passed, else 1."""
+    from .console import print_verification
+
+    failed = 0
+    for label, result in results:
+        for note in result.notes:
+            print(note, file=sys.stderr)
+        print_verification(result, out, title=label)
+        if not result.passed:
+            failed += 1
+            where = f" ({label})" if label else ""
+            print(f"scopefusion: verification failed{where}: {len(result.failures)} of {len(result.outputs)} "
+                  "output(s) differ", file=sys.stderr)
+    return 1 if failed else 0

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..fusion.candidate import FusedInput, InnerInput, InnerNode
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .instances import ScopePart
     from .scope_graph import Scope
 
 
@@ -18,6 +19,9 @@ class ScopesResult:
 
     scopes: list["Scope"]
     nodes: list[str] = field(default_factory=list)
+    #: Only these nodes of the scope (one call of a layer called several times in one scope,
+    #: see :mod:`.instances`); None: every node under the scopes.
+    part: "ScopePart | None" = None
 
 
 class FusionScopesResult:
@@ -28,8 +32,11 @@ class FusionScopesResult:
     fused op's input (or output) it corresponds to, or ``None``.
     """
 
-    def __init__(self, name: str, scopes: Sequence["Scope"], nodes: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, scopes: Sequence["Scope"], nodes: Sequence[str] = (),
+                 part: "ScopePart | None" = None) -> None:
         self.name = name
+        #: one call of a layer in its scope: only its nodes are fused (None: the whole scopes)
+        self.part = part
         self.type = ""
         self.description = ""
         self.attrs: dict[str, Any] = {}

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart, split_instances
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .common import LayerNormMatch
@@ -48,6 +49,8 @@ __all__ = ["LAYER_NORM", "NotLayerNorm", "ScopeLayerNormPass", "layer_norm_refer
 FLOAT_TYPES = (1, 2, 14, 19)
 #: Ops a layer norm's own scope never holds (inputs, matrix products, convolutions).
 NOT_IN_A_LAYER_NORM = ("Placeholder", "MatMul", "BatchMatMulV2", "Einsum", "Conv2D", "BiasAdd")
+#: The label of a ``tf.nn.moments`` sub-scope while calls are counted.
+MOMENTS_LABEL = "LayerNormMoments"
 #: Nodes that locate a layer norm's statistics.
 CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
 
@@ -74,16 +77,14 @@ class ScopeLayerNormPass(ScopeBasePass):
         slim = (ScopePattern("LayerNorm").add_scope_feature(suffix="LayerNorm")
                 .add_node_op_type_feature("Mean", 2).add_node_op_type_feature("SquaredDifference", 1)
                 .add_node_op_type_feature("Rsqrt", 1))
-        # tf.nn.moments + tf.nn.batch_normalization with scale and offset under any name
-        # (tf_keras, a tf_slim scope of another name): cheap counts first, then the sub-scope
-        # names these functions give (instance norms name theirs "instancenorm"; batch
-        # norms over moving statistics have no Mean)
-        nn_form = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
-                   .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
-                   .add_node_op_type_feature("Mul", 3).add_node_op_type_feature("Sub", 1))
-        for op in NOT_IN_A_LAYER_NORM:  # so that the graph's root or a model scope rarely match
-            nn_form.add_node_op_type_feature(op, -1)
-        nn_form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
+        # tf.nn.moments + tf.nn.batch_normalization under any name (tf_keras, a tf_slim scope
+        # of another name): cheap counts first, then the sub-scope names these functions give
+        # (instance norms name theirs "instancenorm"; batch norms over moving statistics have
+        # no Mean; a training batch norm updates its moving averages: more Mul and Sub).
+        # Without offset (center=False) a Neg stands for the Sub, without scale one Mul is
+        # missing: matched so that the analysis refuses them with the reason.  A tf_keras layer
+        # called several times numbers its calls' sub-scopes in one scope (moments_1/, ...).
+        nn_forms = [_nn_form(mul, sub) for mul, sub in ((3, 1), (3, -1), (2, 1), (2, -1))]
         # flat forms (Keras 3, hand-written): the normaliser lies directly in the scope
         # (3 Means: tf.math.reduce_variance takes a mean of its own)
         flat = [
@@ -91,12 +92,12 @@ class ScopeLayerNormPass(ScopeBasePass):
             .add_node_attr_feature(op, "T", frozenset(FLOAT_TYPES))
             for means in (2, 3) for op in ("Rsqrt", "Sqrt")
         ]
-        # tf_keras' FusedBatchNormV3 trick
-        fused = (ScopePattern("LayerNorm").add_node_op_type_feature(FUSED_BATCH_NORM, 1)
+        # tf_keras' FusedBatchNormV3 trick (once per call of the layer)
+        fused = (ScopePattern("LayerNorm").add_node_op_type_feature(FUSED_BATCH_NORM, 0, 1)
                  .add_node_attr_feature(FUSED_BATCH_NORM, "is_training", True)
                  .add_node_attr_feature(FUSED_BATCH_NORM, "data_format", "NCHW")
                  .add_node_op_type_feature("Reshape", 0, 1))
-        return [[[slim]], [flat], [[fused]], [[nn_form]]]
+        return [[[slim]], [flat], [[fused]], [nn_forms], _several_calls()]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         """One result per layer norm, in the tightest scope holding its statistics: a
@@ -107,16 +108,18 @@ class ScopeLayerNormPass(ScopeBasePass):
             tight = _tightest(scope)
             if id(tight) not in seen:
                 seen.add(id(tight))
-                results.append(ScopesResult([tight]))
+                results.extend(_calls(tight))
         return results
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
-        scope = scopes[0]
+        scope = result.part or scopes[0]
         try:
             match = analyse(scope)
         except NotLayerNorm as why:
             result.reject(str(why))
             return
+        if result.part is not None:  # one of several calls in the scope: named like its output
+            result.set_name(match.output_cast or match.output)
         sg = scope.graph
         result.set_type(LAYER_NORM.name)
         result.set_description(match.description)
@@ -159,6 +162,66 @@ def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResul
         result.insert_outputs(scope.suffix_of(match.variance), [2])
         result.set_inner_output(1, f"{LAYER_NORM.name}:1")
         result.set_inner_output(2, f"{LAYER_NORM.name}:2")
+
+
+def _nn_form(muls: int, subs: int) -> ScopePattern:
+    """One call of tf.nn.moments + tf.nn.batch_normalization: ``muls`` Mul (3 with a scale, 2
+    without) and ``subs`` Sub (1 with an offset, -1: absent, a Neg instead)."""
+    form = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
+            .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
+            .add_node_op_type_feature("Mul", muls).add_node_op_type_feature("Sub", subs))
+    if subs < 0:
+        form.add_node_op_type_feature("Neg", 1)
+    for op in NOT_IN_A_LAYER_NORM:  # so that the graph's root or a model scope rarely match
+        form.add_node_op_type_feature(op, -1)
+    return form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
+
+
+#: The most calls of one layer in one scope the moments form is matched for.
+MAX_CALLS = 16
+
+
+def _several_calls() -> list[list[ScopePattern]]:
+    """A tf_keras layer called k times (2 <= k <= MAX_CALLS) in one scope: first each call's
+    ``moments`` sub-scope is labelled (``moments``, ``moments_1``, ... all have the last name
+    ``moments``), then the scope holding k of them with k Rsqrt and a ``batchnorm`` sub-scope."""
+    moments = (ScopePattern(MOMENTS_LABEL).add_scope_feature(suffix="moments")
+               .add_node_op_type_feature("Mean", 2).add_node_op_type_feature("SquaredDifference", 1))
+    layers = []
+    for k in range(2, MAX_CALLS + 1):
+        layer = (ScopePattern("LayerNorm").add_scope_feature(sub_type=MOMENTS_LABEL, num=k)
+                 .add_node_op_type_feature("Rsqrt", k).add_node_op_type_feature("SquaredDifference", k))
+        for op in NOT_IN_A_LAYER_NORM:
+            layer.add_node_op_type_feature(op, -1)
+        layers.append(layer.add_scope_feature(sub_scope_mask="batchnorm"))
+    return [[moments], layers]
+
+
+def _calls(scope: "Scope") -> list[ScopesResult]:
+    """One result for the scope, or one per call when a layer called several times put its
+    calls in this one scope (a piece lying inside one sub-scope is left to that scope's own
+    match: a model scope holding several layers is not a layer called several times)."""
+    anchors = [i for op in (FUSED_BATCH_NORM, "Rsqrt", "Sqrt") for i in scope.graph.index.nodes_of_type(op)]
+    inside = set(scope.all_node_indices())
+    anchors = [i for i in anchors if i in inside]
+    parts = split_instances(scope, anchors) if len(anchors) > 1 else None
+    if parts is None:
+        return [ScopesResult([scope])]
+    return [ScopesResult([scope], part=part) for part in parts if not _inside_one_child(part, scope)]
+
+
+def _inside_one_child(part: ScopePart, scope: "Scope") -> bool:
+    """Do all of ``part``'s nodes lie under one sub-scope of ``scope``?"""
+    sg = scope.graph
+    children = set()
+    for name in part.node_names():
+        home = sg.scope_of(name)
+        while home is not scope and home.parent is not scope:
+            home = home.parent  # type: ignore[assignment]
+        if home is scope:
+            return False
+        children.add(home.name)
+    return len(children) == 1
 
 
 def _tightest(scope: "Scope") -> "Scope":

@@ -10,9 +10,9 @@ never from running a pass.  Where a library's code is called outside its Keras l
 without the name scope ``Layer.__call__`` opens: that is how a normalization "without a
 scope of its own" arises from real code.
 
-tensorflow-addons is not among the libraries: 0.23 (its last release) fails to import next
-to Keras 3 (it imports ``keras.src.engine``, which Keras 3 does not have); its
-``GroupNormalization`` lives on in transformers' ``TFWav2Vec2GroupNorm``, which is built.
+tensorflow-addons 0.23 (its last release) runs only with tf_keras as ``tf.keras``, chosen
+before TensorFlow is imported: its graphs are built in a subprocess by ``tfa_graphs.py`` (see
+``test_tensorflow_addons.py``).
 """
 from __future__ import annotations
 

@@ -76,6 +76,7 @@ SCALE_SHIFT = FusedOpDef(
     inputs=(TensorArg("x", type_attr="T"),),
     outputs=(TensorArg("y", type_attr="T"),),
     attrs=(AttrDef("scale", "float"), AttrDef("shift", "float"), AttrDef("T", "type")),
+    same_shape={{0: 0}},  # y has the shape of x: later stages' shape inference sees through the op
     reference=scale_shift_reference,
     description="y = x * scale + shift",
 )

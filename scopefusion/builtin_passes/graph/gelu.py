@@ -46,6 +46,7 @@ GELU = FusedOpDef(
                 description="False: x * Phi(x) with the error function; True: the tanh approximation"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=gelu_reference,
     description="Gaussian error linear unit",
 )

@@ -93,6 +93,7 @@ GROUP_NORM = FusedOpDef(
         AttrDef("data_format", "string", description="NHWC (channels on the last axis) or NCHW (on axis 1)"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=group_norm_reference,
     description="Group normalization: per sample and group of C / num_groups channels, "
                 "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta",

@@ -64,6 +64,7 @@ RMS_NORM = FusedOpDef(
         AttrDef("axes", "list(int)", description="the normalised axes as the graph gives them (trailing axes)"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=rms_norm_reference,
     description="RMS normalization: y = x / sqrt(mean(x ** 2, axes) + epsilon) * gamma",
 )

@@ -41,6 +41,7 @@ SWISH = FusedOpDef(
         AttrDef("beta", "float", default=1.0, description="the scale inside the sigmoid (1: SiLU, 1.702: quick GELU)"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=swish_reference,
     description="x * sigmoid(beta * x) (SiLU when beta is 1)",
 )

@@ -66,6 +66,15 @@ class FusedOpDef:
     description: str = ""
     #: who declared it ("built-in" or a plugin's distribution and version); set by the registry
     origin: str = field(default="", compare=False)
+    #: output port -> input index whose shape it has (``{0: 0}``: y is shaped like x), so shape
+    #: inference sees through the fused op in later stages
+    same_shape: Mapping[int, int] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for port, source in self.same_shape.items():
+            if not (0 <= port < len(self.outputs) and 0 <= source < len(self.inputs)):
+                raise ValueError(f"FusedOpDef {self.name!r}: same_shape maps output {port} to input {source}, "
+                                 f"but the op has {len(self.outputs)} output(s) and {len(self.inputs)} input(s)")
 
     def attr_def(self, name: str) -> AttrDef | None:
         for a in self.attrs:
@@ -95,3 +104,8 @@ class FusedOpDef:
         ins = ", ".join(i.name for i in self.inputs)
         outs = ", ".join(o.name for o in self.outputs)
         return f"{self.name}({ins}) -> ({outs})"
+
+
+def shape_rules(fused_ops: Mapping[str, FusedOpDef]) -> dict[str, dict[int, int]]:
+    """Per fused op type, which outputs have the shape of which input (see ``same_shape``)."""
+    return {name: dict(op.same_shape) for name, op in fused_ops.items() if op.same_shape}

@@ -8,7 +8,7 @@ reported as unknown (``None``), never guessed.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from .index import GraphIndex
 from .vocabulary import CONTROL, parse_input
@@ -44,8 +44,10 @@ _RANK4 = frozenset({
 class RankInference:
     """Memoised rank lookups for the tensors of one indexed graph."""
 
-    def __init__(self, index: GraphIndex) -> None:
+    def __init__(self, index: GraphIndex, same_shape: Mapping[str, Mapping[int, int]] | None = None) -> None:
         self.index = index
+        #: fused ops of earlier stages: output port -> the input it is shaped like
+        self.same_shape = same_shape or {}
         self._memo: dict[tuple[int, int], Rank] = {}
 
     # -- public ---------------------------------------------------------------
@@ -160,6 +162,9 @@ class RankInference:
             return known(None)
         if op in _SAME_AS_FIRST or (op == "Select" and port == 0):
             return ins[:1], lambda r: r[0]
+        source = self.same_shape.get(op, {}).get(port)
+        if source is not None and source < len(ins):
+            return [ins[source]], lambda r: r[0]
         if op in _BROADCAST:
             def widest(r: list[Rank]) -> Rank:
                 return None if any(x is None for x in r) else max(r)  # type: ignore[type-var]

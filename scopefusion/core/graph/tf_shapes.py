@@ -5,12 +5,14 @@ give, the graph is imported into a ``tf.Graph`` once (TensorFlow runs every op's
 shape function while importing, folding small constant computations such as a
 ``Reshape`` of a constant) and the shape is read off the imported tensor.  Ops
 TensorFlow does not know (fused ops of an earlier stage) are imported as
-placeholders of unknown shape, so everything upstream of them is still inferred.
+placeholders of unknown shape, so everything upstream of them is still inferred; an output
+that a fused op declares shaped like one of its inputs (``same_shape``) is imported as an
+``Identity`` of that input, so shapes flow through it to what lies downstream.
 TensorFlow is imported only when the first such question is asked.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .index import GraphIndex
 from .tf_ops import is_tensorflow_op
@@ -20,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
 Shape = list[int | None]
+#: Per op type: output port -> the input whose shape that output has.
+ShapeRules = Mapping[str, Mapping[int, int]]
 
 #: Suffix of the placeholder standing for output ``k`` > 0 of an op TensorFlow does not know.
 _PORT_SUFFIX = "/_scopefusion_port_"
@@ -28,8 +32,9 @@ _PORT_SUFFIX = "/_scopefusion_port_"
 class TensorFlowShapes:
     """Shapes of the tensors of one indexed graph, inferred by TensorFlow on first use."""
 
-    def __init__(self, index: GraphIndex) -> None:
+    def __init__(self, index: GraphIndex, same_shape: ShapeRules | None = None) -> None:
         self.index = index
+        self.same_shape = same_shape or {}
         self._graph: Any = None
         self._failed = False
 
@@ -62,7 +67,7 @@ class TensorFlowShapes:
         return self._graph
 
     def _importable(self) -> "GraphDef":
-        """A copy of the graph in which ops TensorFlow does not know are placeholders."""
+        """A copy of the graph in which ops TensorFlow does not know are stand-ins."""
         from tensorflow.core.framework import graph_pb2
 
         functions = {f.signature.name for f in self.index.graph_def.library.function}
@@ -73,7 +78,7 @@ class TensorFlowShapes:
         extra_ports: dict[int, set[int]] = {}
         for i, node in enumerate(self.index.nodes):
             if i in unknown:
-                out.node.append(_placeholder(node.name, node.attr))
+                out.node.append(self._stand_in(i, unknown))
                 continue
             copy = out.node.add()
             copy.CopyFrom(node)
@@ -93,6 +98,28 @@ class TensorFlowShapes:
             for port in sorted(ports):
                 out.node.append(_placeholder(f"{self.index.names[p]}{_PORT_SUFFIX}{port}", self.index.nodes[p].attr))
         return out
+
+    def _stand_in(self, i: int, unknown: set[int]) -> Any:
+        """What an op TensorFlow does not know is imported as: an Identity of the input its
+        output 0 is shaped like (when declared, and the node's ``T`` gives the dtype), else a
+        placeholder of unknown shape."""
+        node = self.index.nodes[i]
+        source = self.same_shape.get(self.index.ops[i], {}).get(0)
+        data = [(p, port) for p, port in self.index.inputs[i] if port != CONTROL]
+        typed = "T" in node.attr and node.attr["T"].WhichOneof("value") == "type"
+        if source is not None and source < len(data) and typed:
+            p, port = data[source]
+            if p not in unknown or port == 0:  # another stand-in has its port 0 only
+                return _identity(node.name, tensor_name(self.index.names[p], port), node.attr)
+        return _placeholder(node.name, node.attr)
+
+
+def _identity(name: str, source: str, attrs: Any) -> Any:
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+    node = NodeDef(name=name, op="Identity", input=[source])
+    node.attr["T"].type = attrs["T"].type
+    return node
 
 
 def _placeholder(name: str, attrs: Any) -> Any:

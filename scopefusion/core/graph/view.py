@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .constants import declared_shape, tensor_value
 from .index import GraphIndex
 from .shapes import RankInference
-from .tf_shapes import Shape, TensorFlowShapes
+from .tf_shapes import Shape, ShapeRules, TensorFlowShapes
 from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype, parse_input
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,8 +37,11 @@ class GraphView:
     read them.  Constant values are decoded once per node and shared.
     """
 
-    def __init__(self, graph: "GraphDef | GraphIndex") -> None:
+    def __init__(self, graph: "GraphDef | GraphIndex", *, same_shape: ShapeRules | None = None) -> None:
         self.index = graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
+        #: per op type TensorFlow does not know (a fused op of an earlier stage), which outputs
+        #: have the shape of which input
+        self.same_shape: ShapeRules = dict(same_shape or {})
         self._ranks: RankInference | None = None
         self._ledger: dict[int, bytes] | None = None
         self._tf_shapes: TensorFlowShapes | None = None
@@ -171,7 +174,7 @@ class GraphView:
         """The rank of a tensor (``name`` or ``name:port``) when it can be told: by the cheap
         local rules first, then by TensorFlow's shape inference (see :meth:`static_shape`)."""
         if self._ranks is None:
-            self._ranks = RankInference(self.index)
+            self._ranks = RankInference(self.index, self.same_shape)
         local = self._ranks.rank(tensor)
         if local is not None:
             return local
@@ -205,5 +208,5 @@ class GraphView:
         if not infer:
             return None
         if self._tf_shapes is None:
-            self._tf_shapes = TensorFlowShapes(self.index)
+            self._tf_shapes = TensorFlowShapes(self.index, self.same_shape)
         return self._tf_shapes.shape(node, port)

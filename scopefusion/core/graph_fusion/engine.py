@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..fusion.candidate import FusionCandidate, Refused, Tensor
-from ..fusion.fused_ops import FusedOpDef
+from ..fusion.fused_ops import FusedOpDef, shape_rules
 from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import StageContext, contained, reject_if_changed
@@ -70,6 +70,7 @@ class GraphFusionEngine:
         self.fusion_type = fusion_type
         self.stage = "graph" if fusion_type == "GraphFusion" else "ub"
         self.fused_ops = dict(fused_ops)
+        self.shape_rules = shape_rules(self.fused_ops)
         self.options = options or FusionOptions()
         self.switch = switch or FusionSwitch.default()
         mine = [s for s in specs if s.engine == "graph" and s.fusion_type == fusion_type]
@@ -92,7 +93,7 @@ class GraphFusionEngine:
         report.passes.extend(self._pass_report(item) for item in self.scheduled)
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
-        view = GraphView(context.index)
+        view = GraphView(context.index, same_shape=self.shape_rules)
         candidates: list[FusionCandidate] = []
         for k, item in enumerate(self.scheduled):
             spec = item.spec

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 from ..fusion.candidate import FusionCandidate, Refused
-from ..fusion.fused_ops import FusedOpDef
+from ..fusion.fused_ops import FusedOpDef, shape_rules
 from ..fusion.options import FusionOptions, check_pass_names
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained, reject_if_changed
@@ -71,7 +71,7 @@ class ScopePassManager:
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         t0 = time.perf_counter()
-        scope_graph = ScopeGraph(context.index)
+        scope_graph = ScopeGraph(context.index, same_shape=shape_rules(self.fused_ops))
         context.report.stage_seconds["scope.tree"] = time.perf_counter() - t0
         candidates: list[FusionCandidate] = []
         try:

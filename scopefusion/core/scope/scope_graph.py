@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..graph.index import GraphIndex, no_gc
+from ..graph.tf_shapes import ShapeRules
 from ..graph.view import GraphView
 from ..graph.vocabulary import FORWARDING_OPS, RETURN_OPS
 
@@ -250,8 +251,8 @@ class ScopeGraph(GraphView):
     """The graph as scope passes see it: node queries (:class:`GraphView`), the scope
     tree, labels and matches."""
 
-    def __init__(self, graph_def: "GraphDef | GraphIndex") -> None:
-        super().__init__(graph_def)
+    def __init__(self, graph_def: "GraphDef | GraphIndex", *, same_shape: ShapeRules | None = None) -> None:
+        super().__init__(graph_def, same_shape=same_shape)
         self.tree = ScopeTree(self.index)
         self.tree.graph = self
         self.matches: dict[str, list[Scope]] = {}

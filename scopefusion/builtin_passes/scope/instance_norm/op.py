@@ -56,6 +56,7 @@ INSTANCE_NORM = FusedOpDef(
         AttrDef("data_format", "string", description="NHWC (channels last) or NCHW (channels at axis 1)"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=instance_norm_reference,
     description="Instance normalization: y = (x - mean) / sqrt(variance + epsilon) * gamma + beta, "
                 "moments per instance and channel over the spatial axes",

@@ -39,6 +39,7 @@ LAYER_NORM = FusedOpDef(
         AttrDef("epsilon", "float", description="added to the variance"),
         AttrDef("T", "type"),
     ),
+    same_shape={0: 0},
     reference=layer_norm_reference,
     description="Layer normalization: y = (x - mean) / sqrt(variance + epsilon) * gamma + beta",
 )

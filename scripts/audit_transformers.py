@@ -7,10 +7,12 @@ inputs, freezes it, fuses it with the built-in passes, verifies the fused graph 
 original and prints one row per class:
 
 * **found**, per op (``LayerNorm``, ``RMSNorm``, ``GroupNorm``, ``Gelu``), counted from the
-  built Keras layers and never from the passes: layer norms are tf_keras
-  ``LayerNormalization`` layers and transformers' own ``*LayerNorm`` layers (T5's is an RMS
-  norm); RMS norms are ``*RMSNorm`` layers and ``TFT5LayerNorm``; group norms are
-  ``*GroupNorm`` / ``GroupNormalization`` layers; GELUs are the layers that hold a GELU
+  built Keras layers and never from the passes: layer norms are calls of tf_keras
+  ``LayerNormalization`` layers and of transformers' own ``*LayerNorm`` layers (T5's is an RMS
+  norm); RMS norms are calls of ``*RMSNorm`` layers and ``TFT5LayerNorm``; group norms are
+  calls of ``*GroupNorm`` / ``GroupNormalization`` layers (a layer called twice, as Lxmert's
+  shared cross-attention is, counts twice; a call whose result no output reads is pruned
+  when the graph is frozen and counted apart, under **pruned**); GELUs are the layers that hold a GELU
   activation (``gelu``, ``gelu_new``, ``gelu_fast``, ``gelu_10`` of
   ``transformers.activations_tf``) as an attribute, so a GELU called inline (``tf.nn.gelu``
   in a ``call``) is not found, and a layer that calls its activation twice counts once;
@@ -77,6 +79,8 @@ PER_TYPE = {"swin": {"patch_size": 2}, "xlnet": {"d_head": 16}}
 class Row:
     name: str
     found: dict[str, int] = field(default_factory=dict)
+    #: norm calls whose computation the frozen graph does not keep (no output reads them)
+    pruned: dict[str, list[str]] = field(default_factory=dict)
     fused: dict[str, int] = field(default_factory=dict)
     max_error: float | None = None
     verified: bool | None = None
@@ -125,22 +129,70 @@ def gelu_functions() -> set[Any]:
     return {activations_tf.get_tf_activation(name) for name in ("gelu", "gelu_new", "gelu_fast", "gelu_10")}
 
 
-def count_found(model: Any, gelus: set[Any]) -> dict[str, int]:
-    """Norm layers and GELU-holding layers of a built model, by their types (see the module doc)."""
+NORMS = ("LayerNorm", "RMSNorm", "GroupNorm")
+
+
+def norm_kind(layer: Any) -> str | None:
+    """Which normalization a Keras layer is, by its type (see the module doc)."""
     import tf_keras
 
-    found = dict.fromkeys(OPS, 0)
+    name = type(layer).__name__
+    if name.endswith("RMSNorm") or name == "TFT5LayerNorm":
+        return "RMSNorm"
+    if name.endswith("GroupNorm") or isinstance(layer, tf_keras.layers.GroupNormalization):
+        return "GroupNorm"
+    if isinstance(layer, tf_keras.layers.LayerNormalization) or name.endswith(("LayerNorm", "LayerNormalization")):
+        return "LayerNorm"
+    return None
+
+
+def count_gelus(model: Any, gelus: set[Any]) -> int:
+    """Layers holding a GELU activation (see the module doc)."""
+    return sum(1 for layer in model._flatten_layers(include_self=False)
+               for value in vars(layer).values() if _is_in(value, gelus))
+
+
+def record_norm_calls(model: Any) -> list[tuple[str, str]]:
+    """Make every norm layer of ``model`` note ``(kind, name scope)`` each time it is called
+    while a graph is traced; returns the list the calls are noted in."""
+    import tensorflow as tf
+
+    calls: list[tuple[str, str]] = []
     for layer in model._flatten_layers(include_self=False):
-        name = type(layer).__name__
-        if name.endswith("RMSNorm") or name == "TFT5LayerNorm":
-            found["RMSNorm"] += 1
-        elif name.endswith("GroupNorm") or isinstance(layer, tf_keras.layers.GroupNormalization):
-            found["GroupNorm"] += 1
-        elif isinstance(layer, tf_keras.layers.LayerNormalization) or name.endswith(("LayerNorm",
-                                                                                       "LayerNormalization")):
-            found["LayerNorm"] += 1
-        found["Gelu"] += sum(1 for value in vars(layer).values() if _is_in(value, gelus))
-    return found
+        kind = norm_kind(layer)
+        if kind is None:
+            continue
+
+        def counted(*args: Any, __call=layer.call, __kind=kind, **kwargs: Any) -> Any:
+            calls.append((__kind, tf.get_current_name_scope()))
+            return __call(*args, **kwargs)
+
+        layer.call = counted
+    return calls
+
+
+#: Ops that compute nothing of a norm (what freezing leaves of a pruned call).
+INERT = frozenset({"Const", "Identity", "ReadVariableOp", "NoOp", "VarHandleOp"})
+
+
+def norm_counts(calls: list[tuple[str, str]], graph_def: Any) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Per kind, the calls whose scope still computes something in the frozen graph, and the
+    scopes of those it pruned."""
+    computing: dict[str, int] = {}
+    for node in graph_def.node:
+        if node.op not in INERT:
+            scope = node.name.rsplit("/", 1)[0]
+            while scope:
+                computing[scope] = computing.get(scope, 0) + 1
+                scope = scope.rpartition("/")[0]
+    found = dict.fromkeys(NORMS, 0)
+    pruned: dict[str, list[str]] = {}
+    for kind, scope in calls:
+        if computing.get(scope.rstrip("/"), 0):
+            found[kind] += 1
+        else:
+            pruned.setdefault(kind, []).append(scope.rstrip("/"))
+    return found, pruned
 
 
 def _is_in(value: Any, functions: set[Any]) -> bool:
@@ -186,8 +238,10 @@ def audit(model_type: str, class_name: str, registry: Any, gelus: set[Any]) -> R
     started = time.perf_counter()
     try:
         model, fn, specs, feeds = build(model_type, class_name)
-        row.found = count_found(model, gelus)
+        calls = record_norm_calls(model)
         graph_def, _, _ = _freeze_tf_function(fn, specs)
+        row.found, row.pruned = norm_counts(calls, graph_def)
+        row.found["Gelu"] = count_gelus(model, gelus)
     except Exception as exc:  # noqa: BLE001 - any failure to build is reported, not raised
         first_line = (str(exc).splitlines() or [""])[0][:160]
         row.skipped = f"could not build at a tiny size: {type(exc).__name__}: {first_line}"
@@ -237,6 +291,8 @@ def table(rows: list[Row]) -> str:
         mark = "" if row.verified else "  VERIFY FAILED"
         lines.append(f"{row.name:34} {cells} {err:>9} {row.seconds:5.1f}{mark}")
         lines.extend(f"{'':36}{miss}" for miss in row.misses)
+        lines.extend(f"{'':36}{kind}: {len(scopes)} call(s) pruned when frozen (no output reads them): "
+                     f"{', '.join(scopes[:3])}" for kind, scopes in row.pruned.items())
     lines.append("cells: fused/found")
     return "\n".join(lines)
 

@@ -261,33 +261,50 @@ class OpPattern:
 
     def required_types(self) -> list[frozenset[str]]:
         """Groups of op types such that every match holds a node of one type of each group
-        (a graph lacking one of them has no match, so nothing need be tried)."""
-        return sorted(_required(self.root, self.defs, set()), key=sorted)
+        (a graph lacking one of them has no match, so nothing need be tried).  Computed once
+        per pattern."""
+        cached = self.__dict__.get("_required_types")
+        if cached is None:
+            cached = sorted(_required(self.root, self.defs, set(), {}), key=sorted)
+            object.__setattr__(self, "_required_types", cached)
+        return list(cached)
 
     def op_count(self) -> int:
         """How many ops the smallest match of the pattern has (the shortest alternative
-        counts): a measure of how far a failed match got."""
-        return _min_ops(self.root, self.defs, set())
+        counts): a measure of how far a failed match got.  Computed once per pattern."""
+        cached = self.__dict__.get("_op_count")
+        if cached is None:
+            cached = _min_ops(self.root, self.defs, frozenset(), {})[0]
+            object.__setattr__(self, "_op_count", cached)
+        return cached  # type: ignore[no-any-return]
 
 
-def _required(expr: Any, defs: Mapping[str, Any], seen: set[str]) -> set[frozenset[str]]:
+def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],
+              memo: dict[int, set[frozenset[str]]]) -> set[frozenset[str]]:
+    """The required groups of ``expr``; ``memo`` keeps them per sub-expression (patterns share
+    sub-expressions between alternatives), ``seen`` the variables being expanded."""
     expr = as_var(expr)
+    known = memo.get(id(expr))
+    if known is not None:
+        return set(known)
     if isinstance(expr, Op):
         groups = {frozenset(expr.types)} if expr.types else set()
         for sub in expr.inputs or ():
-            groups |= _required(sub, defs, seen)
-        return groups
-    if isinstance(expr, Alt):
-        options = [_required(option, defs, set(seen)) for option in expr.options]
-        common = set.intersection(*options)
-        rest = [o - common for o in options]
+            groups |= _required(sub, defs, seen, memo)
+    elif isinstance(expr, Alt):
+        options = [_required(option, defs, seen, memo) for option in expr.options]
+        groups = set.intersection(*options)
+        rest = [o - groups for o in options]
         if all(rest):  # every option needs one more group: one of those is there in any match
-            common.add(frozenset().union(*(min(r, key=len) for r in rest)))
-        return common
-    if isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
+            groups.add(frozenset().union(*(min(r, key=len) for r in rest)))
+    elif isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
         seen.add(expr.name)
-        return _required(defs[expr.name], defs, seen)
-    return set()
+        groups = _required(defs[expr.name], defs, seen, memo)
+        seen.discard(expr.name)
+    else:
+        return set()
+    memo[id(expr)] = groups
+    return set(groups)
 
 
 def _root_ops(expr: Any) -> list[Op]:
@@ -299,17 +316,28 @@ def _root_ops(expr: Any) -> list[Op]:
     return []
 
 
-def _min_ops(expr: Any, defs: Mapping[str, Any], seen: set[str]) -> int:
+def _min_ops(expr: Any, defs: Mapping[str, Any], seen: frozenset[str],
+             memo: dict[tuple[int, frozenset[str]], tuple[int, frozenset[str]]]) -> tuple[int, frozenset[str]]:
+    """``(ops, seen after)``: the ops of the smallest match of ``expr`` not counted yet (a
+    labelled op counts once however often the pattern names it, and so does a variable's
+    definition; ``seen`` holds those met so far, each option of a ``one_of`` starting from the
+    same), memoised per sub-expression and ``seen``."""
     expr = as_var(expr)
-    if isinstance(expr, Op):
-        if expr.label is not None:
-            if expr.label in seen:
-                return 0
-            seen.add(expr.label)
-        return 1 + sum(_min_ops(e, defs, seen) for e in expr.inputs or ())
-    if isinstance(expr, Alt):
-        return min(_min_ops(e, defs, set(seen)) for e in expr.options)
-    if isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
-        seen.add(expr.name)
-        return _min_ops(defs[expr.name], defs, seen)
-    return 0
+    key = (id(expr), seen)
+    known = memo.get(key)
+    if known is not None:
+        return known
+    result: tuple[int, frozenset[str]] = (0, seen)
+    if isinstance(expr, Op) and not (expr.label is not None and expr.label in seen):
+        after = seen | {expr.label} if expr.label is not None else seen
+        total = 1
+        for e in expr.inputs or ():
+            count, after = _min_ops(e, defs, after, memo)
+            total += count
+        result = (total, after)
+    elif isinstance(expr, Alt):
+        result = (min(_min_ops(e, defs, seen, memo)[0] for e in expr.options), seen)
+    elif isinstance(expr, Var) and expr.name in defs and "$" + expr.name not in seen:
+        result = _min_ops(defs[expr.name], defs, seen | {"$" + expr.name}, memo)
+    memo[key] = result
+    return result

@@ -113,7 +113,8 @@ def _kind(p: "PassReport") -> str:
 
 SUMMARY_COLUMNS = (
     Col("pass"), Col("kind"), Col("tested", "right", drop=2), Col("matched", "right"), Col("fused", "right"),
-    Col("refused", "right", drop=1), Col("near miss", "right", drop=3), Col("seconds", "right", drop=4),
+    Col("refused", "right", drop=1), Col("dropped", "right", drop=1), Col("near miss", "right", drop=3),
+    Col("seconds", "right", drop=4),
 )
 
 
@@ -121,8 +122,8 @@ def print_summary(report: "FusionReport", output: str, emit: str, out: Any = Non
     """The per-pass table of a run, then refusals, near misses, overrides and warnings."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
-    rows = [[p.name, _kind(p), str(p.candidates), str(len(p.matched_scopes)), str(len(p.fused)),
-             str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
+    rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),
+             str(len(p.refused)), str(len(p.dropped)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
     table, left_out = fitted_table("Fusion summary", SUMMARY_COLUMNS, rows, out.width)
     out.print(table)
     _left_out(out, left_out, "they are in --report")
@@ -150,6 +151,8 @@ def _print_pass_details(out: Any, p: "PassReport") -> None:
         out.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
     for r in p.refused:
         out.print(f"refused {r.name} ({p.name}): {r.reason}")
+    for r in p.dropped:
+        out.print(f"dropped {r.name} ({p.name}): {r.reason}; kept {r.winner}")
     for r in p.near_misses[:NEAR_MISSES_SHOWN]:
         out.print(f"near miss {r.name} ({p.name}): {r.reason}")
     if p.near_miss_count > NEAR_MISSES_SHOWN:

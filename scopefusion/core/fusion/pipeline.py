@@ -20,11 +20,11 @@ from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionEr
 from ..graph.index import GraphIndex, no_gc
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
-from .conflicts import select_plans
+from .conflicts import Conflict, select_plans
 from .fused_ops import FusedOpDef
 from .options import FusionOptions
 from .plan import FusionPlan, make_plan
-from .report import FusedRecord, FusionReport, PassReport
+from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .rewrite import apply_plans, check_rewrite
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,8 +205,9 @@ class FusionPipeline:
                reports: Mapping[str, PassReport]) -> list[FusionPlan]:
         plans = []
         for candidate in candidates:
-            if reports[candidate.pass_name].error:
-                continue  # the pass failed: none of its candidates is trusted
+            if reports[candidate.pass_name].error:  # the pass failed: none of its candidates is trusted
+                _refuse(reports, candidate, "not applied: the pass raised (see its error)")
+                continue
             try:
                 self._check_fusible(context.index, candidate)
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
@@ -249,4 +250,9 @@ def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> 
 
 
 def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str) -> None:
-    reports[candidate.pass_name].refuse(candidate.name, reason, list(candidate.where))
+    """Record why ``candidate`` was not applied: lost to another result (:class:`Conflict`), or refused."""
+    report = reports[candidate.pass_name]
+    if isinstance(reason, Conflict):
+        report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner))
+    else:
+        report.refuse(candidate.name, reason, list(candidate.where))

@@ -24,11 +24,13 @@ class FusedRecord:
 
 @dataclass
 class Refusal:
-    """A result that was not applied, with the reason."""
+    """A result that was not applied, with the reason; for one dropped in a conflict,
+    also the result that won (``"name (pass)"``)."""
 
     name: str
     reason: str
     scopes: list[str] = field(default_factory=list)
+    winner: str = ""
 
 
 @dataclass
@@ -47,8 +49,12 @@ class PassReport:
     near_miss_count: int = 0
     near_misses: list[Refusal] = field(default_factory=list)
     results: int = 0
+    #: matches as the pass grouped them (a scope pass's results plus the matched scopes it made
+    #: no result of; a graph pass's matches): each ends fused, refused or dropped in a conflict
+    matches: int = 0
     fused: list[FusedRecord] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
+    dropped: list[Refusal] = field(default_factory=list)  # lost a conflict to another result
     error: str | None = None
     seconds: float = 0.0
 
@@ -59,6 +65,11 @@ class PassReport:
     def effect_times(self) -> int:
         """Matches fused (the reference's counter)."""
         return len(self.fused)
+
+    @property
+    def accounted(self) -> bool:
+        """Every match ended fused, refused or dropped (false only for a pass that failed midway)."""
+        return self.matches == len(self.fused) + len(self.refused) + len(self.dropped)
 
     @property
     def ran(self) -> bool:
@@ -96,6 +107,10 @@ class FusionReport:
     @property
     def refused(self) -> list[Refusal]:
         return [r for p in self.passes for r in p.refused]
+
+    @property
+    def dropped(self) -> list[Refusal]:
+        return [r for p in self.passes for r in p.dropped]
 
     def fused_count(self, op_type: str | None = None) -> int:
         return sum(1 for f in self.fused if op_type is None or f.type == op_type)

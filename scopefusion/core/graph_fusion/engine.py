@@ -124,7 +124,7 @@ class GraphFusionEngine:
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})
         pr.candidates = len(misses.tried | {m.root for m in matches})
-        pr.match_times = len(matches)
+        pr.match_times = pr.matches = len(matches)
         pr.matched_scopes = [m.root_name for m in matches]
         pr.near_miss_count = len(misses.kept)
         pr.near_misses = misses.kept[:MAX_NEAR_MISSES]

@@ -23,6 +23,7 @@ from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
+from .hints import add_hints
 from .plugins.blocked import check_enabled_passes
 from .plugins.registry import Registry, load_registry
 
@@ -173,6 +174,9 @@ def fuse(
     report.warnings = switch_warnings(switch, registry)
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
+    t0 = time.perf_counter()
+    add_hints(report, fused_graph, registry, pipeline.options, switch)
+    report.stage_seconds["hints"] = time.perf_counter() - t0
     graph = fused_graph
     if mixed is not None:
         cut = mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, registry.fused_ops))

@@ -28,6 +28,7 @@ from .core.fusion.options import parse_pass_list
 from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
 from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
+from .run_summary import add_summary_arguments
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
 
@@ -120,6 +121,7 @@ def _add_run_parser(sub: Any) -> None:
     add_run_partition_arguments(run)
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")
+    add_summary_arguments(run)
     _add_verify_options(run)
     _add_common(run)
 
@@ -260,9 +262,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if original is not None:
         runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
         verification = _verify(args, original, runnable, registry, int_range)
-    write_run_partition(args, result, sys.stderr)  # --segments-dir, and the placement
-    files = [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
-    if outputs.report is not None:
+    write_run_partition(args, result, sys.stderr, write=not args.dry_run)  # --segments-dir, and the placement
+    files = [] if args.dry_run else [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
+    if outputs.report is not None and not (args.dry_run and not outputs.report.is_stdout):
         report = result.report.to_dict()
         if result.partition is not None:
             report["partition"] = result.partition.report.to_dict()
@@ -278,10 +280,13 @@ def _copy(graph_def: Any) -> Any:
 
 
 def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification: Any) -> int:
-    from .console import console, print_summary
+    from .console import console
+    from .run_summary import print_run_summary
 
-    out = console(stderr=outputs.uses_stdout)  # standard output carries the graph or the report
-    print_summary(report, str(outputs.graph), args.emit, out)
+    # standard output carries the graph or the report (a dry run writes no graph)
+    out = console(stderr=outputs.report is not None and outputs.report.is_stdout
+                  or (outputs.graph.is_stdout and not args.dry_run))
+    print_run_summary(report, str(outputs.graph), args.emit, out, verbose=args.verbose, dry_run=args.dry_run)
     return 0 if verification is None else _print_verification(verification, out)
 
 

@@ -118,8 +118,9 @@ SUMMARY_COLUMNS = (
 )
 
 
-def print_summary(report: "FusionReport", output: str, emit: str, out: Any = None) -> None:
-    """The per-pass table of a run, then refusals, near misses, overrides and warnings."""
+def print_summary(report: "FusionReport", out: Any = None) -> None:
+    """The per-pass table of a run, then refusals, near misses, overrides, hints and warnings
+    (``scopefusion run`` adds what was fused: :func:`scopefusion.run_summary.print_run_summary`)."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
     rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),
@@ -138,26 +139,30 @@ def print_summary(report: "FusionReport", output: str, emit: str, out: Any = Non
         _print_pass_details(out, p)
     for line in report.overrides:
         out.print(f"override: {line}")
+    for line in report.hints:
+        out.print(f"hint: {line}")
     for line in report.plugin_errors:
         out.print(f"[red]error[/red] {line} (--strict makes this fatal)")
     for line in report.warnings:
         print(f"scopefusion: warning: {line}", file=sys.stderr)
-    out.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
-              f"{len(report.fused)} fused op(s)")
 
 
 def _print_pass_details(out: Any, p: "PassReport") -> None:
     if p.error:
         out.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
     for r in p.refused:
-        out.print(f"refused {r.name} ({p.name}): {r.reason}")
+        out.print(f"refused {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
     for r in p.dropped:
         out.print(f"dropped {r.name} ({p.name}): {r.reason}; kept {r.winner}")
     for r in p.near_misses[:NEAR_MISSES_SHOWN]:
-        out.print(f"near miss {r.name} ({p.name}): {r.reason}")
+        out.print(f"near miss {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
     if p.near_miss_count > NEAR_MISSES_SHOWN:
         out.print(f"... {p.near_miss_count - NEAR_MISSES_SHOWN} more near misses of {p.name} "
                   "(all of them in --report)")
+
+
+def _hint(text: str) -> str:
+    return f"\n  hint: {text}" if text else ""
 
 
 def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") -> dict[str, Any]:

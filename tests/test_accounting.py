@@ -67,6 +67,9 @@ def test_instance_norm_pass_accounts_for_the_other_normalizations(norms_graph):
     assert all(reason.startswith("rejected by the pass: not an instance normalization: ")
                for reason in refused.values())
     assert "including the batch axis 0" in refused["bn/moments"]
+    hints = {r.name: r.hint for r in inst.refused}  # the layer norms' moments: where they went
+    assert hints == {"bn/moments": "", "ln/moments": "fused by ScopeLayerNormPass as 'ln'",
+                     "ln_all/moments": "fused by ScopeLayerNormPass as 'ln_all'"}
     assert inst.dropped == []
     layer = result.report.pass_report("ScopeLayerNormPass")
     assert sorted(f.name for f in layer.fused) == ["ln", "ln_all"]
@@ -81,7 +84,7 @@ def test_the_summary_table_adds_up(norms_graph):
 
     result = scopefusion.fuse(norms_graph, enable_scope_fusion_passes=INSTANCE)
     out = Console(width=160, record=True, file=io.StringIO())
-    print_summary(result.report, "out.pb", "fused", out)
+    print_summary(result.report, out)
     text = out.export_text()
     row = next(line for line in text.splitlines() if INSTANCE in line and "│" in line)
     cells = [c.strip() for c in row.split("│")[1:-1]]

@@ -10,6 +10,7 @@ decided here, the same way for all of them.
 from __future__ import annotations
 
 import signal
+from collections import Counter
 import threading
 import time
 from contextlib import contextmanager
@@ -155,6 +156,7 @@ class FusionPipeline:
         t0 = time.perf_counter()
         index = GraphIndex(graph_def)
         report.nodes_before = len(index)
+        report.op_counts_before = dict(Counter(index.ops))
         report.stage_seconds["index"] = time.perf_counter() - t0
         outputs = self._output_tensors(index)
         report.outputs = [tensor_name(n, p) for n, p in outputs]
@@ -170,6 +172,7 @@ class FusionPipeline:
             first = False
             self._stage(engine, index, outputs, report)
         report.nodes_after = len(graph_def.node)
+        report.op_counts_after = dict(Counter(node.op for node in graph_def.node))
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],

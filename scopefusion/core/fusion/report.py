@@ -31,6 +31,8 @@ class Refusal:
     reason: str
     scopes: list[str] = field(default_factory=list)
     winner: str = ""
+    #: what another registered pass makes of the place ("fused by ...", "... would fuse it: enable ...")
+    hint: str = ""
 
 
 @dataclass
@@ -84,10 +86,15 @@ class FusionReport:
     passes: list[PassReport] = field(default_factory=list)
     nodes_before: int = 0
     nodes_after: int = 0
+    #: nodes per op type in the graph given and in the fused graph (fused form)
+    op_counts_before: dict[str, int] = field(default_factory=dict)
+    op_counts_after: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
     plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
     warnings: list[str] = field(default_factory=list)  # e.g. names in the switch file that match no pass
+    #: passes the run left out that would fuse something, and how to turn them on
+    hints: list[str] = field(default_factory=list)
     #: which source set each run option that a session configuration may also give ("argument" or
     #: "session configuration")
     option_sources: dict[str, str] = field(default_factory=dict)
@@ -111,6 +118,12 @@ class FusionReport:
     @property
     def dropped(self) -> list[Refusal]:
         return [r for p in self.passes for r in p.dropped]
+
+    def op_count_changes(self) -> list[tuple[str, int, int]]:
+        """``(op type, before, after)`` for every op type whose count the run changed, by name."""
+        before, after = self.op_counts_before, self.op_counts_after
+        return [(op, before.get(op, 0), after.get(op, 0)) for op in sorted(set(before) | set(after))
+                if before.get(op, 0) != after.get(op, 0)]
 
     def fused_count(self, op_type: str | None = None) -> int:
         return sum(1 for f in self.fused if op_type is None or f.type == op_type)

@@ -61,6 +61,15 @@ def analyse(scope: "Scope") -> LayerNormMatch:
     return analyse_moments(scope)
 
 
+def _nn_form(muls: int, shift: str) -> ScopePattern:
+    pattern = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
+               .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
+               .add_node_op_type_feature("Mul", muls).add_node_op_type_feature(shift, 1))
+    for op in NOT_IN_A_LAYER_NORM:  # so that the graph's root or a model scope rarely match
+        pattern.add_node_op_type_feature(op, -1)
+    return pattern.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
+
+
 class ScopeLayerNormPass(ScopeBasePass):
     """Layer normalization scopes (tf_slim, tf_keras, Keras 3, hand-written) -> LayerNorm."""
 
@@ -78,12 +87,9 @@ class ScopeLayerNormPass(ScopeBasePass):
         # (tf_keras, a tf_slim scope of another name): cheap counts first, then the sub-scope
         # names these functions give (instance norms name theirs "instancenorm"; batch
         # norms over moving statistics have no Mean)
-        nn_form = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
-                   .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
-                   .add_node_op_type_feature("Mul", 3).add_node_op_type_feature("Sub", 1))
-        for op in NOT_IN_A_LAYER_NORM:  # so that the graph's root or a model scope rarely match
-            nn_form.add_node_op_type_feature(op, -1)
-        nn_form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
+        # (without scale or offset, tf.nn.batch_normalization has a Mul less, or a Neg for the Sub:
+        # matched too, so that the analysis refuses them by what is missing)
+        nn_forms = [_nn_form(muls, shift) for muls in (3, 2) for shift in ("Sub", "Neg")]
         # flat forms (Keras 3, hand-written): the normaliser lies directly in the scope
         # (3 Means: tf.math.reduce_variance takes a mean of its own)
         flat = [
@@ -96,7 +102,7 @@ class ScopeLayerNormPass(ScopeBasePass):
                  .add_node_attr_feature(FUSED_BATCH_NORM, "is_training", True)
                  .add_node_attr_feature(FUSED_BATCH_NORM, "data_format", "NCHW")
                  .add_node_op_type_feature("Reshape", 0, 1))
-        return [[[slim]], [flat], [[fused]], [[nn_form]]]
+        return [[[slim]], [flat], [[fused]], [nn_forms]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         """One result per layer norm, in the tightest scope holding its statistics: a

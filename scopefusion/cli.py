@@ -161,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_switch_option(lst)
     lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.add_argument("--plugins", action="store_true", help="list plugin distributions and what each contributes")
+    lst.add_argument("--ops", action="store_true", help="list every declared fused op instead: inputs, outputs, "
+                     "attributes, origin")
     _add_common(lst)
 
     part = sub.add_parser("partition", help="show where a mixed run places every node",
@@ -200,6 +202,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
+    if args.ops:
+        return _list_ops(args, registry)
     rows = list_rows(registry, enabled, switch)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -207,6 +211,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         print_list(rows, args.plugins)
     for line in switch_warnings(switch, registry):
         print(f"scopefusion: warning: {line}", file=sys.stderr)
+    for line in registry.errors:
+        print(f"scopefusion: error: {line}", file=sys.stderr)
+    return 0
+
+
+def _list_ops(args: argparse.Namespace, registry: Any) -> int:
+    from .console import console
+    from .fused_ops_list import fused_op_rows, print_fused_ops
+
+    rows = fused_op_rows(registry)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_fused_ops(rows, console())
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     return 0

@@ -28,6 +28,8 @@ from .core.fusion.options import parse_pass_list
 from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
 from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
+from .explain_cli import add_explain_arguments, cmd_explain
+from .fused_ops_list import list_ops
 from .run_summary import add_summary_arguments
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
@@ -172,6 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_partition_arguments(part)
     _add_common(part)
 
+    exp = sub.add_parser("explain", help="every pass's verdict on one scope or node",
+                         description="Fuse MODEL with every pass on and say what each pass makes of SCOPE_OR_NODE: "
+                         "fused, refused (why), dropped (to what), a near miss or no match; scope passes' "
+                         "patterns feature by feature, graph passes' patterns at its nodes, and the fused op "
+                         "produced there. Writes nothing.")
+    add_explain_arguments(exp)
+    _add_common(exp)
+
     cfg = sub.add_parser("config", help="check an NpuOptimizer session configuration",
                          description="Read the NpuOptimizer options of a ConfigProto (.pbtxt or binary) and show "
                          "the effective value of every option.")
@@ -203,7 +213,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
     if args.ops:
-        return _list_ops(args, registry)
+        return list_ops(registry, args.json)
     rows = list_rows(registry, enabled, switch)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -211,20 +221,6 @@ def cmd_list(args: argparse.Namespace) -> int:
         print_list(rows, args.plugins)
     for line in switch_warnings(switch, registry):
         print(f"scopefusion: warning: {line}", file=sys.stderr)
-    for line in registry.errors:
-        print(f"scopefusion: error: {line}", file=sys.stderr)
-    return 0
-
-
-def _list_ops(args: argparse.Namespace, registry: Any) -> int:
-    from .console import console
-    from .fused_ops_list import fused_op_rows, print_fused_ops
-
-    rows = fused_op_rows(registry)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print_fused_ops(rows, console())
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     return 0
@@ -371,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handlers = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin,
-                "config": cmd_config, "partition": cmd_partition}
+                "config": cmd_config, "partition": cmd_partition, "explain": cmd_explain}
     handler = handlers[args.command]
     try:
         return handler(args)

@@ -2,7 +2,11 @@
 origin (built-in, or the plugin distribution that declared it)."""
 from __future__ import annotations
 
+import json
+import sys
 from typing import TYPE_CHECKING, Any
+
+from .console import console
 
 from .core.fusion.fused_ops import REQUIRED, AttrDef, TensorArg
 
@@ -56,3 +60,15 @@ def print_fused_ops(rows: list[dict[str, Any]], out: Any) -> None:
         out.print(f"  attributes: {'; '.join(_attr_text(a) for a in r['attrs']) or '-'}", markup=False)
     out.print(f"{len(rows)} fused op(s). A tensor's type is the name of the type attribute that sets it (T) or a "
               "fixed dtype; an attribute without '= value' is required.", markup=False)
+
+
+def list_ops(registry: "Registry", as_json: bool) -> int:
+    """``scopefusion list --ops [--json]``."""
+    rows = fused_op_rows(registry)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_fused_ops(rows, console())
+    for line in registry.errors:
+        print(f"scopefusion: error: {line}", file=sys.stderr)
+    return 0

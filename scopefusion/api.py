@@ -5,7 +5,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
@@ -121,6 +121,7 @@ def fuse(
     in_out_pair_flag: bool | None = None,
     supported_ops_file: str | os.PathLike[str] | None = None,
     session_options: SessionLike = None,
+    progress: Callable[[str], None] | None = None,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -133,6 +134,7 @@ def fuse(
     (``in_out_pair``, ``in_out_pair_flag``, ``supported_ops_file``; ``session_options``: NpuOptimizer
     options or a ConfigProto file giving them, which explicit values override), fuses inside the
     back end's segments only and cuts each segment out into a call node (see ``result.partition``).
+    ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
@@ -160,6 +162,7 @@ def fuse(
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
     check_enabled_passes(registry, options.enable_scope_fusion_passes)
     pipeline = build_pipeline(registry, options, switch)
+    pipeline.progress = progress
     loaded = _as_model(model, signature)
     check_tensor_names([loaded.graph_def], options.outputs, "outputs")
     if not options.outputs and loaded.outputs:
@@ -175,6 +178,8 @@ def fuse(
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
     t0 = time.perf_counter()
+    if progress is not None:
+        progress("trying the passes left out, for hints")
     add_hints(report, fused_graph, registry, pipeline.options, switch)
     report.stage_seconds["hints"] = time.perf_counter() - t0
     graph = fused_graph

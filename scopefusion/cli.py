@@ -30,6 +30,7 @@ from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from .explain_cli import add_explain_arguments, cmd_explain
 from .fused_ops_list import list_ops
+from .progress import Progress
 from .run_summary import add_summary_arguments
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
@@ -262,20 +263,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_enabled_passes(registry, enabled)
     if not args.model:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
-    loaded = _load(model, args.signature, args.debug)
-    original = _copy(loaded.graph_def) if args.verify else None
+    with Progress() as progress:  # on a terminal only
+        progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
+        loaded = _load(model, args.signature, args.debug)
+        original = _copy(loaded.graph_def) if args.verify else None
+        with option_names(FUSE_OPTIONS):
+            result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
+                          outputs=args.outputs or None, strict=args.strict, registry=registry,
+                          fusion_switch_file=switch if args.fusion_switch_file else None,
+                          pass_timeout=args.pass_timeout, progress=progress.update, **mixed)
+        verification = None
+        if original is not None:
+            runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
+            verification = _verify(args, original, runnable, registry, int_range, progress)
     if loaded.format == "saved_model":
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
-    with option_names(FUSE_OPTIONS):
-        result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
-                      outputs=args.outputs or None, strict=args.strict, registry=registry,
-                      fusion_switch_file=switch if args.fusion_switch_file else None,
-                      pass_timeout=args.pass_timeout, **mixed)
-    verification = None
-    if original is not None:
-        runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
-        verification = _verify(args, original, runnable, registry, int_range)
     write_run_partition(args, result, sys.stderr, write=not args.dry_run)  # --segments-dir, and the placement
     files = [] if args.dry_run else [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
     if outputs.report is not None and not (args.dry_run and not outputs.report.is_stdout):
@@ -304,14 +307,16 @@ def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification
     return 0 if verification is None else _print_verification(verification, out)
 
 
-def _verify(args: argparse.Namespace, original: Any, fused: Any, registry: Any, int_range: tuple[int, int]) -> Any:
+def _verify(args: argparse.Namespace, original: Any, fused: Any, registry: Any, int_range: tuple[int, int],
+            progress: Progress) -> Any:
     from .core.verify.verify import verify
 
+    progress.update("verifying: starting sessions")
     with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
         return verify(
             original, fused, input_shapes=args.input_shape or None, outputs=args.verify_outputs or None,
             runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=int_range,
-            feeds=args.feeds, fused_ops=registry.fused_ops,
+            feeds=args.feeds, fused_ops=registry.fused_ops, progress=progress.update,
         )
 
 
@@ -336,8 +341,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     registry = _registry(args)
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
-    loaded = _load(original, args.signature, args.debug)
-    result = _verify(args, loaded, _load(fused, None, args.debug), registry, int_range)
+    with Progress() as progress:  # on a terminal only
+        progress.update(f"loading {original.name} and {fused.name}")
+        loaded = _load(original, args.signature, args.debug)
+        result = _verify(args, loaded, _load(fused, None, args.debug), registry, int_range, progress)
     return _print_verification(result)
 
 

@@ -25,7 +25,7 @@ from .core.graph.matching import MatchFailure, match_at
 from .core.graph.view import GraphView
 from .core.graph.vocabulary import dtype_name, tensor_name
 from .core.graph_fusion.base_pass import FUSION_TYPES
-from .core.graph_fusion.engine import GraphFusionEngine, _checked_patterns
+from .core.graph_fusion.engine import GraphFusionEngine, checked_patterns
 from .core.graph_fusion.switch import FusionSwitch
 from .core.scope.feature_checks import PatternCheck, check_patterns
 from .core.scope.pass_manager import ScopePassManager
@@ -188,7 +188,7 @@ def _graph_attempts(spec: Any, index: GraphIndex, nodes: list[int]) -> list[Atte
     the attempt that got furthest (or why no node could be a root)."""
     view = GraphView(index)
     out = []
-    for pattern in _checked_patterns(spec.cls().define_patterns()):
+    for pattern in checked_patterns(spec.cls().define_patterns()):
         roots = [i for i in nodes if index.ops[i] in pattern.root_types][:ROOTS_TRIED]
         if not roots:
             out.append(Attempt(pattern.name, "-", f"no node here is a root: {' or '.join(pattern.root_types)} "

@@ -15,6 +15,7 @@ from .core.graph_fusion.switch import FusionSwitch
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from .explain import Explanation, PassVerdict, explain
 from .plugins.registry import load_registry
+from .progress import Progress
 
 #: Scope patterns shown per pass without -v: those that hold, else those missing the fewest features.
 PATTERNS_SHOWN = 2
@@ -37,10 +38,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     switch = FusionSwitch.load(args.fusion_switch_file) if args.fusion_switch_file else None
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
     block = [n for value in args.block_plugins for n in parse_pass_list(value)]
-    with native_stderr_quiet(not args.debug):
+    with Progress() as progress, native_stderr_quiet(not args.debug):  # progress: on a terminal only
+        progress.update(f"loading {model.name}")
         registry = load_registry(block=block, only=only)
         if not args.debug:
             import_tensorflow_quietly()
+        progress.update(f"explaining {args.place!r}: fusing with every pass on, then checking each pass")
         result = explain(model, args.place, pass_name=args.pass_name, registry=registry,
                          signature=args.signature, switch=switch)
     if args.json:

@@ -15,7 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
@@ -139,10 +139,16 @@ class FusionPipeline:
     """Runs engines stage by stage over a graph, in place."""
 
     def __init__(self, engines: Sequence[Engine], fused_ops: Mapping[str, FusedOpDef],
-                 options: FusionOptions | None = None) -> None:
+                 options: FusionOptions | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.engines = list(engines)
         self.fused_ops = dict(fused_ops)
         self.options = options or FusionOptions()
+        #: hears what the run is doing ("graph fusion: matching (2,345 nodes)"), for progress displays
+        self.progress = progress
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
 
     def run(self, graph_def: "GraphDef") -> FusionOutcome:
         """Fuse ``graph_def`` in place and return it with the report."""
@@ -153,6 +159,7 @@ class FusionPipeline:
 
     def _run(self, graph_def: "GraphDef") -> FusionOutcome:
         report = FusionReport()
+        self._say(f"indexing {len(graph_def.node):,} nodes")
         t0 = time.perf_counter()
         index = GraphIndex(graph_def)
         report.nodes_before = len(index)
@@ -166,6 +173,7 @@ class FusionPipeline:
                 engine.skipped(report)
                 continue
             if not first:
+                self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
                 t0 = time.perf_counter()
                 index = GraphIndex(graph_def)
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
@@ -179,11 +187,13 @@ class FusionPipeline:
                report: FusionReport) -> None:
         stages = report.stage_seconds
         context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options)
+        self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)
         candidates = engine.propose(context)
         stages[f"{engine.stage}.match"] = time.perf_counter() - t0
 
+        self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")
         t0 = time.perf_counter()
         reports = {p.name: p for p in report.passes[reports_before:]}
         plans = self._plans(context, candidates, reports)

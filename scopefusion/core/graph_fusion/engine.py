@@ -114,7 +114,7 @@ class GraphFusionEngine:
 
     def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:
         instance = spec.cls()
-        patterns = _checked_patterns(instance.define_patterns())
+        patterns = checked_patterns(instance.define_patterns())
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
@@ -149,7 +149,7 @@ def _switch_text(decision: SwitchDecision) -> str:
     return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" ({decision.source})")
 
 
-def _checked_patterns(value: Any) -> list[OpPattern]:
+def checked_patterns(value: Any) -> list[OpPattern]:
     """``define_patterns()``'s answer as OpPatterns (FusionPatterns are built)."""
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"define_patterns() must return a list of OpPattern or FusionPattern, "

@@ -28,7 +28,7 @@ from .core.fusion.options import parse_pass_list
 from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
 from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
-from .explain_cli import add_explain_arguments, cmd_explain
+from .explain_cli import add_explain_parser, cmd_explain
 from .fused_ops_list import list_ops
 from .progress import Progress
 from .run_summary import add_summary_arguments
@@ -175,13 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_partition_arguments(part)
     _add_common(part)
 
-    exp = sub.add_parser("explain", help="every pass's verdict on one scope or node",
-                         description="Fuse MODEL with every pass on and say what each pass makes of SCOPE_OR_NODE: "
-                         "fused, refused (why), dropped (to what), a near miss or no match; scope passes' "
-                         "patterns feature by feature, graph passes' patterns at its nodes, and the fused op "
-                         "produced there. Writes nothing.")
-    add_explain_arguments(exp)
-    _add_common(exp)
+    _add_common(add_explain_parser(sub))
 
     cfg = sub.add_parser("config", help="check an NpuOptimizer session configuration",
                          description="Read the NpuOptimizer options of a ConfigProto (.pbtxt or binary) and show "

@@ -21,7 +21,12 @@ from .progress import Progress
 PATTERNS_SHOWN = 2
 
 
-def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+def add_explain_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("explain", help="every pass's verdict on one scope or node",
+                            description="Fuse MODEL with every pass on and say what each pass makes of "
+                            "SCOPE_OR_NODE: fused, refused (why), dropped (to what), a near miss or no match; scope "
+                            "passes' patterns feature by feature, graph passes' patterns at its nodes, and the fused "
+                            "op produced there. Writes nothing.")
     parser.add_argument("model", help="a .pb / .pbtxt GraphDef or a SavedModel directory")
     parser.add_argument("place", metavar="SCOPE_OR_NODE", help="a scope (e.g. encoder/LayerNorm) or node name")
     parser.add_argument("--pass", dest="pass_name", metavar="NAME", help="only this pass")
@@ -30,6 +35,7 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="FILE", help="show graph passes' default state as this switch file leaves them")
     parser.add_argument("-v", "--verbose", action="store_true", help="every pattern of every scope pass")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

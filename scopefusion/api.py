@@ -122,6 +122,7 @@ def fuse(
     supported_ops_file: str | os.PathLike[str] | None = None,
     session_options: SessionLike = None,
     progress: Callable[[str], None] | None = None,
+    hints: bool = True,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -135,6 +136,7 @@ def fuse(
     options or a ConfigProto file giving them, which explicit values override), fuses inside the
     back end's segments only and cuts each segment out into a call node (see ``result.partition``).
     ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
+    ``hints=False`` skips trying the passes the run left out for hints (about a tenth of a run's time).
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
@@ -177,11 +179,12 @@ def fuse(
     report.warnings = switch_warnings(switch, registry)
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
-    t0 = time.perf_counter()
-    if progress is not None:
-        progress("trying the passes left out, for hints")
-    add_hints(report, fused_graph, registry, pipeline.options, switch)
-    report.stage_seconds["hints"] = time.perf_counter() - t0
+    if hints:
+        t0 = time.perf_counter()
+        if progress is not None:
+            progress("trying the passes left out, for hints")
+        add_hints(report, fused_graph, registry, pipeline.options, switch)
+        report.stage_seconds["hints"] = time.perf_counter() - t0
     graph = fused_graph
     if mixed is not None:
         cut = mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, registry.fused_ops))

@@ -120,3 +120,9 @@ def test_a_pattern_no_pass_knows_gets_no_hint():
     result = scopefusion.fuse(_traced(fn, [2, 5, 16]))
     assert result.report.fused == [] and result.report.hints == []
     assert all(r.hint == "" for _, r in _all_notes(result.report))
+
+
+def test_hints_can_be_left_out(slim_instance_norm):
+    result = scopefusion.fuse(slim_instance_norm, hints=False)
+    assert result.report.hints == [] and "hints" not in result.report.stage_seconds
+    assert all(r.hint == "" for _, r in _all_notes(result.report)) and _all_notes(result.report)

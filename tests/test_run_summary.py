@@ -104,3 +104,11 @@ def test_dry_run_spellings(tmp_path, monkeypatch, capsys, flag):
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(EXAMPLE_MODEL), flag]) == 0
     assert list(tmp_path.iterdir()) == [] and "dry run" in capsys.readouterr().out
+
+
+def test_dry_run_of_a_mixed_run_writes_no_segments(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(EXAMPLE_MODEL), "--mix-compile-mode", "--segments-dir", "segs", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert list(tmp_path.iterdir()) == [] and "wrote" not in captured.err
+    assert "dry run: nothing written" in captured.out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from .core.errors import ScopeFusionError
 from .core.fusion.options import FusionOptions
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
@@ -125,7 +126,12 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
     would, probed = _Places(), {}
     scope, graph = left_out_passes(registry, options, switch)
     if (scope or graph) and options.fusible_nodes is None:
-        for p in probe(fused_graph, registry, options, switch).passes:
+        try:
+            probed_report = probe(fused_graph, registry, options, switch)
+        except ScopeFusionError as exc:  # never the run's own failure: say so and go without
+            report.warnings.append(f"no hints from the passes left out: {' '.join(str(exc).split())}")
+            probed_report = FusionReport()
+        for p in probed_report.passes:
             if p.fused and p.ran:
                 probed[p.name] = p
                 report.hints.append(_would_fuse_text(p))

@@ -25,18 +25,20 @@ def _all_notes(report):
     return [(p.name, r) for p in report.passes for r in (*p.refused, *p.dropped, *p.near_misses)]
 
 
+@pytest.mark.parametrize("epsilon", [1e-6, 1e-3], ids=["moments", "fused_batch_norm"])
 @pytest.mark.parametrize("options,reason", [
     ({"center": False}, "no beta (center=False)"),
     ({"scale": False}, "no gamma (scale=False)"),
-    ({"center": False, "scale": False}, "no gamma (scale=False)"),
+    ({"center": False, "scale": False}, "no gamma and no beta (scale=False, center=False)"),
 ])
-def test_tf_keras_layer_norm_without_parameters_is_refused_for_what_it_lacks(options, reason):
-    """A small epsilon takes tf_keras' moments path; without beta (or gamma) tf.nn.batch_normalization
-    has a Neg for the Sub (or a Mul less), and the scope is still recognised and refused for that."""
+def test_tf_keras_layer_norm_without_parameters_is_refused_for_what_it_lacks(options, reason, epsilon):
+    """A small epsilon takes tf_keras' moments path: without beta (or gamma) tf.nn.batch_normalization
+    has a Neg for the Sub (or a Mul less), and the scope is still recognised and refused for that; a
+    larger one its FusedBatchNormV3 path."""
     import tensorflow as tf
     import tf_keras
 
-    layer = tf_keras.layers.LayerNormalization(epsilon=1e-6, name="ln", **options)
+    layer = tf_keras.layers.LayerNormalization(epsilon=epsilon, name="ln", **options)
     result = scopefusion.fuse(_traced(lambda x: tf.tanh(layer(x)), [2, 5, 16]))
     report = result.report.pass_report("ScopeLayerNormPass")
     (refusal,) = report.refused

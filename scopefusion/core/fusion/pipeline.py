@@ -49,11 +49,17 @@ class StageContext:
     report: FusionReport
     fused_ops: Mapping[str, FusedOpDef]
     options: FusionOptions
+    progress: Callable[[str], None] | None = None
 
     def pass_report(self, report: PassReport) -> PassReport:
         """Add a pass's report to the run's."""
         self.report.passes.append(report)
         return report
+
+    def say(self, text: str) -> None:
+        """Tell a progress display what the stage is doing (e.g. which pass runs)."""
+        if self.progress is not None:
+            self.progress(text)
 
 
 class Engine(Protocol):
@@ -186,7 +192,8 @@ class FusionPipeline:
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
                report: FusionReport) -> None:
         stages = report.stage_seconds
-        context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options)
+        context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
+                               self.progress)
         self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)

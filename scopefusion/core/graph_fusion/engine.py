@@ -102,6 +102,8 @@ class GraphFusionEngine:
             if self.options.training and not getattr(spec.cls, "training_safe", True):
                 pr.switch = TRAINING_SKIP
                 continue
+            context.say(f"{self.stage} stage: {spec.name} ({k + 1} of {len(self.scheduled)}, "
+                        f"{len(context.index):,} nodes)")
             started = time.perf_counter()
             changed: list[str] = []
             with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):

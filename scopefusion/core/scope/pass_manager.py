@@ -76,6 +76,7 @@ class ScopePassManager:
         candidates: list[FusionCandidate] = []
         try:
             for k, spec in enumerate(self.enabled):
+                context.say(f"scope stage: {spec.name} ({k + 1} of {len(self.enabled)}, {len(context.index):,} nodes)")
                 pr = context.pass_report(PassReport(spec.name, spec.general, spec.origin))
                 started = time.perf_counter()
                 changed: list[str] = []

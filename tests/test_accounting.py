@@ -32,6 +32,10 @@ def assert_accounted(report) -> None:
             assert any(_within(scope, s) or _within(s, scope) for s in named), (p.name, scope, named)
         assert all(r.reason for r in [*p.refused, *p.dropped])
         assert all(r.winner for r in p.dropped)
+    for entry in report.to_dict()["passes"]:  # the JSON report says the same
+        if entry["switch"].startswith("off") or entry["error"]:
+            continue
+        assert entry["matches"] == len(entry["fused"]) + len(entry["refused"]) + len(entry["dropped"])
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,8 @@ def test_the_summary_counts_ops_as_the_written_graph_has_them(tmp_path, capsys):
         assert (b, a, change) == (before[op], after[op], after[op] - before[op]), op
     data = json.loads(report.read_text())
     assert data["op_counts_after"] == dict(after) and data["op_counts_before"] == dict(before)
+    for p in data["passes"]:  # every match accounted for, in the JSON too
+        assert p["matches"] == len(p["fused"]) + len(p["refused"]) + len(p["dropped"]), p["name"]
     # the fused places, per pass: the first five, then how many more
     assert re.search(r"fused by ScopeLayerNormPass \(5 LayerNorm\): bert/embeddings/LayerNorm, ", text)
     assert "fused by MatMulBiasAddFusionPass (13 MatMulBiasAdd): " in text and "and 8 more (-v lists all)" in text

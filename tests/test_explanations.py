@@ -44,7 +44,30 @@ def test_tf_keras_layer_norm_without_parameters_is_refused_for_what_it_lacks(opt
     (refusal,) = report.refused
     assert refusal.name == "ln" and reason in refusal.reason
     assert report.near_misses == [] and report.matches == 1
+    # the reshape - FusedBatchNormV3 - reshape trick is tf_keras' own, so the reason can name the layer; the
+    # moments form is what tf.nn.moments + tf.nn.batch_normalization write for any library: no claim
+    named = refusal.reason.startswith("rejected by the pass: tf_keras LayerNormalization (its FusedBatchNormV3 path): ")
+    assert named == (epsilon == 1e-3) and ("tf_keras" in refusal.reason) == named
     assert not any(DTYPE_NUMBER.search(r.reason) for _, r in _all_notes(result.report))
+
+
+def test_other_libraries_layer_norms_are_not_called_tf_keras():
+    """Keras 3 and tf_slim layer norms without beta: refused for that, with no layer named."""
+    import keras
+    import tensorflow as tf
+    import tf_slim
+
+    layer = keras.layers.LayerNormalization(center=False, name="k3")
+    layer.build((2, 5, 16))
+    tf1 = tf.compat.v1
+
+    def build():
+        x = tf1.placeholder(tf.float32, [2, 5, 16], name="x")
+        return {}, [tf.identity(tf_slim.layer_norm(x, center=False, begin_norm_axis=-1), name="out")]
+
+    for graph in (_traced(lambda x: layer(x), [2, 5, 16]), _freeze(build)[0]):
+        (refusal,) = scopefusion.fuse(graph).report.pass_report("ScopeLayerNormPass").refused
+        assert "no beta (center=False)" in refusal.reason and "tf_keras" not in refusal.reason
 
 
 @pytest.fixture(scope="module")

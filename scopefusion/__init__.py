@@ -38,6 +38,7 @@ from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeatur
 from .core.scope.results import FusionScopesResult, ScopesResult
 from .core.scope.scope_graph import Scope, ScopeGraph, ScopeTree
 from .core.verify.verify import TensorComparison, VerifyResult
+from .explain import Explanation, PassVerdict, explain
 from .partition_api import partition
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
@@ -46,15 +47,16 @@ from .session import Session
 __version__ = "0.1.0"
 
 __all__ = [
-    "ANY", "AttrDef", "EmitError", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",
+    "ANY", "AttrDef", "EmitError", "Explanation", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",
     "FusionCandidate", "FusionOptions", "FusionOutcome", "FusionPattern", "FusionPatternError",
     "FusionPipeline", "FusionReport", "FusionScopesResult", "FusionSwitch", "FusionSwitchError",
     "GraphFusionEngine", "GraphIndex", "GraphLoadError", "GraphValidationError", "GraphView", "InnerNode",
     "LoadedModel", "MatchFailure", "NodeAttrFeature", "NodeOpTypeFeature", "NotFused", "OpPattern",
     "OptionError", "PassError", "PassReport", "PassSpec", "PatternDefinitionError", "PatternFusionBasePass",
-    "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
+    "PassVerdict", "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
     "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
-    "ScopesResult", "Session", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "fuse",
+    "ScopesResult", "Session", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "explain",
+    "fuse",
     "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "partition", "save_graph",
     "var", "verify",
 ]

@@ -5,7 +5,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
@@ -27,6 +27,7 @@ from .core.session.gears import PLACEHOLDER_INPUTS, declared_shapes
 from .core.session.record import record_options, recorded_only
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
+from .hints import add_hints
 from .plugins.blocked import check_enabled_passes
 from .plugins.registry import Registry, load_registry
 
@@ -139,6 +140,8 @@ def fuse(
     session_options: SessionLike = None,
     config: SessionLike = None,
     input_shapes: ShapesLike = None,
+    progress: Callable[[str], None] | None = None,
+    hints: bool = True,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -157,6 +160,8 @@ def fuse(
     uses are written into the output graph (see :func:`~scopefusion.core.session.record.record_options`).
     ``input_shapes`` (``"data:-1,128;mask:-1,128"`` or a mapping; -1 or None: dynamic) declares the
     inputs' shapes for shape inference; the fused graph's placeholders carry them.
+    ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
+    ``hints=False`` skips trying the passes the run left out for hints (about a tenth of a run's time).
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
@@ -188,6 +193,7 @@ def fuse(
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
     check_enabled_passes(registry, options.enable_scope_fusion_passes)
     pipeline = build_pipeline(registry, options, switch)
+    pipeline.progress = progress
     loaded = _as_model(model, signature)
     check_tensor_names([loaded.graph_def], options.outputs, "outputs")
     if not options.outputs and loaded.outputs:
@@ -212,6 +218,12 @@ def fuse(
                                "placeholders: not declared for shape inference")
     report.inputs = list(loaded.inputs)
     fused_graph = outcome.graph_def
+    if hints:
+        t0 = time.perf_counter()
+        if progress is not None:
+            progress("trying the passes left out, for hints")
+        add_hints(report, fused_graph, registry, pipeline.options, switch)
+        report.stage_seconds["hints"] = time.perf_counter() - t0
     graph = fused_graph
     if mixed is not None:
         cut = mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, registry.fused_ops))

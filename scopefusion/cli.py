@@ -28,6 +28,10 @@ from .core.fusion.options import parse_pass_list
 from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
 from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
+from .explain_cli import add_explain_parser, cmd_explain
+from .fused_ops_list import list_ops
+from .progress import Progress
+from .run_summary import add_summary_arguments
 
 EXAMPLE_MODEL = Path(__file__).with_name("examples") / "bert_tiny.pb"
 
@@ -121,6 +125,7 @@ def _add_run_parser(sub: Any) -> None:
     add_run_partition_arguments(run)
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")
+    add_summary_arguments(run)
     _add_verify_options(run)
     _add_common(run)
 
@@ -160,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_switch_option(lst)
     lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.add_argument("--plugins", action="store_true", help="list plugin distributions and what each contributes")
+    lst.add_argument("--ops", action="store_true", help="list every declared fused op instead: inputs, outputs, "
+                     "attributes, origin")
     _add_common(lst)
 
     part = sub.add_parser("partition", help="show where a mixed run places every node",
@@ -168,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "nothing.")
     add_partition_arguments(part)
     _add_common(part)
+
+    _add_common(add_explain_parser(sub))
 
     cfg = sub.add_parser("config", help="check an NpuOptimizer session configuration",
                          description="Read the NpuOptimizer options of a ConfigProto (.pbtxt or binary) and show "
@@ -199,6 +208,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
+    if args.ops:
+        return list_ops(registry, args.json)
     rows = list_rows(registry, enabled, switch)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -247,23 +258,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_enabled_passes(registry, enabled)
     if not args.model:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
-    loaded = _load(model, args.signature, args.debug)
-    original = _copy(loaded.graph_def) if args.verify else None
+    with Progress() as progress:  # on a terminal only
+        progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
+        loaded = _load(model, args.signature, args.debug)
+        original = _copy(loaded.graph_def) if args.verify else None
+        with option_names(FUSE_OPTIONS):
+            result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
+                          outputs=args.outputs or None, strict=args.strict, registry=registry,
+                          fusion_switch_file=switch if args.fusion_switch_file else None,
+                          pass_timeout=args.pass_timeout, input_shapes=args.input_shape or None,
+                          progress=progress.update, **mixed)
+        verification = None
+        if original is not None:
+            runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
+            verification = verify_all(args, original, runnable, registry, int_range, progress.update)
     if loaded.format == "saved_model":
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
-    with option_names(FUSE_OPTIONS):
-        result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
-                      outputs=args.outputs or None, strict=args.strict, registry=registry,
-                      fusion_switch_file=switch if args.fusion_switch_file else None,
-                      pass_timeout=args.pass_timeout, input_shapes=args.input_shape or None, **mixed)
-    verification = None
-    if original is not None:
-        runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
-        verification = verify_all(args, original, runnable, registry, int_range)
-    write_run_partition(args, result, sys.stderr)  # --segments-dir, and the placement
-    files = [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
-    if outputs.report is not None:
+    write_run_partition(args, result, sys.stderr, write=not args.dry_run)  # --segments-dir, and the placement
+    files = [] if args.dry_run else [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
+    if outputs.report is not None and not (args.dry_run and not outputs.report.is_stdout):
         report = result.report.to_dict()
         if result.partition is not None:
             report["partition"] = result.partition.report.to_dict()
@@ -279,10 +293,13 @@ def _copy(graph_def: Any) -> Any:
 
 
 def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification: Any) -> int:
-    from .console import console, print_summary
+    from .console import console
+    from .run_summary import print_run_summary
 
-    out = console(stderr=outputs.uses_stdout)  # standard output carries the graph or the report
-    print_summary(report, str(outputs.graph), args.emit, out)
+    # standard output carries the graph or the report (a dry run writes no graph)
+    out = console(stderr=outputs.report is not None and outputs.report.is_stdout
+                  or (outputs.graph.is_stdout and not args.dry_run))
+    print_run_summary(report, str(outputs.graph), args.emit, out, verbose=args.verbose, dry_run=args.dry_run)
     return 0 if verification is None else print_verifications(verification, out)
 
 
@@ -294,9 +311,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     registry = _registry(args)
     for line in registry.errors:
         print(f"scopefusion: error: {line}", file=sys.stderr)
-    loaded = _load(original, args.signature, args.debug)
-    shapes = args.input_shape or None
-    result = run_verification(args, loaded, _load(fused, None, args.debug), registry, int_range, shapes)
+    with Progress() as progress:  # on a terminal only
+        progress.update(f"loading {original.name} and {fused.name}")
+        loaded = _load(original, args.signature, args.debug)
+        result = run_verification(args, loaded, _load(fused, None, args.debug), registry, int_range,
+                                  args.input_shape or None, progress.update)
     return print_verifications([(None, result)])
 
 
@@ -326,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handlers = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin,
-                "config": cmd_config, "partition": cmd_partition}
+                "config": cmd_config, "partition": cmd_partition, "explain": cmd_explain}
     handler = handlers[args.command]
     try:
         return handler(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from .cli_options import VERIFY_OPTIONS, option_names
 from .core.native_output import native_stderr_quiet
@@ -26,24 +26,28 @@ def verification_shapes(args: argparse.Namespace) -> list[str | None]:
 
 
 def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
-                     int_range: tuple[int, int], shapes: str | None) -> Any:
+                     int_range: tuple[int, int], shapes: str | None,
+                     progress: Callable[[str], None] | None = None) -> Any:
     from .core.verify.verify import verify
 
+    if progress is not None:
+        progress("verifying: starting sessions")
     with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
         return verify(
             original, fused, input_shapes=shapes or None, outputs=args.verify_outputs or None,
             runs=args.runs, seed=args.seed, atol=args.atol, rtol=args.rtol, int_range=int_range,
-            feeds=args.feeds, fused_ops=registry.fused_ops,
+            feeds=args.feeds, fused_ops=registry.fused_ops, progress=progress,
         )
 
 
-def verify_all(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
-               int_range: tuple[int, int]) -> list[tuple[str | None, Any]]:
+def verify_all(args: argparse.Namespace, original: Any, fused: Any, registry: Any, int_range: tuple[int, int],
+               progress: Callable[[str], None] | None = None) -> list[tuple[str | None, Any]]:
     """``(gear label, result)`` per verification run (label None for a single run)."""
     shapes = verification_shapes(args)
     if len(shapes) == 1:
-        return [(None, run_verification(args, original, fused, registry, int_range, shapes[0]))]
-    return [(f"gear {k} of {len(shapes)}: {spec}", run_verification(args, original, fused, registry, int_range, spec))
+        return [(None, run_verification(args, original, fused, registry, int_range, shapes[0], progress))]
+    return [(f"gear {k} of {len(shapes)}: {spec}",
+             run_verification(args, original, fused, registry, int_range, spec, progress))
             for k, spec in enumerate(shapes, 1)]
 
 

@@ -113,16 +113,18 @@ def _kind(p: "PassReport") -> str:
 
 SUMMARY_COLUMNS = (
     Col("pass"), Col("kind"), Col("tested", "right", drop=2), Col("matched", "right"), Col("fused", "right"),
-    Col("refused", "right", drop=1), Col("near miss", "right", drop=3), Col("seconds", "right", drop=4),
+    Col("refused", "right", drop=1), Col("dropped", "right", drop=1), Col("near miss", "right", drop=3),
+    Col("seconds", "right", drop=4),
 )
 
 
-def print_summary(report: "FusionReport", output: str, emit: str, out: Any = None) -> None:
-    """The per-pass table of a run, then refusals, near misses, overrides and warnings."""
+def print_summary(report: "FusionReport", out: Any = None) -> None:
+    """The per-pass table of a run, then refusals, near misses, overrides, hints and warnings
+    (``scopefusion run`` adds what was fused: :func:`scopefusion.run_summary.print_run_summary`)."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
-    rows = [[p.name, _kind(p), str(p.candidates), str(len(p.matched_scopes)), str(len(p.fused)),
-             str(len(p.refused)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
+    rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),
+             str(len(p.refused)), str(len(p.dropped)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
     table, left_out = fitted_table("Fusion summary", SUMMARY_COLUMNS, rows, out.width)
     out.print(table)
     _left_out(out, left_out, "they are in --report")
@@ -137,13 +139,13 @@ def print_summary(report: "FusionReport", output: str, emit: str, out: Any = Non
         _print_pass_details(out, p)
     for line in report.overrides:
         out.print(f"override: {line}")
+    for line in report.hints:
+        out.print(f"hint: {line}")
     for line in report.plugin_errors:
         out.print(f"[red]error[/red] {line} (--strict makes this fatal)")
     for line in report.warnings:
         print(f"scopefusion: warning: {line}", file=sys.stderr)
     _print_configuration(out, report)
-    out.print(f"wrote {output} ({emit} form): {report.nodes_before} -> {report.nodes_after} nodes, "
-              f"{len(report.fused)} fused op(s)")
 
 
 def _print_configuration(out: Any, report: "FusionReport") -> None:
@@ -167,12 +169,18 @@ def _print_pass_details(out: Any, p: "PassReport") -> None:
     if p.error:
         out.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
     for r in p.refused:
-        out.print(f"refused {r.name} ({p.name}): {r.reason}")
+        out.print(f"refused {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
+    for r in p.dropped:
+        out.print(f"dropped {r.name} ({p.name}): {r.reason}; kept {r.winner}")
     for r in p.near_misses[:NEAR_MISSES_SHOWN]:
-        out.print(f"near miss {r.name} ({p.name}): {r.reason}")
+        out.print(f"near miss {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
     if p.near_miss_count > NEAR_MISSES_SHOWN:
         out.print(f"... {p.near_miss_count - NEAR_MISSES_SHOWN} more near misses of {p.name} "
                   "(all of them in --report)")
+
+
+def _hint(text: str) -> str:
+    return f"\n  hint: {text}" if text else ""
 
 
 def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") -> dict[str, Any]:

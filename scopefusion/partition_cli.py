@@ -159,12 +159,13 @@ def write_segments(directory: str | Path, result: MixedResult) -> list[Path]:
     return [*written, manifest]
 
 
-def write_run_partition(args: argparse.Namespace, result: Any, out: TextIO | None = None) -> None:
-    """After a mixed ``run``: write ``--segments-dir`` and print the placement (to standard error
-    when standard output carries the graph)."""
+def write_run_partition(args: argparse.Namespace, result: Any, out: TextIO | None = None,
+                        write: bool = True) -> None:
+    """After a mixed ``run``: write ``--segments-dir`` (unless not ``write``: a dry run) and print the
+    placement (to standard error when standard output carries the graph)."""
     if result.partition is None:
         return
-    if getattr(args, "segments_dir", None):
+    if write and getattr(args, "segments_dir", None):
         written = write_segments(args.segments_dir, result.partition)
         print(f"wrote {len(written) - 1} segment graph(s) to {args.segments_dir}", file=sys.stderr)
     print_partition(result.partition.report, out or sys.stderr)

@@ -143,7 +143,7 @@ def _scope_names(result: FuseResult) -> set[str]:
     for p in result.report.passes:
         names.update(p.matched_scopes)
         names.update(r.name for r in p.near_misses)
-        for record in [*p.fused, *p.refused]:
+        for record in [*p.fused, *p.refused, *p.dropped]:
             names.update(record.scopes)
     return names
 
@@ -181,6 +181,8 @@ def assert_not_matched(result: FuseResult, scope: str) -> str:
     errors = _pass_errors(result)
     assert not errors, f"scope {scope!r} was not fused, but {_errors_text(errors)}"
     refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused if scope in r.scopes or r.name == scope]
+    refused += [f"{p.name}: {r.reason} (kept {r.winner})" for p in report.passes for r in p.dropped
+                if scope in r.scopes or r.name == scope]
     if refused:
         return "; ".join(refused)
     unused = [f"{p.name}: matched it, but the pass made no result for it"

@@ -83,8 +83,9 @@ def test_a_chain_loses_one_level_per_run():
     outer candidate overlaps it and waits), the second run the rest."""
     m = model("concat_chain")
     first = scopefusion.fuse(m.graph_def, registry=REGISTRY)
-    (refusal,) = pass_report(first, PASS).refused
+    (refusal,) = pass_report(first, PASS).dropped
     assert "overlaps 'concat_1' of pass ConcatFlattenFusionPass" in refusal.reason
+    assert refusal.winner == "concat_1 (ConcatFlattenFusionPass)"
     second = scopefusion.fuse(first.fused_graph_def, registry=REGISTRY)
     (node,) = concats(second.fused_graph_def).values()
     assert node.name == "concat_2" and node.attr["N"].i == 4

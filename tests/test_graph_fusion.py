@@ -209,8 +209,9 @@ def test_registration_order_settles_overlaps_and_priority_reorders(two_blocks):
     tester = _tester(ReluSquarePass, SquareOfReluPass)
     result = tester.run(two_blocks)
     assert _ops(result).count("ReluSquare") == 2 and "SquareOfRelu" not in _ops(result)
-    dropped = result.report.pass_report("SquareOfReluPass").refused
+    dropped = result.report.pass_report("SquareOfReluPass").dropped
     assert len(dropped) == 2 and all("comes first in the run order" in r.reason for r in dropped)
+    assert all(r.winner.endswith("(ReluSquarePass)") for r in dropped)
 
     switch = FusionSwitch.from_text('{"Priority": {"GraphFusion": {"Top": {"SquareOfReluPass": "10"}}}}')
     result = tester.run(two_blocks, fusion_switch_file=switch)

@@ -78,9 +78,10 @@ def test_two_convex_results_that_would_close_a_cycle_together():
     graph, feeds, fetches = build_graph("crossed")
     out = _run([PairPass], graph)
     assert [f.name for f in out.report.fused] == ["blk"]
-    refused = out.report.refused
-    assert len(refused) == 1 and refused[0].name == "blk_1"
-    assert "together with 'blk' would create a cycle" in refused[0].reason
+    assert out.report.refused == []
+    dropped = out.report.dropped
+    assert len(dropped) == 1 and dropped[0].name == "blk_1"
+    assert "together with 'blk' would create a cycle" in dropped[0].reason and dropped[0].winner == "blk (PairPass)"
     GraphIndex(out.graph_def)
     _assert_same(graph, out.graph_def, feeds, fetches)
 
@@ -94,8 +95,9 @@ def test_non_general_pass_only_runs_when_enabled_and_containment_wins():
     assert [p.name for p in out.report.passes] == ["ScaleShiftPass", "WholeModelPass"]
     # the model scope strictly contains both blk results: it subsumes them
     assert [f.name for f in out.report.fused] == ["model"]
-    reasons = [r.reason for r in out.report.pass_report("ScaleShiftPass").refused]
-    assert len(reasons) == 2 and all("subsumed by 'model'" in r for r in reasons)
+    dropped = out.report.pass_report("ScaleShiftPass").dropped
+    assert len(dropped) == 2 and all("subsumed by 'model'" in r.reason for r in dropped)
+    assert {r.winner for r in dropped} == {"model (WholeModelPass)"}
     _assert_same(graph, out.graph_def, feeds, fetches)
 
 
@@ -105,7 +107,9 @@ def test_partial_overlap_earlier_registered_pass_wins():
     # TwoScopesPass groups both blk scopes into one result, which strictly contains
     # each single-scope result of ScaleShiftPass.
     assert [f.name for f in out.report.fused] == ["model/blk"]
-    assert len(out.report.pass_report("ScaleShiftPass").refused) == 2
+    shift = out.report.pass_report("ScaleShiftPass")
+    assert shift.refused == [] and len(shift.dropped) == 2 and shift.matches == 2
+    assert {r.winner for r in shift.dropped} == {"model/blk (TwoScopesPass)"}
 
 
 def test_enable_list_errors_and_order():

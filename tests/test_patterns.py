@@ -159,5 +159,9 @@ def test_an_attribute_feature_may_accept_a_set_of_values():
     assert NodeAttrFeature("Rsqrt", "T", frozenset({1})).match(blk)
     assert not NodeAttrFeature("Rsqrt", "T", {2, 19}).match(blk)
     assert NodeAttrFeature("Rsqrt", "T", {19, 2}).explain(blk) == (
-        "no Rsqrt node directly in the scope has T = one of 2, 19")
+        "Rsqrt directly in the scope with T = float64 or float16 wanted; found T = float32")
+    root = ScopeGraph(graph).scope("blk").parent  # the Rsqrt lies in a sub-scope of the root
+    assert NodeAttrFeature("Rsqrt", "T", {1, 19}).explain(root) == (
+        "Rsqrt directly in the scope with T = float32 or float16 wanted; none lies directly in it "
+        "(1 in its sub-scopes)")
     assert hash(NodeAttrFeature("Rsqrt", "T", {1, 2}))  # frozen and hashable, like every feature

@@ -435,7 +435,7 @@ def _table_lines(lines: list[str]) -> list[str]:
 
 def test_tables_fit_80_columns_and_names_stay_whole(registry):
     result = scopefusion.fuse(EXAMPLE_MODEL, registry=registry, enable_scope_fusion_passes="ScopeInstanceNormPass")
-    lines = _printed_lines(print_summary, result.report, "o.pb", "fused")
+    lines = _printed_lines(print_summary, result.report)
     assert all(len(line) <= 80 for line in _table_lines(lines)), lines
     for p in result.report.passes:
         assert any(f"│ {p.name} " in line for line in lines), p.name

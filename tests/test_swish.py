@@ -78,7 +78,10 @@ def test_swish_form_is_fused(key):
     assert len(nodes(fused, "Sigmoid")) == len(nodes(m.graph_def, "Sigmoid")) - m.expected == 0
     assert nodes(fused, "IdentityN") == []
     # tf.nn.silu's product is matched inside its IdentityN too; that inner match is all that is dropped
-    assert all(r.reason.startswith("subsumed by") and PASS in r.reason for r in report.refused), report.refused
+    assert report.refused == []
+    assert all(r.reason.startswith("subsumed by") and PASS in r.reason and r.winner.endswith(f"({PASS})")
+               for r in report.dropped), report.dropped
+    assert report.matches == len(report.fused) + len(report.dropped)
     assert_verifies(m, result)
 
 

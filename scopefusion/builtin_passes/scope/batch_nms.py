@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ...core.graph.vocabulary import dtype_name
 from ...core.scope.base_pass import ScopeBasePass
 from ...core.scope.patterns import PatternSet, ScopePattern
 from ...core.scope.results import FusionScopesResult
@@ -275,7 +276,7 @@ class _Analysis:
             if dtype == 3:  # int32
                 index = 3
             elif dtype != 1:
-                raise NotBatchNMS(f"output {name!r} has dtype {dtype}, not float32 or int32")
+                raise NotBatchNMS(f"output {name!r} has dtype {dtype_name(dtype)}, not float32 or int32")
             elif source_op in ("Select", "SelectV2"):
                 index = 1
             elif source_op == "ConcatV2":

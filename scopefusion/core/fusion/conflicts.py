@@ -3,7 +3,8 @@
 Rules: within a pass the outermost scope already won during matching.  Across
 results, one whose nodes strictly contain another's subsumes it; of two that
 overlap partially (or hold the same nodes) the earlier-registered pass wins.
-Every dropped result gets a reason.
+Every dropped result gets a reason; one that lost to another result gets a
+:class:`Conflict`, a reason that also names the winner.
 """
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ from typing import Callable, Sequence
 from ..graph.index import GraphIndex
 from .cycles import find_cycle, plans_on_cycle
 from .plan import FusionPlan, new_node_names
+
+
+class Conflict(str):
+    """The reason a result lost a conflict; ``winner`` is the result that stays, as
+    ``"name (pass)"``."""
+
+    winner: str = ""
+
+    def __new__(cls, reason: str, winner: FusionPlan) -> "Conflict":
+        self = super().__new__(cls, reason)
+        self.winner = f"{winner.name} ({winner.pass_name})"
+        return self
 
 
 def resolve_conflicts(
@@ -31,11 +44,12 @@ def resolve_conflicts(
             continue
         container = next((r for r in rivals.values() if plan.members < r.members), None)
         if container is not None:
-            drop(plan, f"subsumed by {container.name!r} of pass {container.pass_name} (contains it)")
+            drop(plan, Conflict(f"subsumed by {container.name!r} of pass {container.pass_name} (contains it)",
+                                container))
             continue
         if all(r.members < plan.members for r in rivals.values()):
             for r in rivals.values():
-                drop(r, f"subsumed by {plan.name!r} of pass {plan.pass_name} (contains it)")
+                drop(r, Conflict(f"subsumed by {plan.name!r} of pass {plan.pass_name} (contains it)", plan))
                 del accepted[id(r)]
                 for m in r.members:
                     if owner.get(m) is r:
@@ -45,7 +59,8 @@ def resolve_conflicts(
         # the rivals it merely contains are not what stops it
         blocking = [r for r in rivals.values() if not r.members < plan.members]
         first = min(blocking, key=lambda r: r.order)
-        drop(plan, f"overlaps {first.name!r} of pass {first.pass_name}, which comes first in the run order")
+        drop(plan, Conflict(f"overlaps {first.name!r} of pass {first.pass_name}, which comes first in the run "
+                            "order", first))
     return sorted(accepted.values(), key=lambda p: p.order)
 
 
@@ -78,7 +93,7 @@ def select_plans(
         new_names = new_node_names(plan.candidate)
         clash = next((n for n in new_names if n in names), None)
         if clash is not None:
-            drop(plan, f"new node name {clash!r} is also produced by {names[clash].name!r}")
+            drop(plan, Conflict(f"new node name {clash!r} is also produced by {names[clash].name!r}", names[clash]))
             continue
         for n in new_names:
             names[n] = plan
@@ -88,7 +103,8 @@ def select_plans(
         if not looped:
             break
         last = max(looped, key=lambda p: p.order)
-        others = ", ".join(repr(p.name) for p in looped if p is not last)
-        drop(last, f"fusing it together with {others} would create a cycle")
+        rivals = [p for p in looped if p is not last]
+        others = ", ".join(repr(p.name) for p in rivals)
+        drop(last, Conflict(f"fusing it together with {others} would create a cycle", rivals[0]))
         accepted.remove(last)
     return accepted

@@ -10,21 +10,22 @@ decided here, the same way for all of them.
 from __future__ import annotations
 
 import signal
+from collections import Counter
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
-from .conflicts import select_plans
+from .conflicts import Conflict, select_plans
 from .fused_ops import FusedOpDef
 from .options import FusionOptions
 from .plan import FusionPlan, make_plan
-from .report import FusedRecord, FusionReport, PassReport
+from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .rewrite import apply_plans, check_rewrite
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,11 +49,17 @@ class StageContext:
     report: FusionReport
     fused_ops: Mapping[str, FusedOpDef]
     options: FusionOptions
+    progress: Callable[[str], None] | None = None
 
     def pass_report(self, report: PassReport) -> PassReport:
         """Add a pass's report to the run's."""
         self.report.passes.append(report)
         return report
+
+    def say(self, text: str) -> None:
+        """Tell a progress display what the stage is doing (e.g. which pass runs)."""
+        if self.progress is not None:
+            self.progress(text)
 
 
 class Engine(Protocol):
@@ -138,10 +145,16 @@ class FusionPipeline:
     """Runs engines stage by stage over a graph, in place."""
 
     def __init__(self, engines: Sequence[Engine], fused_ops: Mapping[str, FusedOpDef],
-                 options: FusionOptions | None = None) -> None:
+                 options: FusionOptions | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.engines = list(engines)
         self.fused_ops = dict(fused_ops)
         self.options = options or FusionOptions()
+        #: hears what the run is doing ("graph fusion: matching (2,345 nodes)"), for progress displays
+        self.progress = progress
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
 
     def run(self, graph_def: "GraphDef") -> FusionOutcome:
         """Fuse ``graph_def`` in place and return it with the report."""
@@ -152,9 +165,11 @@ class FusionPipeline:
 
     def _run(self, graph_def: "GraphDef") -> FusionOutcome:
         report = FusionReport()
+        self._say(f"indexing {len(graph_def.node):,} nodes")
         t0 = time.perf_counter()
         index = GraphIndex(graph_def)
         report.nodes_before = len(index)
+        report.op_counts_before = dict(Counter(index.ops))
         report.stage_seconds["index"] = time.perf_counter() - t0
         outputs = self._output_tensors(index)
         report.outputs = [tensor_name(n, p) for n, p in outputs]
@@ -164,23 +179,28 @@ class FusionPipeline:
                 engine.skipped(report)
                 continue
             if not first:
+                self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
                 t0 = time.perf_counter()
                 index = GraphIndex(graph_def)
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
             first = False
             self._stage(engine, index, outputs, report)
         report.nodes_after = len(graph_def.node)
+        report.op_counts_after = dict(Counter(node.op for node in graph_def.node))
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
                report: FusionReport) -> None:
         stages = report.stage_seconds
-        context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options)
+        context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
+                               self.progress)
+        self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)
         candidates = engine.propose(context)
         stages[f"{engine.stage}.match"] = time.perf_counter() - t0
 
+        self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")
         t0 = time.perf_counter()
         reports = {p.name: p for p in report.passes[reports_before:]}
         plans = self._plans(context, candidates, reports)
@@ -205,8 +225,9 @@ class FusionPipeline:
                reports: Mapping[str, PassReport]) -> list[FusionPlan]:
         plans = []
         for candidate in candidates:
-            if reports[candidate.pass_name].error:
-                continue  # the pass failed: none of its candidates is trusted
+            if reports[candidate.pass_name].error:  # the pass failed: none of its candidates is trusted
+                _refuse(reports, candidate, "not applied: the pass raised (see its error)")
+                continue
             try:
                 self._check_fusible(context.index, candidate)
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
@@ -249,4 +270,9 @@ def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> 
 
 
 def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str) -> None:
-    reports[candidate.pass_name].refuse(candidate.name, reason, list(candidate.where))
+    """Record why ``candidate`` was not applied: lost to another result (:class:`Conflict`), or refused."""
+    report = reports[candidate.pass_name]
+    if isinstance(reason, Conflict):
+        report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner))
+    else:
+        report.refuse(candidate.name, reason, list(candidate.where))

@@ -24,11 +24,15 @@ class FusedRecord:
 
 @dataclass
 class Refusal:
-    """A result that was not applied, with the reason."""
+    """A result that was not applied, with the reason; for one dropped in a conflict,
+    also the result that won (``"name (pass)"``)."""
 
     name: str
     reason: str
     scopes: list[str] = field(default_factory=list)
+    winner: str = ""
+    #: what another registered pass makes of the place ("fused by ...", "... would fuse it: enable ...")
+    hint: str = ""
 
 
 @dataclass
@@ -47,8 +51,12 @@ class PassReport:
     near_miss_count: int = 0
     near_misses: list[Refusal] = field(default_factory=list)
     results: int = 0
+    #: matches as the pass grouped them (a scope pass's results plus the matched scopes it made
+    #: no result of; a graph pass's matches): each ends fused, refused or dropped in a conflict
+    matches: int = 0
     fused: list[FusedRecord] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
+    dropped: list[Refusal] = field(default_factory=list)  # lost a conflict to another result
     error: str | None = None
     seconds: float = 0.0
 
@@ -59,6 +67,11 @@ class PassReport:
     def effect_times(self) -> int:
         """Matches fused (the reference's counter)."""
         return len(self.fused)
+
+    @property
+    def accounted(self) -> bool:
+        """Every match ended fused, refused or dropped (false only for a pass that failed midway)."""
+        return self.matches == len(self.fused) + len(self.refused) + len(self.dropped)
 
     @property
     def ran(self) -> bool:
@@ -73,10 +86,15 @@ class FusionReport:
     passes: list[PassReport] = field(default_factory=list)
     nodes_before: int = 0
     nodes_after: int = 0
+    #: nodes per op type in the graph given and in the fused graph (fused form)
+    op_counts_before: dict[str, int] = field(default_factory=dict)
+    op_counts_after: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
     plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
     warnings: list[str] = field(default_factory=list)  # e.g. names in the switch file that match no pass
+    #: passes the run left out that would fuse something, and how to turn them on
+    hints: list[str] = field(default_factory=list)
     #: which source set each run option that a session configuration may also give ("argument" or
     #: "session configuration")
     option_sources: dict[str, str] = field(default_factory=dict)
@@ -102,6 +120,16 @@ class FusionReport:
     @property
     def refused(self) -> list[Refusal]:
         return [r for p in self.passes for r in p.refused]
+
+    @property
+    def dropped(self) -> list[Refusal]:
+        return [r for p in self.passes for r in p.dropped]
+
+    def op_count_changes(self) -> list[tuple[str, int, int]]:
+        """``(op type, before, after)`` for every op type whose count the run changed, by name."""
+        before, after = self.op_counts_before, self.op_counts_after
+        return [(op, before.get(op, 0), after.get(op, 0)) for op in sorted(set(before) | set(after))
+                if before.get(op, 0) != after.get(op, 0)]
 
     def fused_count(self, op_type: str | None = None) -> int:
         return sum(1 for f in self.fused if op_type is None or f.type == op_type)

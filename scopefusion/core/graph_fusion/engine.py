@@ -103,6 +103,8 @@ class GraphFusionEngine:
             if self.options.training and not getattr(spec.cls, "training_safe", True):
                 pr.switch = TRAINING_SKIP
                 continue
+            context.say(f"{self.stage} stage: {spec.name} ({k + 1} of {len(self.scheduled)}, "
+                        f"{len(context.index):,} nodes)")
             started = time.perf_counter()
             changed: list[str] = []
             with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):
@@ -115,7 +117,7 @@ class GraphFusionEngine:
 
     def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:
         instance = spec.cls()
-        patterns = _checked_patterns(instance.define_patterns())
+        patterns = checked_patterns(instance.define_patterns())
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
@@ -125,7 +127,7 @@ class GraphFusionEngine:
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})
         pr.candidates = len(misses.tried | {m.root for m in matches})
-        pr.match_times = len(matches)
+        pr.match_times = pr.matches = len(matches)
         pr.matched_scopes = [m.root_name for m in matches]
         pr.near_miss_count = len(misses.kept)
         pr.near_misses = misses.kept[:MAX_NEAR_MISSES]
@@ -150,7 +152,7 @@ def _switch_text(decision: SwitchDecision) -> str:
     return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" ({decision.source})")
 
 
-def _checked_patterns(value: Any) -> list[OpPattern]:
+def checked_patterns(value: Any) -> list[OpPattern]:
     """``define_patterns()``'s answer as OpPatterns (FusionPatterns are built)."""
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"define_patterns() must return a list of OpPattern or FusionPattern, "

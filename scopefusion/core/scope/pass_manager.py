@@ -19,8 +19,8 @@ from .base_pass import ScopeBasePass
 from .candidates import to_candidate
 from .matcher import MatchStats, match_pattern_sets
 from .patterns import check_pattern_sets
-from .results import FusionScopesResult
-from .scope_graph import ScopeGraph
+from .results import FusionScopesResult, ScopesResult
+from .scope_graph import Scope, ScopeGraph
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -76,6 +76,7 @@ class ScopePassManager:
         candidates: list[FusionCandidate] = []
         try:
             for k, spec in enumerate(self.enabled):
+                context.say(f"scope stage: {spec.name} ({k + 1} of {len(self.enabled)}, {len(context.index):,} nodes)")
                 pr = context.pass_report(PassReport(spec.name, spec.general, spec.origin))
                 started = time.perf_counter()
                 changed: list[str] = []
@@ -105,6 +106,10 @@ class ScopePassManager:
         candidates = []
         groups = instance.last_match_scopes_and_ops(scope_graph)
         pr.results = len(groups)
+        left = _without_result(matches, groups)
+        pr.matches = len(groups) + len(left)
+        for scope in left:  # matched, but the pass made no result of it: say so
+            pr.refuse(scope.name, "the pass made no result of this match", [scope.name])
         for j, group in enumerate(groups):
             result = FusionScopesResult(instance.result_name(group.scopes), group.scopes, group.nodes, group.part)
             instance.generate_fusion_result(group.scopes, result)
@@ -118,3 +123,27 @@ class ScopePassManager:
             except Refused as why:
                 pr.refuse(result.name, str(why), scopes)
         return candidates
+
+
+def _without_result(matches: Sequence[Scope], groups: Sequence[ScopesResult]) -> list[Scope]:
+    """The matched scopes no result accounts for: none of the results' scopes is the scope,
+    lies inside it or holds it (a pass may turn a matched scope into a tighter or wider one)."""
+    in_result: set[int] = set()  # the results' scopes
+    holds_result: set[int] = set()  # their ancestors
+    for group in groups:
+        for scope in group.scopes:
+            in_result.add(id(scope))
+            parent = scope.parent
+            while parent is not None and id(parent) not in holds_result:
+                holds_result.add(id(parent))
+                parent = parent.parent
+    left = []
+    for m in matches:
+        if id(m) in holds_result:
+            continue
+        s: Scope | None = m
+        while s is not None and id(s) not in in_result:
+            s = s.parent
+        if s is None:
+            left.append(m)
+    return left

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..graph.attrs import attr_equals
+from ..graph.vocabulary import dtype_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scope_graph import Scope
@@ -101,11 +102,49 @@ class NodeAttrFeature:
         return self.op_type not in scope.op_counts
 
     def explain(self, scope: "Scope") -> str:
-        if isinstance(self.value, frozenset):
-            ordered = sorted(self.value, key=lambda v: (type(v).__name__, v))
-            wanted = "one of " + ", ".join(repr(v) for v in ordered)
-            return f"no {self.op_type} node directly in the scope has {self.attr_name} = {wanted}"
-        return f"no {self.op_type} node directly in the scope has {self.attr_name} = {self.value!r}"
+        """What was wanted and what the scope has, in the graph's terms (dtype names, not numbers)."""
+        direct = scope.nodes_by_op(self.op_type, direct=True)
+        nodes = direct or scope.nodes_by_op(self.op_type)
+        is_type = _is_type_attr(nodes, self.attr_name)
+        choices = sorted(self.value, key=lambda v: (type(v).__name__, v)) if isinstance(self.value, frozenset) \
+            else [self.value]
+        shown = [_shown(v, is_type) for v in choices]
+        wanted = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+        want = f"{self.op_type} directly in the scope with {self.attr_name} = {wanted} wanted"
+        if not direct:
+            deeper = len(nodes)
+            return f"{want}; none lies directly in it" + (f" ({deeper} in its sub-scopes)" if deeper else "")
+        found = sorted({attr_text(n.attr[self.attr_name], is_type) if self.attr_name in n.attr else "unset"
+                        for n in direct})
+        return f"{want}; found {self.attr_name} = {', '.join(found)}"
+
+
+def _is_type_attr(nodes: Sequence[Any], attr_name: str) -> bool:
+    """Whether ``attr_name`` holds a dtype: as the nodes have it, else by TensorFlow's naming
+    (``T``, ``dtype``, ``SrcT``, ``out_type``, ...)."""
+    for node in nodes:
+        if attr_name in node.attr:
+            return node.attr[attr_name].WhichOneof("value") == "type"
+    return attr_name in ("T", "dtype") or attr_name.endswith(("T", "type"))
+
+
+def _shown(value: Any, is_type: bool) -> str:
+    if is_type and isinstance(value, int) and not isinstance(value, bool):
+        return dtype_name(value)
+    return repr(value)
+
+
+def attr_text(attr: Any, is_type: bool = False) -> str:
+    """An attribute's value as a user reads it: a dtype by name, bytes as text."""
+    kind = attr.WhichOneof("value")
+    if kind == "type":
+        return dtype_name(attr.type)
+    if kind == "s":
+        return repr(attr.s.decode("utf-8", "replace"))
+    if kind in ("i", "f", "b"):
+        value = getattr(attr, kind)
+        return dtype_name(value) if is_type and kind == "i" else repr(value)
+    return kind or "unset"
 
 
 def _count_rule(num: int, step: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ScopeFusionError
 from ..graph.index import GraphIndex
@@ -158,11 +158,13 @@ def verify(
     int_range: tuple[int, int] = (0, 10),
     feeds: str | Mapping[str, "np.ndarray"] | None = None,
     fused_ops: Mapping[str, "FusedOpDef"],
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyResult:
     """Compare ``fused`` with ``original`` (paths, GraphDefs or loaded models).
 
     ``fused_ops`` is the table of declared fused ops (``Registry.fused_ops``): the
     fused graph's fused nodes run their reference implementations from it.
+    ``progress``, if given, hears what is being done (``"verification run 2 of 3"``).
 
     Tolerances default by dtype (:data:`DEFAULT_TOLERANCES`); an element
     passes when ``|fused - original| <= atol + rtol * |original|``.  Only the
@@ -181,7 +183,7 @@ def verify(
     feed_runs = _feed_runs(original_graph, fused_graph, present, result, feeds, input_shapes, runs, seed,
                            (int_range[0], int_range[1]))
     result.runs = len(feed_runs)
-    _compare_runs(original_graph, fused_graph, comparisons, present, feed_runs, atol, rtol)
+    _compare_runs(original_graph, fused_graph, comparisons, present, feed_runs, atol, rtol, progress)
     result.outputs = list(comparisons.values())
     return result
 
@@ -253,7 +255,7 @@ def _inputs_of(original: "GraphDef", fused: "GraphDef") -> list[InputSpec]:
 
 def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[str, TensorComparison],
                   present: Sequence[str], feed_runs: Sequence[Mapping[str, "np.ndarray"]], atol: float | None,
-                  rtol: float | None) -> None:
+                  rtol: float | None, progress: Callable[[str], None] | None = None) -> None:
     """Run both graphs on every feed and compare the tensors both have."""
     import numpy as np
     import tensorflow as tf
@@ -264,7 +266,9 @@ def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[
     try:
         b = GraphRunner(fused, "fused")
         try:
-            for feed in feed_runs:
+            for k, feed in enumerate(feed_runs, start=1):
+                if progress is not None:
+                    progress(f"verification run {k} of {len(feed_runs)}: {len(present)} output(s)")
                 want = a.run(present, feed)
                 got = b.run(present, feed)
                 for name, x, y in zip(present, want, got):

@@ -22,8 +22,9 @@ normalization that reads the moments, epsilon, gamma and beta.  The moments
 are an instance normalization's when they keep dimensions and reduce exactly
 the spatial axes of ``x``: ``[1, rank - 1)`` (NHWC) or ``[2, rank)`` (NCHW),
 rank >= 3.  Moments over the batch axis (batch norms) or over axes that
-include the channel axis (layer norms) give no result at all, unless they lie
-in a scope named ``InstanceNorm``, which is then refused with the reason.
+include the channel axis (layer norms) are refused as "not an instance
+normalization", with the reason, so that every match of the pattern is
+accounted for in the report.
 NCHW moments reduce the trailing axes, as a layer norm does: there gamma /
 beta must be per channel, and without gamma and beta only the tf_slim naming
 (``InstanceNorm`` / ``instancenorm``) tells an instance norm from a layer norm.
@@ -75,8 +76,8 @@ class ScopeInstanceNormPass(ScopeBasePass):
         return [[[moments]]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
-        """One result per matched ``moments`` scope whose moments are an instance
-        normalization's (or that lies in a tf_slim ``InstanceNorm`` scope)."""
+        """One result per matched ``moments`` scope; moments of another normalization
+        (a batch or layer norm's) are refused with the reason."""
         matched = self.matched_scopes(scope_graph)
         siblings: dict[int, int] = {}
         for m in matched:
@@ -90,10 +91,9 @@ class ScopeInstanceNormPass(ScopeBasePass):
             slim_named = parent.last_name == "InstanceNorm"
             try:
                 match = _analyse(m, alone=siblings[id(parent)] == 1)
-            except OtherNormalization as why:
-                if not slim_named:
-                    continue  # not an instance normalization: not a candidate
-                candidate = _Candidate(m, parent.name, rejection=str(why))
+            except OtherNormalization as why:  # refused, so that every match has its reason
+                name = parent.name if slim_named else m.name
+                candidate = _Candidate(m, name, rejection=f"not an instance normalization: {why}")
                 groups.append(ScopesResult([m]))
             except NotInstanceNorm as why:
                 name = parent.name if parent.name and siblings[id(parent)] == 1 else m.name

@@ -108,6 +108,8 @@ def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str
         raise NotLayerNorm(f"the output is {text}, not a layer norm's (x - mean) * rsqrt(variance + epsilon) * gamma + beta")
     atoms = [(n, e) for n, e in leading[0] if n not in NORMALISED]
     if not atoms:
+        if not [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]:
+            raise NotLayerNorm("no gamma and no beta (scale=False, center=False): LayerNorm needs both")
         raise NotLayerNorm("no gamma (scale=False): LayerNorm needs a scale input")
     if len(atoms) != 1 or atoms[0][1] != 1:
         raise NotLayerNorm(f"the output is {text}: the normalised input is not scaled by one gamma tensor")

@@ -15,7 +15,7 @@ LayerNorm op's mean and variance have, so they are not mapped.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,8 +56,19 @@ def analyse_fused_batch_norm(scope: "Scope") -> LayerNormMatch:
                 if p == 0 and c in inside and sg.op_of(c) == "Reshape" and sg.producer(c, 1) == shape]
     if len(restores) != 1:
         raise NotLayerNorm(f"the output of {fbn!r} is not reshaped back to the input's shape")
-    restore = restores[0]
+    try:  # the reshape - FusedBatchNormV3 - reshape back trick is tf_keras' own: say so in reasons
+        return _keras_trick(scope, inside, x, shape, begin, restores[0], attr)
+    except NotLayerNorm as why:
+        raise NotLayerNorm(f"{KERAS_TRICK}: {why}") from None
 
+
+#: What the reshape - FusedBatchNormV3 (NCHW, training) - reshape back structure is, in the user's terms.
+KERAS_TRICK = "tf_keras LayerNormalization (its FusedBatchNormV3 path)"
+
+
+def _keras_trick(scope: "Scope", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
+                 attr: Any) -> LayerNormMatch:
+    sg = scope.graph
     rank = _rank(sg, shape, x)
     if rank is not None and not 0 <= begin < rank:
         raise NotLayerNorm(f"the normalised axes start at {begin}, outside a rank-{rank} input")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ....core.graph.vocabulary import dtype_name
 from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, is_float_array, mul, symbol
 from .common import (
     LOW_PRECISION, LayerNormMatch, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
@@ -96,11 +97,8 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     )
 
 
-_TYPE_NAMES = {1: "float32", 2: "float64", 14: "bfloat16", 19: "float16"}
-
-
 def _type_name(dtype: int | None) -> str:
-    return _TYPE_NAMES.get(dtype, f"DataType {dtype}") if dtype is not None else "unknown"
+    return dtype_name(dtype) if dtype is not None else "unknown"
 
 
 def _dtype(sg: "ScopeGraph", name: str) -> int | None:

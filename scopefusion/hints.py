@@ -1,0 +1,140 @@
+"""Hints: what another registered pass makes of a place a pass refused or nearly matched.
+
+After a run, every refusal and near miss is compared with what the other passes fused
+(``fused by ScopeLayerNormPass as 'encoder/LayerNorm'``).  The passes the run left out (scope
+passes not enabled, graph passes the switch file turned off) are then tried on the fused graph
+(a copy: the places nothing fused are still there) and every place one of them would fuse is
+reported once for the run (``ScopeInstanceNormPass is not enabled; it would fuse 2 place(s)``)
+and on the refusals and near misses at that place.  A place no pass can fuse gets no hint.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from .core.errors import ScopeFusionError
+from .core.fusion.options import FusionOptions
+from .core.fusion.pipeline import FusionPipeline
+from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
+from .core.graph_fusion.base_pass import FUSION_TYPES
+from .core.graph_fusion.engine import GraphFusionEngine
+from .core.graph_fusion.switch import FusionSwitch
+from .core.scope.pass_manager import ScopePassManager
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+
+    from .plugins.registry import Registry
+
+#: Places named in a run-level hint (the rest are counted).
+PLACES_SHOWN = 3
+
+
+class _Places:
+    """Fused records by place, answering "which record is at, inside or around this scope or node?"
+    in time proportional to the name's depth."""
+
+    def __init__(self) -> None:
+        self._exact: dict[str, tuple[str, FusedRecord]] = {}
+        self._inside: dict[str, tuple[str, FusedRecord]] = {}  # every proper prefix of a place
+
+    def add(self, pass_name: str, record: FusedRecord) -> None:
+        for place in dict.fromkeys([record.name, *record.scopes]):  # the fused node's name is a place too
+            self._exact.setdefault(place, (pass_name, record))
+            for prefix in _prefixes(place):
+                self._inside.setdefault(prefix, (pass_name, record))
+
+    def find(self, place: str, other_than: str) -> tuple[str, FusedRecord, bool] | None:
+        """A record of another pass than ``other_than`` at ``place`` or around it (``False``), else
+        one inside it (``True``)."""
+        for key in (place, *_prefixes(place)):
+            hit = self._exact.get(key)
+            if hit is not None and hit[0] != other_than:
+                return hit[0], hit[1], False
+        hit = self._inside.get(place)
+        return (hit[0], hit[1], True) if hit is not None and hit[0] != other_than else None
+
+
+def _prefixes(name: str) -> Iterator[str]:
+    parts = name.split("/")
+    for k in range(len(parts) - 1, 0, -1):
+        yield "/".join(parts[:k])
+
+
+def left_out_passes(registry: "Registry", options: FusionOptions, switch: FusionSwitch) -> tuple[list, list]:
+    """The scope passes not enabled and the graph passes the switch file turns off."""
+    enabled = set(options.enable_scope_fusion_passes)
+    scope = [s for s in registry.passes if not s.general and s.name not in enabled]
+    graph = [s for s in registry.graph_passes
+             if not switch.decide(s.name, s.fusion_type, s.forbidden_close).on]
+    return scope, graph
+
+
+def probe(graph_def: "GraphDef", registry: "Registry", options: FusionOptions, switch: FusionSwitch) -> FusionReport:
+    """Run the left-out passes on a copy of ``graph_def``; their report (the copy is dropped)."""
+    scope, graph = left_out_passes(registry, options, switch)
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    probe_options = dataclasses.replace(options, enable_scope_fusion_passes=[s.name for s in scope], strict=False)
+    engines: list[Any] = [ScopePassManager(scope, registry.fused_ops, probe_options)]
+    for fusion_type in FUSION_TYPES:
+        engines.append(GraphFusionEngine(graph, registry.fused_ops, probe_options, FusionSwitch.default(),
+                                         fusion_type))
+    return FusionPipeline(engines, registry.fused_ops, probe_options).run(copy).report
+
+
+def _how_to_enable(p: PassReport) -> str:
+    if p.engine == "scope":
+        return f"enable {p.name} (--enable_scope_fusion_passes {p.name})"
+    return f"turn {p.name} on in the fusion switch file"
+
+
+def _would_fuse_text(p: PassReport) -> str:
+    places = [f.name for f in p.fused]
+    shown = ", ".join(repr(n) for n in places[:PLACES_SHOWN])
+    more = f" and {len(places) - PLACES_SHOWN} more" if len(places) > PLACES_SHOWN else ""
+    state = "is not enabled" if p.engine == "scope" else "is switched off"
+    return f"{p.name} {state}; it would fuse {len(places)} place(s) ({shown}{more}): {_how_to_enable(p)}"
+
+
+def _annotate(notes: Sequence[tuple[PassReport, Refusal]], fused: _Places, would: _Places,
+              probed: dict[str, PassReport]) -> None:
+    for owner, note in notes:
+        for place in note.scopes or [note.name]:
+            hit = fused.find(place, owner.name)
+            if hit is not None:
+                name, record, inside = hit
+                note.hint = (f"{record.name!r} inside it was fused by {name}" if inside
+                             else f"fused by {name} as {record.name!r}")
+                break
+            hit = would.find(place, owner.name)
+            if hit is not None:
+                name, record, inside = hit
+                what = f"{record.name!r} inside it" if inside else "it"
+                note.hint = f"{name} would fuse {what} as {record.type}: {_how_to_enable(probed[name])}"
+                break
+
+
+def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry", options: FusionOptions,
+              switch: FusionSwitch) -> None:
+    """Fill in ``report.hints`` and the ``hint`` of every refusal and near miss that has one."""
+    notes = [(p, r) for p in report.passes for r in (*p.refused, *p.near_misses)]
+    fused = _Places()
+    for p in report.passes:
+        for record in p.fused:
+            fused.add(p.name, record)
+    would, probed = _Places(), {}
+    scope, graph = left_out_passes(registry, options, switch)
+    if (scope or graph) and options.fusible_nodes is None:
+        try:
+            probed_report = probe(fused_graph, registry, options, switch)
+        except ScopeFusionError as exc:  # never the run's own failure: say so and go without
+            report.warnings.append(f"no hints from the passes left out: {' '.join(str(exc).split())}")
+            probed_report = FusionReport()
+        for p in probed_report.passes:
+            if p.fused and p.ran:
+                probed[p.name] = p
+                report.hints.append(_would_fuse_text(p))
+                for record in p.fused:
+                    would.add(p.name, record)
+    _annotate(notes, fused, would, probed)

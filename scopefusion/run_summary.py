@@ -1,0 +1,85 @@
+"""What ``scopefusion run`` prints after the pass table: the places each pass fused, the op
+types whose counts changed, a note when nothing was fused, and the closing line (or, with
+``--dry-run``, what would have been written)."""
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from .console import Col, fitted_table, print_summary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core.fusion.report import FusionReport
+
+#: Fused places listed per pass without ``-v``.
+PLACES_SHOWN = 5
+
+
+def print_run_summary(report: "FusionReport", output: str, emit: str, out: Any, *, verbose: bool = False,
+                      dry_run: bool = False) -> None:
+    """Everything ``run`` prints about the fusion, in order."""
+    print_summary(report, out)
+    print_fused_places(report, out, verbose)
+    print_op_changes(report, out)
+    note = nothing_fused_note(report)
+    if note:
+        out.print(note)
+    out.print(closing_line(report, output, emit, dry_run))
+
+
+def add_summary_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="list every fused scope or node per pass (default: the first few)")
+    run.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                     help="fuse and report as usual, but write nothing (no graph, no report file, no segments; "
+                     "--report - still prints the report)")
+
+
+def print_fused_places(report: "FusionReport", out: Any, verbose: bool) -> None:
+    """Per pass that fused something: its fused ops by name (first few, or all with ``verbose``)."""
+    for p in report.passes:
+        if not p.fused:
+            continue
+        names = [f.name for f in p.fused]
+        shown = names if verbose else names[:PLACES_SHOWN]
+        more = len(names) - len(shown)
+        tail = f" and {more} more (-v lists all)" if more else ""
+        types = sorted({f.type for f in p.fused})
+        out.print(f"fused by {p.name} ({len(names)} {', '.join(types)}): {', '.join(shown)}{tail}",
+                  markup=False)
+
+
+def print_op_changes(report: "FusionReport", out: Any) -> None:
+    """A table of the op types whose counts the run changed (fused form), before and after."""
+    changes = report.op_count_changes()
+    if not changes:
+        return
+    cols = (Col("op type"), Col("before", "right"), Col("after", "right"), Col("change", "right"))
+    rows = [[op, str(before), str(after), f"{after - before:+d}"] for op, before, after in changes]
+    table, _ = fitted_table("Op counts (types that changed)", cols, rows, out.width)
+    out.print(table)
+
+
+def nothing_fused_note(report: "FusionReport") -> str | None:
+    """Why the graph came out unchanged, in one line; None when something was fused."""
+    if report.fused:
+        return None
+    ran = [p for p in report.passes if p.ran]
+    refused = sum(len(p.refused) + len(p.dropped) for p in ran)
+    near = sum(p.near_miss_count for p in ran)
+    errors = [p.name for p in ran if p.error]
+    if errors:
+        return (f"nothing was fused; {len(errors)} pass(es) failed ({', '.join(errors)}), see the errors "
+                "above")
+    if refused or near:
+        return (f"nothing was fused: {refused} match(es) refused and {near} near miss(es), each listed above "
+                "with its reason")
+    return ("nothing was fused: no pass found its pattern in this graph (scopefusion list shows every "
+            "pass; non-general scope passes run only when named in --enable_scope_fusion_passes)")
+
+
+def closing_line(report: "FusionReport", output: str, emit: str, dry_run: bool) -> str:
+    counts = f"{report.nodes_before} -> {report.nodes_after} nodes, {len(report.fused)} fused op(s)"
+    if dry_run:
+        return f"dry run: nothing written ({output} would get the {emit} form): {counts}"
+    return f"wrote {output} ({emit} form): {counts}"

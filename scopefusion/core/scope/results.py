@@ -14,10 +14,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class ScopesResult:
-    """Scopes (and optional extra node names outside them) fused as one unit."""
+    """Scopes (and optional extra node names outside them) fused as one unit.
+
+    With ``only_nodes`` the result is just ``nodes``: the scopes then only say where it
+    lies (port-map keys, reports), e.g. one time step of a recurrent cell whose scope
+    holds every step.
+    """
 
     scopes: list["Scope"]
     nodes: list[str] = field(default_factory=list)
+    only_nodes: bool = False
 
 
 class FusionScopesResult:
@@ -28,7 +34,8 @@ class FusionScopesResult:
     fused op's input (or output) it corresponds to, or ``None``.
     """
 
-    def __init__(self, name: str, scopes: Sequence["Scope"], nodes: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, scopes: Sequence["Scope"], nodes: Sequence[str] = (),
+                 only_nodes: bool = False) -> None:
         self.name = name
         self.type = ""
         self.description = ""
@@ -39,6 +46,8 @@ class FusionScopesResult:
         self.inner_outputs: dict[int, str] = {}
         self.scopes: list["Scope"] = list(scopes)
         self.extra_nodes: list[str] = list(nodes)
+        #: the result is ``extra_nodes`` alone, not everything under its scopes
+        self.only_nodes = only_nodes
         self.rejection: str | None = None
 
     def __repr__(self) -> str:

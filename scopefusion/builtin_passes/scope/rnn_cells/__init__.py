@@ -1,0 +1,5 @@
+"""Recurrent cells unrolled step by step: ``BasicLSTMCell`` and ``GRUCell``."""
+from .ops import BASIC_LSTM_CELL, GRU_CELL
+from .passes import ScopeBasicLSTMCellPass, ScopeGRUCellPass
+
+__all__ = ["BASIC_LSTM_CELL", "GRU_CELL", "ScopeBasicLSTMCellPass", "ScopeGRUCellPass"]

@@ -1,0 +1,117 @@
+"""ScopeBasicLSTMCellPass and ScopeGRUCellPass: the time steps of ``tf.compat.v1`` rnn_cell
+cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn`` (alone or in a ``MultiRNNCell``),
+each step -> one ``BasicLSTMCell`` or ``GRUCell``.
+
+Every step of a layer lies in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``,
+``rnn/gru_cell``, under ``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one
+result per step, named ``<scope>/step_<t>``, each fusing only that step's nodes; the weights stay
+in the graph and feed every step.  A scope whose cell has an option the fused op cannot express,
+or that computes anything beyond its steps, is refused as a whole with the reason.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.port_maps import input_slots
+from ....core.scope.results import FusionScopesResult, ScopesResult
+from ....core.fusion.fused_ops import FusedOpDef
+from .gru import GRU_FORM, gru_attrs
+from .lstm import LSTM_FORM, lstm_attrs
+from .ops import BASIC_LSTM_CELL, GRU_CELL
+from .steps import CellForm, CellRefused, CellStep, find_steps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+
+class _CellScopePass(ScopeBasePass):
+    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split."""
+
+    general = False
+    scope_names: ClassVar[tuple[str, ...]] = ()
+    form: ClassVar[CellForm]
+    op_def: ClassVar[FusedOpDef]
+
+    def __init__(self) -> None:
+        self._steps: dict[str, tuple["Scope", CellStep, int]] = {}
+        self._refused: dict[str, str] = {}
+
+    def define_patterns(self) -> list[PatternSet]:
+        batch = [ScopePattern(self.op_def.name).add_scope_feature(suffix=name)
+                 .add_node_op_type_feature("MatMul", 0, 1)
+                 .add_node_op_type_feature("Split", 0, 1) for name in self.scope_names]
+        return [[batch]]
+
+    def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
+        groups: list[ScopesResult] = []
+        for scope in self.matched_scopes(scope_graph):
+            try:
+                steps = find_steps(scope, self.form)
+            except CellRefused as why:
+                self._refused[scope.name] = str(why)
+                groups.append(ScopesResult([scope]))
+                continue
+            names = scope_graph.index.names
+            for t, step in enumerate(steps):
+                root = names[step.nodes["root"]]
+                self._steps[root] = (scope, step, t)
+                nodes = [root] + sorted(names[i] for i in step.members if i != step.nodes["root"])
+                groups.append(ScopesResult([scope], nodes, only_nodes=True))
+        return groups
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        if not result.extra_nodes:
+            result.reject(self._refused[scopes[0].name])
+            return
+        scope, step, t = self._steps[result.extra_nodes[0]]
+        sg = scope.graph
+        try:
+            attrs = self.step_attrs(sg, step)
+        except ValueError as why:
+            result.reject(str(why))
+            return
+        result.set_name(f"{scope.name}/step_{t}")
+        result.set_type(self.op_def.name)
+        for key, value in attrs.items():
+            result.set_attr(key, value)
+        result.set_attr("T", sg.index.nodes[step.nodes["root"]].attr["T"].type)
+        result.set_description(f"{self.op_def.name} step {t} ({', '.join(f'{k}={v}' for k, v in attrs.items())})")
+        tensors = [step.tensors[name] for name in self.form.inputs]
+        for reader, slots in input_slots(sg, step.members, tensors).items():
+            result.insert_inputs(reader, slots)
+        names = sg.index.names
+        for k, name in enumerate(self.form.outputs):
+            node, port = step.tensors[name]
+            result.insert_outputs(names[node], [None] * port + [k])
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class ScopeBasicLSTMCellPass(_CellScopePass):
+    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn) -> BasicLSTMCell."""
+
+    name = "ScopeBasicLSTMCellPass"
+    description = "tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn -> BasicLSTMCell(x, h, c, w, b)"
+    scope_names = ("basic_lstm_cell", "lstm_cell")
+    form = LSTM_FORM
+    op_def = BASIC_LSTM_CELL
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        ops = sg.index.ops
+        return lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
+
+
+class ScopeGRUCellPass(_CellScopePass):
+    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn) -> GRUCell."""
+
+    name = "ScopeGRUCellPass"
+    description = "tf.compat.v1 GRUCell steps unrolled by static_rnn -> GRUCell(x, h, gate/candidate kernels and biases)"
+    scope_names = ("gru_cell",)
+    form = GRU_FORM
+    op_def = GRU_CELL
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        return gru_attrs(sg.index.ops[step.nodes["act"]])

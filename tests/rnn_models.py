@@ -1,0 +1,92 @@
+"""Graphs of recurrent layers built by the real libraries at small sizes (batch 2, 3 time steps,
+hidden 4), with random weights, frozen to constants.
+
+The tf.compat.v1 cells are ``tf_keras``'s legacy rnn_cell classes (what
+``tf.compat.v1.nn.rnn_cell`` names when Keras 2 is in use), unrolled by
+``tf.compat.v1.nn.static_rnn`` / ``static_bidirectional_rnn``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+BATCH, STEPS, HIDDEN = 2, 3, 4
+
+
+@dataclass
+class RnnModel:
+    """A frozen graph, its placeholder shapes and its output names."""
+
+    graph_def: Any
+    input_shapes: dict[str, list[int]]
+    outputs: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def rnn_cell_module() -> Any:
+    """``tf.compat.v1.nn.rnn_cell`` as Keras 2 (tf_keras) provides it."""
+    from tf_keras.api._v1.keras.__internal__.legacy import rnn_cell
+
+    return rnn_cell
+
+
+def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0) -> RnnModel:
+    """Build ``build(x) -> outputs`` on a [BATCH, STEPS, inputs] placeholder in a TF1 graph,
+    initialise its variables randomly (biases too) and freeze it."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(seed)
+        x = tf1.placeholder(tf.float32, [BATCH, STEPS, inputs], name="x")
+        outputs = [tf.identity(t, name=f"out_{k}") for k, t in enumerate(build(x))]
+        rng = np.random.default_rng(seed)
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            for v in tf1.global_variables():  # biases start at zero or one: make them random too
+                v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
+            names = [t.op.name for t in outputs]
+            graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), names)
+    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, [f"{n}:0" for n in names])
+
+
+def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True) -> RnnModel:
+    """``static_rnn(cell)`` over the unstacked input; outputs: the stacked outputs and (with
+    ``final_state``) every tensor of the final state."""
+    import tensorflow as tf
+
+    def build(x: Any) -> list[Any]:
+        outs, state = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), dtype=tf.float32)
+        return [tf.stack(outs, axis=1)] + (tf.nest.flatten(state) if final_state else [])
+
+    return freeze(build, inputs=inputs)
+
+
+def static_bidirectional_rnn(make_cell: Callable[[], Any], *, inputs: int = 3) -> RnnModel:
+    import tensorflow as tf
+
+    def build(x: Any) -> list[Any]:
+        outs, fw, bw = tf.compat.v1.nn.static_bidirectional_rnn(
+            make_cell(), make_cell(), tf.unstack(x, axis=1), dtype=tf.float32)
+        return [tf.stack(outs, axis=1)] + tf.nest.flatten((fw, bw))
+
+    return freeze(build, inputs=inputs)
+
+
+# --------------------------------------------------------------------------- the cells
+def basic_lstm(**options: Any) -> Callable[[], Any]:
+    return lambda: rnn_cell_module().BasicLSTMCell(HIDDEN, **options)
+
+
+def lstm(**options: Any) -> Callable[[], Any]:
+    return lambda: rnn_cell_module().LSTMCell(HIDDEN, **options)
+
+
+def gru(**options: Any) -> Callable[[], Any]:
+    return lambda: rnn_cell_module().GRUCell(HIDDEN, **options)
+
+
+def multi(*makers: Callable[[], Any]) -> Callable[[], Any]:
+    return lambda: rnn_cell_module().MultiRNNCell([m() for m in makers])

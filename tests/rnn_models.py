@@ -30,7 +30,7 @@ def rnn_cell_module() -> Any:
     return rnn_cell
 
 
-def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0) -> RnnModel:
+def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0, dtype: str = "float32") -> RnnModel:
     """Build ``build(x) -> outputs`` on a [BATCH, STEPS, inputs] placeholder in a TF1 graph,
     initialise its variables randomly (biases too) and freeze it."""
     import numpy as np
@@ -40,28 +40,29 @@ def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0)
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(seed)
-        x = tf1.placeholder(tf.float32, [BATCH, STEPS, inputs], name="x")
+        x = tf1.placeholder(dtype, [BATCH, STEPS, inputs], name="x")
         outputs = [tf.identity(t, name=f"out_{k}") for k, t in enumerate(build(x))]
         rng = np.random.default_rng(seed)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
             for v in tf1.global_variables():  # biases start at zero or one: make them random too
-                v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
+                v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(dtype), session)
             names = [t.op.name for t in outputs]
             graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), names)
     return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, [f"{n}:0" for n in names])
 
 
-def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True) -> RnnModel:
+def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True,
+               dtype: str = "float32") -> RnnModel:
     """``static_rnn(cell)`` over the unstacked input; outputs: the stacked outputs and (with
     ``final_state``) every tensor of the final state."""
     import tensorflow as tf
 
     def build(x: Any) -> list[Any]:
-        outs, state = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), dtype=tf.float32)
+        outs, state = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), dtype=x.dtype)
         return [tf.stack(outs, axis=1)] + (tf.nest.flatten(state) if final_state else [])
 
-    return freeze(build, inputs=inputs)
+    return freeze(build, inputs=inputs, dtype=dtype)
 
 
 def static_bidirectional_rnn(make_cell: Callable[[], Any], *, inputs: int = 3) -> RnnModel:

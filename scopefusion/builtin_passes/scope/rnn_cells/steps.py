@@ -62,7 +62,7 @@ class CellStep:
 
 def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
     """The steps of ``form`` in ``scope``, in time order; raises :class:`CellRefused`."""
-    reason = form.explain(scope)
+    reason = _in_loop(scope) or form.explain(scope)
     if reason:
         raise CellRefused(reason)
     sg = scope.graph
@@ -74,6 +74,15 @@ def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
     _check_leftovers(sg, inside, steps, form)
     _order(steps, form)
     return sorted(steps, key=lambda s: (s.time, s.nodes["root"]))
+
+
+def _in_loop(scope: "Scope") -> str | None:
+    """A TF1 while loop's body (``dynamic_rnn``) brings the weights in through Enter nodes."""
+    enter = scope.nodes_by_op("Enter")
+    if enter:
+        return (f"the cell runs inside a TF1 while loop (e.g. {enter[0].name!r}): the loop is fused as a "
+                f"whole or not at all, never one step inside it")
+    return None
 
 
 def _match_roots(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> tuple[list[CellStep], str]:

@@ -91,3 +91,30 @@ def gru(**options: Any) -> Callable[[], Any]:
 
 def multi(*makers: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: rnn_cell_module().MultiRNNCell([m() for m in makers])
+
+
+# --------------------------------------------------------------------------- Keras layers
+def keras_rnn(library: str, kind: str, *, inputs: int = 5, seed: int = 0, cell: bool = False,
+              **options: Any) -> RnnModel:
+    """Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` with ``unroll=True`` (or, with
+    ``cell``, ``RNN(LSTMCell / GRUCell, unroll=True)``), returning the sequence and the final
+    state, traced in a ``tf.function`` and frozen; every weight random."""
+    import numpy as np
+    import tensorflow as tf
+
+    from corpus_models import _freeze_tf_function
+
+    lib = __import__(library)
+    lib.utils.set_random_seed(seed)
+    if cell:
+        layer = lib.layers.RNN(getattr(lib.layers, f"{kind}Cell")(HIDDEN, **options), unroll=True,
+                               return_sequences=True, return_state=True)
+    else:
+        layer = getattr(lib.layers, kind)(HIDDEN, unroll=True, return_sequences=True, return_state=True,
+                                          **options)
+    layer.build((BATCH, STEPS, inputs))
+    rng = np.random.default_rng(seed)
+    layer.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()])
+    spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
+    graph_def, outputs, _ = _freeze_tf_function(lambda x: layer(x), {"x": spec})
+    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs)

@@ -210,19 +210,6 @@ def test_cells_the_ops_cannot_express_are_refused_with_the_reason(form):
     assert_verifies(m, result)  # the other passes' fusions still compute the same
 
 
-def test_keras_lstm_cells_are_refused_not_mistaken_for_rnn_cell_steps():
-    import tf_keras
-
-    m = rm.freeze(lambda x: [tf_keras.layers.LSTM(rm.HIDDEN, unroll=True, return_sequences=True)(x)])
-    result = fuse(m)
-    assert op_count(result.fused_graph_def, "BasicLSTMCell", "GRUCell") == 0
-    for t in (1, 2, 3):
-        why = assert_not_matched(result, f"lstm/lstm_cell_{t}")
-        assert why == (f"{LSTM}: rejected by the pass: the gates are not one matmul on concat(x, h), as "
-                       "BasicLSTMCell computes them (Keras cells multiply x and h by separate kernels)"), why
-    assert_verifies(m, result)
-
-
 def test_a_dynamic_rnn_loop_is_left_alone():
     """A TF1 while loop holds one step in its body (refused: loops are not fused step by step); a
     functional While keeps the cell in the function library (not looked at)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....core.graph.pattern import Op, const, op
-from .lstm import ADD, ACTIVATIONS, AXIS_1, explain_separate_kernels, gates
+from .lstm import ADD, ACTIVATIONS, AXIS_1, gates
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
 
@@ -29,8 +29,12 @@ def _gru_defs() -> dict[str, Any]:
 
 
 def explain_gru_options(scope: Any) -> str | None:
-    """rnn_cell.GRUCell has no option beyond its activation; Keras's GRUCell is another layout."""
-    return explain_separate_kernels(scope, "GRUCell")
+    """rnn_cell.GRUCell has no option beyond its activation; a Keras GRU cell is another layout."""
+    if scope.count("ConcatV2") <= 0 and scope.count("MatMul") > 0:
+        return ("the gates are not one matmul on concat(x, h), as GRUCell (TensorFlow's convention) computes "
+                "them: a Keras GRU cell multiplies x and h by separate kernels and, with reset_after=True "
+                "(its default), applies the reset after the recurrent matmul")
+    return None
 
 
 GRU_FORM = CellForm(
@@ -41,6 +45,7 @@ GRU_FORM = CellForm(
     outputs=("out",),
     state="h",
     explain=explain_gru_options,
+    library="tf.compat.v1 rnn_cell",
 )
 
 

@@ -57,19 +57,8 @@ _OPTIONS = (
 )
 
 
-def explain_separate_kernels(scope: "Scope", op_name: str) -> str | None:
-    """A scope with matmuls but no concatenation multiplies x and h by separate kernels."""
-    if scope.count("ConcatV2") <= 0 and scope.count("MatMul") > 0:
-        return (f"the gates are not one matmul on concat(x, h), as {op_name} computes them (Keras cells "
-                f"multiply x and h by separate kernels)")
-    return None
-
-
 def explain_lstm_options(scope: "Scope") -> str | None:
     """Why the scope's cell is beyond BasicLSTMCell, seen in its nodes' names and inputs."""
-    separate = explain_separate_kernels(scope, "BasicLSTMCell")
-    if separate:
-        return separate
     names = set(scope.node_names())
     for n in scope.nodes():
         names.update(i.split(":")[0].lstrip("^") for i in n.input)
@@ -88,6 +77,8 @@ LSTM_FORM = CellForm(
     outputs=("out", "c_out"),
     state="h",
     explain=explain_lstm_options,
+    wants=lambda scope: scope.count("ConcatV2") > 0,
+    library="tf.compat.v1 rnn_cell",
 )
 
 
@@ -95,7 +86,9 @@ def lstm_attrs(step_consts: dict[str, Any], act_types: tuple[str, str]) -> dict[
     """The attributes of one step (forget_bias, activation); raises ValueError with the reason."""
     if act_types[0] != act_types[1]:
         raise ValueError(f"the cell applies {act_types[1]} to the candidate but {act_types[0]} to the state")
-    forget_bias = step_consts["forget_bias"]
+    forget_bias = step_consts.get("forget_bias")
+    if forget_bias is None:  # a Keras cell: the forget bias is only an initializer of the bias
+        return {"forget_bias": 0.0, "activation": ACTIVATION_NAMES[act_types[0]]}
     if forget_bias.size != 1:
         raise ValueError(f"the forget bias is not a scalar (shape {list(forget_bias.shape)})")
     return {"forget_bias": float(forget_bias.reshape(-1)[0]), "activation": ACTIVATION_NAMES[act_types[0]]}

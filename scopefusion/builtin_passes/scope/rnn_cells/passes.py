@@ -18,9 +18,10 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
+from .keras_lstm import KERAS_LSTM_FORM, keras_lstm_inner_graph
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
-from .steps import CellForm, CellRefused, CellStep, find_steps
+from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -31,12 +32,13 @@ class _CellScopePass(ScopeBasePass):
 
     general = False
     scope_names: ClassVar[tuple[str, ...]] = ()
-    form: ClassVar[CellForm]
+    forms: ClassVar[tuple[CellForm, ...]]
     op_def: ClassVar[FusedOpDef]
 
     def __init__(self) -> None:
-        self._steps: dict[str, tuple["Scope", CellStep, int]] = {}
+        self._steps: dict[str, tuple["Scope", CellForm, CellStep, int]] = {}
         self._refused: dict[str, str] = {}
+        self._single: dict[str, bool] = {}  # scopes holding one step (Keras 3 scopes each step)
 
     def define_patterns(self) -> list[PatternSet]:
         batch = [ScopePattern(self.op_def.name).add_scope_feature(suffix=name)
@@ -48,15 +50,16 @@ class _CellScopePass(ScopeBasePass):
         groups: list[ScopesResult] = []
         for scope in self.matched_scopes(scope_graph):
             try:
-                steps = find_steps(scope, self.form)
+                form, steps = find_steps_of_any(scope, self.forms)
             except CellRefused as why:
                 self._refused[scope.name] = str(why)
                 groups.append(ScopesResult([scope]))
                 continue
             names = scope_graph.index.names
+            self._single[scope.name] = len(steps) == 1
             for t, step in enumerate(steps):
                 root = names[step.nodes["root"]]
-                self._steps[root] = (scope, step, t)
+                self._steps[root] = (scope, form, step, t)
                 nodes = [root] + sorted(names[i] for i in step.members if i != step.nodes["root"])
                 groups.append(ScopesResult([scope], nodes, only_nodes=True))
         return groups
@@ -65,26 +68,31 @@ class _CellScopePass(ScopeBasePass):
         if not result.extra_nodes:
             result.reject(self._refused[scopes[0].name])
             return
-        scope, step, t = self._steps[result.extra_nodes[0]]
+        scope, form, step, t = self._steps[result.extra_nodes[0]]
         sg = scope.graph
         try:
             attrs = self.step_attrs(sg, step)
         except ValueError as why:
             result.reject(str(why))
             return
-        result.set_name(f"{scope.name}/step_{t}")
+        T = sg.index.nodes[step.nodes["root"]].attr["T"].type
+        result.set_name(scope.name if self._single[scope.name] else f"{scope.name}/step_{t}")
         result.set_type(self.op_def.name)
-        for key, value in attrs.items():
-            result.set_attr(key, value)
-        result.set_attr("T", sg.index.nodes[step.nodes["root"]].attr["T"].type)
-        result.set_description(f"{self.op_def.name} step {t} ({', '.join(f'{k}={v}' for k, v in attrs.items())})")
-        tensors = [step.tensors[name] for name in self.form.inputs]
+        result.set_description(f"{form.library} step {t} -> {self.op_def.name} "
+                               f"({', '.join(f'{k}={v}' for k, v in attrs.items())})")
+        tensors = [step.tensors[name] for name in form.inputs]
         for reader, slots in input_slots(sg, step.members, tensors).items():
             result.insert_inputs(reader, slots)
         names = sg.index.names
-        for k, name in enumerate(self.form.outputs):
+        for k, name in enumerate(form.outputs):
             node, port = step.tensors[name]
             result.insert_outputs(names[node], [None] * port + [k])
+        if form is KERAS_LSTM_FORM:
+            keras_lstm_inner_graph(result, attrs, T)
+            return
+        for key, value in attrs.items():
+            result.set_attr(key, value)
+        result.set_attr("T", T)
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
         raise NotImplementedError
@@ -96,7 +104,7 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
     name = "ScopeBasicLSTMCellPass"
     description = "tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn -> BasicLSTMCell(x, h, c, w, b)"
     scope_names = ("basic_lstm_cell", "lstm_cell")
-    form = LSTM_FORM
+    forms = (LSTM_FORM, KERAS_LSTM_FORM)
     op_def = BASIC_LSTM_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
@@ -110,7 +118,7 @@ class ScopeGRUCellPass(_CellScopePass):
     name = "ScopeGRUCellPass"
     description = "tf.compat.v1 GRUCell steps unrolled by static_rnn -> GRUCell(x, h, gate/candidate kernels and biases)"
     scope_names = ("gru_cell",)
-    form = GRU_FORM
+    forms = (GRU_FORM,)
     op_def = GRU_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:

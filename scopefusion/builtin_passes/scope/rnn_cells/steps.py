@@ -46,6 +46,10 @@ class CellForm:
     outputs: tuple[str, ...]
     state: str
     explain: Callable[["Scope"], str | None]
+    #: whether the scope looks written by this form's library (its reasons are the ones reported)
+    wants: Callable[["Scope"], bool] = lambda scope: True
+    #: the library whose cell this form is, for descriptions
+    library: str = ""
 
 
 @dataclass
@@ -58,6 +62,19 @@ class CellStep:
     members: frozenset[int]
     time: int = 0
     after: list["CellStep"] = field(default_factory=list, repr=False)
+
+
+def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
+    """The steps of the first of ``forms`` that finds any; raises :class:`CellRefused` with the
+    reason of the first form that wants the scope (or of the first form)."""
+    reasons: list[tuple[CellForm, str]] = []
+    for form in forms:
+        try:
+            return form, find_steps(scope, form)
+        except CellRefused as why:
+            reasons.append((form, str(why)))
+    wanted = [r for f, r in reasons if f.wants(scope)]
+    raise CellRefused(wanted[0] if wanted else reasons[0][1])
 
 
 def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:

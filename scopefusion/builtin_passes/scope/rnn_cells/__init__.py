@@ -1,4 +1,4 @@
-"""Recurrent cells unrolled step by step: ``BasicLSTMCell`` and ``GRUCell``."""
+"""Recurrent layers unrolled step by step (tf.compat.v1 rnn_cell, Keras LSTM): ``BasicLSTMCell`` and ``GRUCell``."""
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .passes import ScopeBasicLSTMCellPass, ScopeGRUCellPass
 

@@ -7,7 +7,9 @@
     c' = c * sigmoid(f + forget_bias) + sigmoid(i) * activation(j)
     h' = activation(c') * sigmoid(o)
 
-with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order i, j, f, o.
+with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order i, j, f, o.  A Keras
+``LSTMCell`` is this op with ``forget_bias`` 0 and ``w`` = ``[kernel; recurrent_kernel]`` with its gate
+columns i, f, c, o reordered to i, j (= c), f, o.
 
 ``GRUCell(x, h, gate_kernel, gate_bias, candidate_kernel, candidate_bias) -> (h)`` is one step
 of TensorFlow's ``rnn_cell.GRUCell``, whose reset gate acts before the candidate's matmul (the

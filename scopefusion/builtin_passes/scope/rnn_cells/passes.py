@@ -1,12 +1,15 @@
-"""ScopeBasicLSTMCellPass and ScopeGRUCellPass: the time steps of ``tf.compat.v1`` rnn_cell
-cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn`` (alone or in a ``MultiRNNCell``),
-each step -> one ``BasicLSTMCell`` or ``GRUCell``.
+"""ScopeBasicLSTMCellPass and ScopeGRUCellPass: the time steps of recurrent layers unrolled in the
+graph, each step -> one ``BasicLSTMCell`` or ``GRUCell``.
 
-Every step of a layer lies in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``,
-``rnn/gru_cell``, under ``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one
-result per step, named ``<scope>/step_<t>``, each fusing only that step's nodes; the weights stay
-in the graph and feed every step.  A scope whose cell has an option the fused op cannot express,
-or that computes anything beyond its steps, is refused as a whole with the reason.
+Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn``
+(alone or in a ``MultiRNNCell``), and Keras 3 / tf_keras ``LSTM(unroll=True)`` or
+``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`).  ``static_rnn`` and tf_keras put every step
+of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
+``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
+``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
+only that step's nodes; the weights stay in the graph and feed every step.  A scope whose cell has
+an option the fused op cannot express, or that computes anything beyond its steps, is refused as a
+whole with the reason.
 """
 from __future__ import annotations
 
@@ -99,10 +102,12 @@ class _CellScopePass(ScopeBasePass):
 
 
 class ScopeBasicLSTMCellPass(_CellScopePass):
-    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn) -> BasicLSTMCell."""
+    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn) and Keras LSTM steps
+    (unroll=True) -> BasicLSTMCell."""
 
     name = "ScopeBasicLSTMCellPass"
-    description = "tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn -> BasicLSTMCell(x, h, c, w, b)"
+    description = ("tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn, Keras 3 / tf_keras "
+                   "LSTM(unroll=True) steps -> BasicLSTMCell(x, h, c, w, b)")
     scope_names = ("basic_lstm_cell", "lstm_cell")
     forms = (LSTM_FORM, KERAS_LSTM_FORM)
     op_def = BASIC_LSTM_CELL

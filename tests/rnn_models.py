@@ -53,16 +53,23 @@ def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0,
 
 
 def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True,
-               dtype: str = "float32") -> RnnModel:
+               dtype: str = "float32", sequence_length: list[int] | None = None,
+               control_flow_v1: bool = False) -> RnnModel:
     """``static_rnn(cell)`` over the unstacked input; outputs: the stacked outputs and (with
-    ``final_state``) every tensor of the final state."""
+    ``final_state``) every tensor of the final state.  With ``sequence_length`` each step runs in
+    a cond (TF1 ``Switch``/``Merge`` with ``control_flow_v1``, else a functional ``StatelessIf``)."""
     import tensorflow as tf
 
+    from detection_models import tf1_graph_mode
+
     def build(x: Any) -> list[Any]:
-        outs, state = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), dtype=x.dtype)
+        lengths = None if sequence_length is None else tf.constant(sequence_length)
+        outs, state = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), dtype=x.dtype,
+                                                 sequence_length=lengths)
         return [tf.stack(outs, axis=1)] + (tf.nest.flatten(state) if final_state else [])
 
-    return freeze(build, inputs=inputs, dtype=dtype)
+    with tf1_graph_mode(control_flow_v1):
+        return freeze(build, inputs=inputs, dtype=dtype)
 
 
 def static_bidirectional_rnn(make_cell: Callable[[], Any], *, inputs: int = 3) -> RnnModel:

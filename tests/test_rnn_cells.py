@@ -46,6 +46,11 @@ FORMS = {
     "static_bidirectional_rnn BasicLSTMCell": (lambda: rm.static_bidirectional_rnn(rm.basic_lstm()),
                                                {"BasicLSTMCell": 2 * S}, {}),
     "static_bidirectional_rnn GRUCell": (lambda: rm.static_bidirectional_rnn(rm.gru()), {"GRUCell": 2 * S}, {}),
+    "sequence_length in a TF1 cond, every step run": (
+        lambda: rm.static_rnn(rm.multi(rm.basic_lstm(), rm.gru()), sequence_length=[3, 2], control_flow_v1=True),
+        {"BasicLSTMCell": S, "GRUCell": S}, {}),
+    "sequence_length in a TF1 cond, the last step skipped": (
+        lambda: rm.static_rnn(rm.lstm(), sequence_length=[2, 1], control_flow_v1=True), {"BasicLSTMCell": S}, {}),
     "float16 MultiRNNCell BasicLSTMCell + GRUCell": (
         lambda: rm.static_rnn(rm.multi(rm.basic_lstm(), rm.gru()), dtype="float16"),
         {"BasicLSTMCell": S, "GRUCell": S}, dict(T=tf.float16.as_datatype_enum)),
@@ -86,8 +91,8 @@ def test_every_step_of_every_layer_is_one_fused_cell(form):
     others = {"BasicLSTMCell", "GRUCell"} - set(counts)
     assert all(op_count(result.fused_graph_def, o) == 0 for o in others)
     # nothing of the cells is left but their weights: the whole recurrence is fused cells
-    left = [n.name for n in result.fused_graph_def.node if "_cell/" in n.name
-            and n.op not in ("Const", "Identity", "BasicLSTMCell", "GRUCell")]
+    left = [n.name for n in result.fused_graph_def.node if "_cell/" in n.name  # (a cond's Switch routes inputs)
+            and n.op not in ("Const", "Identity", "Switch", "BasicLSTMCell", "GRUCell")]
     assert left == []
     assert op_count(result.fused_graph_def, "MatMul", "Split", "Sigmoid", "BiasAdd") == 0
     assert_verifies(m, result)
@@ -223,6 +228,17 @@ def test_a_dynamic_rnn_loop_is_left_alone():
     assert_verifies(m, result)
     m = rm.freeze(cell_loop)
     assert op_count(m.graph_def, "While", "StatelessWhile") == 1
+    result = fuse(m)
+    assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0
+    assert result.report.pass_report(LSTM).results == 0
+    assert_verifies(m, result)
+
+
+def test_steps_in_functional_conds_are_not_looked_at():
+    """With TF2 control flow, static_rnn's sequence_length puts each step in a StatelessIf, whose
+    branches are in the function library."""
+    m = rm.static_rnn(rm.basic_lstm(), sequence_length=[2, 1])
+    assert op_count(m.graph_def, "StatelessIf", "If") == S
     result = fuse(m)
     assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0
     assert result.report.pass_report(LSTM).results == 0

@@ -135,7 +135,9 @@ def _check_disjoint(sg: "ScopeGraph", steps: list[CellStep]) -> None:
 
 def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellStep], form: CellForm) -> None:
     """Every computing node of the scope that reads a step's result or feeds a step must belong
-    to a step: anything else changes what the cell computes (a clip, a projection, a state split)."""
+    to a step: anything else changes what the cell computes (a clip, a projection, a state split).
+    A Switch that only routes a step's input into a TF1 cond branch (``static_rnn`` with
+    ``sequence_length``) changes nothing the step computes."""
     index = sg.index
     members = frozenset().union(*(s.members for s in steps))
     touching = []
@@ -144,7 +146,7 @@ def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellS
             continue
         reads = any(t[0] in members for t in index.inputs[i] if t[1] != CONTROL)
         feeds = any(c in members for c, _, _ in index.consumers[i])
-        if reads or feeds:
+        if reads or (feeds and index.ops[i] != "Switch"):
             touching.append(index.names[i])
     if touching:
         shown = ", ".join(repr(n) for n in touching[:3])

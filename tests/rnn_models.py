@@ -111,15 +111,33 @@ def keras_rnn(library: str, kind: str, *, inputs: int = 5, seed: int = 0, cell: 
 
     from corpus_models import _freeze_tf_function
 
+    def make(lib: Any) -> Any:
+        if cell:
+            return lib.layers.RNN(getattr(lib.layers, f"{kind}Cell")(HIDDEN, **options), unroll=True,
+                                  return_sequences=True, return_state=True)
+        return getattr(lib.layers, kind)(HIDDEN, unroll=True, return_sequences=True, return_state=True,
+                                         **options)
+
+    return keras_model(library, make, inputs=inputs, seed=seed)
+
+
+def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, seed: int = 0,
+                policy: str = "float32") -> RnnModel:
+    """``make(keras module)`` -> a layer or model, built under the dtype ``policy`` (e.g.
+    ``mixed_float16``) with every weight random, traced on a float32 input and frozen."""
+    import numpy as np
+    import tensorflow as tf
+
+    from corpus_models import _freeze_tf_function
+
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
-    if cell:
-        layer = lib.layers.RNN(getattr(lib.layers, f"{kind}Cell")(HIDDEN, **options), unroll=True,
-                               return_sequences=True, return_state=True)
-    else:
-        layer = getattr(lib.layers, kind)(HIDDEN, unroll=True, return_sequences=True, return_state=True,
-                                          **options)
-    layer.build((BATCH, STEPS, inputs))
+    lib.mixed_precision.set_global_policy(policy)
+    try:
+        layer = make(lib)
+        layer.build((BATCH, STEPS, inputs))
+    finally:
+        lib.mixed_precision.set_global_policy("float32")
     rng = np.random.default_rng(seed)
     layer.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()])
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")

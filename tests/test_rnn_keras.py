@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+import tensorflow as tf
 
 import rnn_models as rm
 from detection_models import tf1_graph_mode
@@ -30,7 +31,37 @@ FORMS = {
 
 @functools.cache
 def model(form: str) -> rm.RnnModel:
-    return FORMS[form][0]()
+    return {**FORMS, **MORE_FORMS}[form][0]()
+
+
+def _lstm(lib, **options):
+    return lib.layers.LSTM(rm.HIDDEN, unroll=True, return_sequences=True, **options)
+
+
+#: form -> (builder, BasicLSTMCell count, T)
+MORE_FORMS = {
+    "Keras 3 two stacked LSTM": (
+        lambda: rm.keras_model("keras", lambda k: k.Sequential([_lstm(k), _lstm(k)])), 2 * S, tf.float32),
+    "Keras 3 Bidirectional LSTM": (
+        lambda: rm.keras_model("keras", lambda k: k.layers.Bidirectional(_lstm(k))), 2 * S, tf.float32),
+    "tf_keras Bidirectional LSTM": (
+        lambda: rm.keras_model("tf_keras", lambda k: k.layers.Bidirectional(_lstm(k))), 2 * S, tf.float32),
+    "Keras 3 LSTM mixed_float16": (
+        lambda: rm.keras_model("keras", _lstm, policy="mixed_float16"), S, tf.float16),
+    "tf_keras LSTM mixed_float16": (
+        lambda: rm.keras_model("tf_keras", _lstm, policy="mixed_float16"), S, tf.float16),
+}
+
+
+@pytest.mark.parametrize("form", list(MORE_FORMS))
+def test_stacked_bidirectional_and_mixed_precision_keras_lstms(form):
+    m = model(form)
+    _, count, dtype = MORE_FORMS[form]
+    result = fuse(m)
+    assert result.report.refused == []
+    assert_fused(result, "BasicLSTMCell", count, forget_bias=0.0, T=dtype.as_datatype_enum)
+    assert op_count(result.fused_graph_def, "MatMul", "BiasAdd", "Sigmoid") == 0
+    assert_verifies(m, result)
 
 
 def _strip_layer_suffix(name: str) -> str:
@@ -56,9 +87,10 @@ def test_each_keras_step_is_one_basic_lstm_cell_in_its_layout(form):
 def test_the_inner_graph_stacks_the_kernels_and_reorders_the_gates():
     result = fuse(model("tf_keras LSTM"))
     nodes = {n.name: n for n in result.fused_graph_def.node}
-    step = "lstm/lstm_cell/step_1"
-    cell = nodes[f"{step}/cell"]
-    assert list(cell.input)[1:] == ["lstm/lstm_cell/step_0/cell", "lstm/lstm_cell/step_0/cell:1",
+    (cell,) = [n for n in nodes.values() if n.name.endswith("/lstm_cell/step_1/cell")]
+    layer = cell.name.split("/")[0]  # tf_keras numbers layers per session: lstm, lstm_1, ...
+    step = f"{layer}/lstm_cell/step_1"
+    assert list(cell.input)[1:] == [f"{layer}/lstm_cell/step_0/cell", f"{layer}/lstm_cell/step_0/cell:1",
                                     f"{step}/w", f"{step}/b"]
     assert list(nodes[f"{step}/w"].input) == [f"{step}/kernel_gates", f"{step}/kernel_gates:2",
                                               f"{step}/kernel_gates:1", f"{step}/kernel_gates:3", f"{step}/axis_1"]

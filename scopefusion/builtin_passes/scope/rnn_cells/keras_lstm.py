@@ -49,19 +49,6 @@ def _wants_keras(scope: "Scope") -> bool:
     return scope.count("ConcatV2") <= 0
 
 
-KERAS_LSTM_FORM = CellForm(
-    name="BasicLSTMCell",
-    defs=_keras_lstm_defs,
-    roots=("Mul",),
-    inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
-    outputs=("out", "c_out"),
-    state="h",
-    explain=lambda scope: None,
-    wants=_wants_keras,
-    library="Keras LSTMCell",
-)
-
-
 def _const(value: Any) -> dict[str, Any]:
     import numpy as np
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
@@ -87,3 +74,17 @@ def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], 
     result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"], {**attrs, "T": T})
     result.set_inner_output(0, "cell:0")
     result.set_inner_output(1, "cell:1")
+
+
+KERAS_LSTM_FORM = CellForm(
+    name="BasicLSTMCell",
+    defs=_keras_lstm_defs,
+    roots=("Mul",),
+    inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
+    outputs=("out", "c_out"),
+    state="h",
+    explain=lambda scope: None,
+    wants=_wants_keras,
+    library="Keras LSTMCell",
+    inner_graph=keras_lstm_inner_graph,
+)

@@ -21,7 +21,7 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
-from .keras_lstm import KERAS_LSTM_FORM, keras_lstm_inner_graph
+from .keras_lstm import KERAS_LSTM_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
@@ -90,8 +90,8 @@ class _CellScopePass(ScopeBasePass):
         for k, name in enumerate(form.outputs):
             node, port = step.tensors[name]
             result.insert_outputs(names[node], [None] * port + [k])
-        if form is KERAS_LSTM_FORM:
-            keras_lstm_inner_graph(result, attrs, T)
+        if form.inner_graph is not None:
+            form.inner_graph(result, attrs, T)
             return
         for key, value in attrs.items():
             result.set_attr(key, value)

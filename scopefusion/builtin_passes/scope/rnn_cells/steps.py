@@ -15,6 +15,7 @@ from ....core.graph.matching import MatchFailure, PatternMatcher
 from ....core.graph.vocabulary import CONTROL
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.results import FusionScopesResult
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 Tensor = tuple[int, int]
@@ -50,6 +51,9 @@ class CellForm:
     wants: Callable[["Scope"], bool] = lambda scope: True
     #: the library whose cell this form is, for descriptions
     library: str = ""
+    #: writes the result as an inner graph ``(result, attrs, T)`` when the fused op needs the
+    #: step's weights in another layout; None: the step is the fused op itself
+    inner_graph: Callable[["FusionScopesResult", dict[str, Any], int], None] | None = None
 
 
 @dataclass

@@ -106,10 +106,6 @@ def keras_rnn(library: str, kind: str, *, inputs: int = 5, seed: int = 0, cell: 
     """Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` with ``unroll=True`` (or, with
     ``cell``, ``RNN(LSTMCell / GRUCell, unroll=True)``), returning the sequence and the final
     state, traced in a ``tf.function`` and frozen; every weight random."""
-    import numpy as np
-    import tensorflow as tf
-
-    from corpus_models import _freeze_tf_function
 
     def make(lib: Any) -> Any:
         if cell:

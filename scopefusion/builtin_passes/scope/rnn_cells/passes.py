@@ -43,10 +43,17 @@ class _CellScopePass(ScopeBasePass):
         self._refused: dict[str, str] = {}
         self._single: dict[str, bool] = {}  # scopes holding one step (Keras 3 scopes each step)
 
+    #: whether the cell's scope holds a Sub (a GRU's ``1 - u``; an LSTM has none), which keeps
+    #: each pass from reporting the other's scopes as near misses
+    has_sub: ClassVar[bool] = False
+
     def define_patterns(self) -> list[PatternSet]:
-        batch = [ScopePattern(self.op_def.name).add_scope_feature(suffix=name)
-                 .add_node_op_type_feature("MatMul", 0, 1)
-                 .add_node_op_type_feature("Split", 0, 1) for name in self.scope_names]
+        batch = []
+        for name in self.scope_names:
+            pattern = (ScopePattern(self.op_def.name).add_scope_feature(suffix=name)
+                       .add_node_op_type_feature("MatMul", 0, 1)
+                       .add_node_op_type_feature("Split", 0, 1))
+            batch.append(pattern.add_node_op_type_feature("Sub", *((0, 1) if self.has_sub else (-1, 0))))
         return [[batch]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
@@ -123,6 +130,7 @@ class ScopeGRUCellPass(_CellScopePass):
     name = "ScopeGRUCellPass"
     description = "tf.compat.v1 GRUCell steps unrolled by static_rnn -> GRUCell(x, h, gate/candidate kernels and biases)"
     scope_names = ("gru_cell",)
+    has_sub = True
     forms = (GRU_FORM,)
     op_def = GRU_CELL
 

@@ -5,6 +5,7 @@ express are refused with the reason."""
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from detection_models import tf1_graph_mode
 from pass_checks import REGISTRY, op_count
 
 import scopefusion
+from scopefusion.cli import main
 from scopefusion.core.graph.attrs import attr_value_to_python
 from scopefusion.core.verify.execute import run_graph_def
 from scopefusion.core.verify.tf_form import to_tf_runnable
@@ -245,7 +247,13 @@ def test_steps_in_functional_conds_are_not_looked_at():
     assert_verifies(m, result)
 
 
-def test_the_cell_passes_are_off_unless_enabled():
+def test_the_cell_passes_are_off_unless_enabled_and_listed(capsys):
     result = scopefusion.fuse(model("BasicLSTMCell").graph_def, registry=REGISTRY)
     assert op_count(result.fused_graph_def, "BasicLSTMCell", "GRUCell") == 0
     assert not REGISTRY.get(LSTM).general and not REGISTRY.get(GRU).general
+    assert main(["list", "--json", "--enable_scope_fusion_passes", LSTM]) == 0
+    data = json.loads(capsys.readouterr().out)
+    listed = {p["name"]: p for p in data["passes"]}
+    assert listed[LSTM]["enabled"] and not listed[LSTM]["general"] and listed[LSTM]["origin"] == "built-in"
+    assert not listed[GRU]["enabled"]
+    assert data["fused_ops"]["BasicLSTMCell"] == data["fused_ops"]["GRUCell"] == "built-in"

@@ -1,10 +1,12 @@
-"""ScopeBasicLSTMCellPass on Keras 3 and tf_keras ``LSTM(unroll=True)`` and ``RNN(LSTMCell,
-unroll=True)`` (see ``rnn_models.keras_rnn``): each step becomes one ``BasicLSTMCell`` whose
-kernel and bias an inner graph puts in the op's layout (``[kernel; recurrent_kernel]``, gates
-i, f, c, o -> i, j, f, o); Keras GRU cells and LSTM options the op cannot express are refused."""
+"""The cell passes on Keras 3 and tf_keras ``LSTM`` / ``GRU(unroll=True)`` and ``RNN(LSTMCell /
+GRUCell, unroll=True)`` (see ``rnn_models.keras_rnn``): each step becomes one ``BasicLSTMCell``
+or ``GRUCell`` whose weights an inner graph puts in the op's layout (``[kernel;
+recurrent_kernel]``, gates reordered); GRUs with ``reset_after=True`` and LSTM options the op
+cannot express are refused with the reason."""
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
 import tensorflow as tf
@@ -16,16 +18,15 @@ from test_rnn_cells import GRU, LSTM, S, assert_verifies, fuse
 
 from scopefusion.testing import assert_fused, assert_not_matched
 
-#: form -> (builder, names of the fused cells (Keras 3: one scope per step), activation)
+#: form -> (builder, pattern of the fused cells' names (Keras 3: one scope per step, numbered 1, 3,
+#: 5 after the cell's own name, which Keras numbers per session), activation)
 FORMS = {
-    "Keras 3 LSTM": (lambda: rm.keras_rnn("keras", "LSTM"),
-                     [f"lstm/lstm_cell_{k}/cell" for k in (1, 3, 5)], "tanh"),
+    "Keras 3 LSTM": (lambda: rm.keras_rnn("keras", "LSTM"), r"lstm(_\d+)*/lstm_cell_[135]/cell", "tanh"),
     "Keras 3 RNN(LSTMCell) relu": (lambda: rm.keras_rnn("keras", "LSTM", cell=True, activation="relu", inputs=3),
-                                   [f"rnn/lstm_cell_{k}/cell" for k in (1, 3, 5)], "relu"),
-    "tf_keras LSTM": (lambda: rm.keras_rnn("tf_keras", "LSTM"),
-                      [f"lstm/lstm_cell/step_{t}/cell" for t in range(S)], "tanh"),
+                                   r"rnn(_\d+)*/lstm_cell(_\d+)?_[135]/cell", "relu"),
+    "tf_keras LSTM": (lambda: rm.keras_rnn("tf_keras", "LSTM"), r"lstm(_\d+)?/lstm_cell/step_[012]/cell", "tanh"),
     "tf_keras RNN(LSTMCell)": (lambda: rm.keras_rnn("tf_keras", "LSTM", cell=True),
-                               [f"rnn/lstm_cell/step_{t}/cell" for t in range(S)], "tanh"),
+                               r"rnn(_\d+)?/lstm_cell(_\d+)?/step_[012]/cell", "tanh"),
 }
 
 
@@ -38,10 +39,16 @@ def _lstm(lib, **options):
     return lib.layers.LSTM(rm.HIDDEN, unroll=True, return_sequences=True, **options)
 
 
+def _cell_rnn(lib):
+    return lib.layers.RNN(lib.layers.LSTMCell(rm.HIDDEN), unroll=True, return_sequences=True)
+
+
 #: form -> (builder, BasicLSTMCell count, T)
 MORE_FORMS = {
     "Keras 3 two stacked LSTM": (
         lambda: rm.keras_model("keras", lambda k: k.Sequential([_lstm(k), _lstm(k)])), 2 * S, tf.float32),
+    "Keras 3 two RNN(LSTMCell) (the second cell's steps: lstm_cell_1_1, ...)": (
+        lambda: rm.keras_model("keras", lambda k: k.Sequential([_cell_rnn(k), _cell_rnn(k)])), 2 * S, tf.float32),
     "Keras 3 Bidirectional LSTM": (
         lambda: rm.keras_model("keras", lambda k: k.layers.Bidirectional(_lstm(k))), 2 * S, tf.float32),
     "tf_keras Bidirectional LSTM": (
@@ -64,12 +71,6 @@ def test_stacked_bidirectional_and_mixed_precision_keras_lstms(form):
     assert_verifies(m, result)
 
 
-def _strip_layer_suffix(name: str) -> str:
-    """Keras 3 uniquifies layer scopes across a session (``lstm_1``, ``lstm_2_1``): drop that."""
-    first, _, rest = name.partition("/")
-    return f"{first.split('_')[0]}/{rest}"
-
-
 @pytest.mark.parametrize("form", list(FORMS))
 def test_each_keras_step_is_one_basic_lstm_cell_in_its_layout(form):
     m = model(form)
@@ -77,7 +78,8 @@ def test_each_keras_step_is_one_basic_lstm_cell_in_its_layout(form):
     result = fuse(m)
     assert result.report.refused == []
     cells = assert_fused(result, "BasicLSTMCell", S, forget_bias=0.0, activation=activation)
-    assert sorted(_strip_layer_suffix(c.name) for c in cells) == sorted(names)
+    assert all(re.fullmatch(names, c.name) for c in cells), [c.name for c in cells]
+    assert len({c.name.rsplit("/", 1)[0][-1] for c in cells}) == S  # one per step
     # Keras's own step is gone; what is left of it are the weights and the inner graph's reordering
     assert op_count(result.fused_graph_def, "MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul") == 0
     assert op_count(result.fused_graph_def, "Split") == 2 * S and op_count(result.fused_graph_def, "ConcatV2") == 3 * S
@@ -108,6 +110,34 @@ def test_tf_keras_lstm_in_a_tf1_graph_has_one_scope_per_step():
     assert_verifies(m, result)
 
 
+RESET_AFTER = ("a Keras GRU cell with reset_after=True (its default) applies the reset after the recurrent matmul, "
+               "r * (h @ recurrent_kernel_h + recurrent_bias), which GRUCell (TensorFlow's convention, the reset "
+               "before the matmul) cannot express")
+
+#: Keras GRUs with reset_after=False: (builder, activation)
+GRU_FORMS = {
+    "Keras 3 GRU reset_after=False": (lambda: rm.keras_rnn("keras", "GRU", reset_after=False), "tanh"),
+    "Keras 3 RNN(GRUCell) reset_after=False relu": (
+        lambda: rm.keras_rnn("keras", "GRU", cell=True, reset_after=False, activation="relu", inputs=3), "relu"),
+    "tf_keras GRU reset_after=False": (lambda: rm.keras_rnn("tf_keras", "GRU", reset_after=False), "tanh"),
+}
+
+
+@pytest.mark.parametrize("form", list(GRU_FORMS))
+def test_keras_gru_steps_without_reset_after_are_gru_cells_in_tensorflows_layout(form):
+    build, activation = GRU_FORMS[form]
+    m = build()
+    result = fuse(m)
+    assert result.report.refused == []
+    cells = assert_fused(result, "GRUCell", S, activation=activation)
+    assert all(c.name.endswith("/cell") and list(c.input)[4:] == [c.name[:-4] + "kernel_gates:2",
+                                                                  c.name[:-4] + "bias_gates:2"] for c in cells)
+    # Keras's step is gone: only its weights and the inner graph's reordering are left in the cells
+    left = {n.op for n in result.fused_graph_def.node if "gru_cell" in n.name}
+    assert left == {"Const", "Identity", "ConcatV2", "Split", "GRUCell"}, left
+    assert_verifies(m, result)
+
+
 REFUSED = {
     "Keras 3 LSTM recurrent_activation=hard_sigmoid": (
         dict(library="keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM,
@@ -117,13 +147,9 @@ REFUSED = {
                                     "no BasicLSTMCell step in the scope"),
     "tf_keras LSTM implementation=1": (dict(library="tf_keras", kind="LSTM", implementation=1), LSTM,
                                        "no BasicLSTMCell step in the scope"),
-    "Keras 3 GRU": (dict(library="keras", kind="GRU"), GRU,
-                    "the gates are not one matmul on concat(x, h), as GRUCell (TensorFlow's convention) computes "
-                    "them: a Keras GRU cell multiplies x and h by separate kernels and, with reset_after=True (its "
-                    "default), applies the reset after the recurrent matmul"),
-    "Keras 3 GRU reset_after=False": (dict(library="keras", kind="GRU", reset_after=False), GRU,
-                                      "the gates are not one matmul on concat(x, h)"),
-    "tf_keras GRU": (dict(library="tf_keras", kind="GRU"), GRU, "the gates are not one matmul on concat(x, h)"),
+    "Keras 3 GRU (reset_after=True)": (dict(library="keras", kind="GRU"), GRU, RESET_AFTER),
+    "tf_keras GRU (reset_after=True)": (dict(library="tf_keras", kind="GRU"), GRU, RESET_AFTER),
+    "Keras 3 RNN(GRUCell) (reset_after=True)": (dict(library="keras", kind="GRU", cell=True), GRU, RESET_AFTER),
 }
 
 

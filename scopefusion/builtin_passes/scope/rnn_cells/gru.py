@@ -29,11 +29,7 @@ def _gru_defs() -> dict[str, Any]:
 
 
 def explain_gru_options(scope: Any) -> str | None:
-    """rnn_cell.GRUCell has no option beyond its activation; a Keras GRU cell is another layout."""
-    if scope.count("ConcatV2") <= 0 and scope.count("MatMul") > 0:
-        return ("the gates are not one matmul on concat(x, h), as GRUCell (TensorFlow's convention) computes "
-                "them: a Keras GRU cell multiplies x and h by separate kernels and, with reset_after=True "
-                "(its default), applies the reset after the recurrent matmul")
+    """rnn_cell.GRUCell has no option beyond its activation."""
     return None
 
 
@@ -45,6 +41,7 @@ GRU_FORM = CellForm(
     outputs=("out",),
     state="h",
     explain=explain_gru_options,
+    wants=lambda scope: scope.count("ConcatV2") > 0,
     library="tf.compat.v1 rnn_cell",
 )
 

@@ -49,7 +49,7 @@ def _wants_keras(scope: "Scope") -> bool:
     return scope.count("ConcatV2") <= 0
 
 
-def _const(value: Any) -> dict[str, Any]:
+def int32_const(value: Any) -> dict[str, Any]:
     import numpy as np
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
     from tensorflow.python.framework import tensor_util
@@ -61,8 +61,8 @@ def _const(value: Any) -> dict[str, Any]:
 def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int) -> None:
     """Fused inputs x, h, c, kernel, recurrent_kernel, bias -> BasicLSTMCell in its own layout."""
     fi = result.fused_input
-    result.add_inner_node("axis_0", "Const", [], _const(0))
-    result.add_inner_node("axis_1", "Const", [], _const(1))
+    result.add_inner_node("axis_0", "Const", [], int32_const(0))
+    result.add_inner_node("axis_1", "Const", [], int32_const(1))
     concat = {"T": T, "Tidx": DT_INT32}
     result.add_inner_node("stacked_kernel", "ConcatV2", [fi(3), fi(4), "axis_0"], {**concat, "N": 2})
     result.add_inner_node("kernel_gates", "Split", ["axis_1", "stacked_kernel"], {"T": T, "num_split": 4})

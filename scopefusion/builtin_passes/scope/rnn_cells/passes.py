@@ -13,6 +13,7 @@ whole with the reason.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
@@ -21,6 +22,7 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
+from .keras_gru import KERAS_GRU_FORM, check_keras_gru_layout
 from .keras_lstm import KERAS_LSTM_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
@@ -56,9 +58,23 @@ class _CellScopePass(ScopeBasePass):
             batch.append(pattern.add_node_op_type_feature("Sub", *((0, 1) if self.has_sub else (-1, 0))))
         return [[batch]]
 
+    def renamed_cell_scopes(self, scope_graph: "ScopeGraph", matched: list["Scope"]) -> list["Scope"]:
+        """Keras 3 names a second cell layer ``gru_cell_1`` and its steps ``gru_cell_1_1``,
+        ``gru_cell_1_3``, ...: one ``_N`` more than scope patterns drop.  Those scopes (holding a
+        MatMul and a Split, apart from every matched scope) are cell scopes too."""
+        pattern = re.compile(rf"(?:{'|'.join(self.scope_names)})(?:_[0-9]+)+")
+        found = []
+        for scope in scope_graph.scopes():
+            if scope.parent is None or pattern.fullmatch(scope.name.rpartition("/")[2]) is None or scope.count("MatMul") <= 0 or scope.count("Split") <= 0:
+                continue
+            if not any(m is scope or m.is_ancestor_of(scope) or scope.is_ancestor_of(m) for m in matched):
+                found.append(scope)
+        return found
+
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         groups: list[ScopesResult] = []
-        for scope in self.matched_scopes(scope_graph):
+        matched = self.matched_scopes(scope_graph)
+        for scope in matched + self.renamed_cell_scopes(scope_graph, matched):
             try:
                 form, steps = find_steps_of_any(scope, self.forms)
             except CellRefused as why:
@@ -131,8 +147,10 @@ class ScopeGRUCellPass(_CellScopePass):
     description = "tf.compat.v1 GRUCell steps unrolled by static_rnn -> GRUCell(x, h, gate/candidate kernels and biases)"
     scope_names = ("gru_cell",)
     has_sub = True
-    forms = (GRU_FORM,)
+    forms = (GRU_FORM, KERAS_GRU_FORM)
     op_def = GRU_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        if "zr_slice" in step.nodes:  # a Keras cell: its slices must be the z, r | h columns
+            check_keras_gru_layout(sg, step)
         return gru_attrs(sg.index.ops[step.nodes["act"]])

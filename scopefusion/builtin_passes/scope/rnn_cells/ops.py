@@ -20,7 +20,8 @@ convention of Keras's ``reset_after=False``, but with TensorFlow's own weight la
     h' = u * h + (1 - u) * h~
 
 with ``gate_kernel`` [input + hidden, 2 * hidden] (r, then u) and ``candidate_kernel``
-[input + hidden, hidden].
+[input + hidden, hidden].  A Keras ``GRUCell`` with ``reset_after=False`` is this op with u = z and
+its weights rearranged; with ``reset_after=True`` (the Keras default) it is not.
 """
 from __future__ import annotations
 

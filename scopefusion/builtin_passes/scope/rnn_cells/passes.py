@@ -3,7 +3,8 @@ graph, each step -> one ``BasicLSTMCell`` or ``GRUCell``.
 
 Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn``
 (alone or in a ``MultiRNNCell``), and Keras 3 / tf_keras ``LSTM(unroll=True)`` or
-``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`).  ``static_rnn`` and tf_keras put every step
+``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`) and ``GRU(reset_after=False)`` (see
+:mod:`.keras_gru`).  ``static_rnn`` and tf_keras put every step
 of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
 ``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
 ``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
@@ -141,10 +142,12 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
 
 
 class ScopeGRUCellPass(_CellScopePass):
-    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn) -> GRUCell."""
+    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn) and Keras GRU steps (reset_after=False,
+    unroll=True) -> GRUCell."""
 
     name = "ScopeGRUCellPass"
-    description = "tf.compat.v1 GRUCell steps unrolled by static_rnn -> GRUCell(x, h, gate/candidate kernels and biases)"
+    description = ("tf.compat.v1 GRUCell steps unrolled by static_rnn, Keras 3 / tf_keras GRU(reset_after=False, "
+                   "unroll=True) steps -> GRUCell(x, h, gate/candidate kernels and biases)")
     scope_names = ("gru_cell",)
     has_sub = True
     forms = (GRU_FORM, KERAS_GRU_FORM)

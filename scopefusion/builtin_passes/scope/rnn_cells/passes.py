@@ -59,6 +59,10 @@ class _CellScopePass(ScopeBasePass):
             batch.append(pattern.add_node_op_type_feature("Sub", *((0, 1) if self.has_sub else (-1, 0))))
         return [[batch]]
 
+    def _holds_cell_ops(self, scope: "Scope") -> bool:
+        """What the patterns ask of a cell scope besides its name."""
+        return scope.count("MatMul") > 0 and scope.count("Split") > 0 and (scope.count("Sub") > 0) == self.has_sub
+
     def renamed_cell_scopes(self, scope_graph: "ScopeGraph", matched: list["Scope"]) -> list["Scope"]:
         """Keras 3 names a second cell layer ``gru_cell_1`` and its steps ``gru_cell_1_1``,
         ``gru_cell_1_3``, ...: one ``_N`` more than scope patterns drop.  Those scopes (holding a
@@ -66,7 +70,8 @@ class _CellScopePass(ScopeBasePass):
         pattern = re.compile(rf"(?:{'|'.join(self.scope_names)})(?:_[0-9]+)+")
         found = []
         for scope in scope_graph.scopes():
-            if scope.parent is None or pattern.fullmatch(scope.name.rpartition("/")[2]) is None or scope.count("MatMul") <= 0 or scope.count("Split") <= 0:
+            name = scope.name.rpartition("/")[2]
+            if scope.parent is None or pattern.fullmatch(name) is None or not self._holds_cell_ops(scope):
                 continue
             if not any(m is scope or m.is_ancestor_of(scope) or scope.is_ancestor_of(m) for m in matched):
                 found.append(scope)

@@ -14,10 +14,14 @@ from .results import FusionScopesResult
 
 
 def result_members(index: GraphIndex, result: FusionScopesResult) -> frozenset[int]:
-    """Every node listed in the result or (unless it is ``only_nodes``) lying under one of its scopes."""
+    """Every node listed in the result or lying under one of its scopes (only the result's
+    part of its scope when it names one)."""
     members: set[int] = set()
-    for scope in () if result.only_nodes else result.scopes:
-        members.update(scope.all_node_indices())
+    if result.part is not None:
+        members.update(result.part.all_node_indices())
+    else:
+        for scope in result.scopes:
+            members.update(scope.all_node_indices())
     for extra in result.extra_nodes:
         i = index.index.get(extra)
         if i is None:

@@ -106,8 +106,7 @@ class ScopePassManager:
         groups = instance.last_match_scopes_and_ops(scope_graph)
         pr.results = len(groups)
         for j, group in enumerate(groups):
-            result = FusionScopesResult(instance.result_name(group.scopes), group.scopes, group.nodes,
-                                        group.only_nodes)
+            result = FusionScopesResult(instance.result_name(group.scopes), group.scopes, group.nodes, group.part)
             instance.generate_fusion_result(group.scopes, result)
             scopes = [s.name for s in result.scopes]
             if result.rejected:

@@ -9,21 +9,19 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..fusion.candidate import FusedInput, InnerInput, InnerNode
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .instances import ScopePart
     from .scope_graph import Scope
 
 
 @dataclass
 class ScopesResult:
-    """Scopes (and optional extra node names outside them) fused as one unit.
-
-    With ``only_nodes`` the result is just ``nodes``: the scopes then only say where it
-    lies (port-map keys, reports), e.g. one time step of a recurrent cell whose scope
-    holds every step.
-    """
+    """Scopes (and optional extra node names outside them) fused as one unit."""
 
     scopes: list["Scope"]
     nodes: list[str] = field(default_factory=list)
-    only_nodes: bool = False
+    #: Only these nodes of the scope (one call of a layer called several times in one scope,
+    #: see :mod:`.instances`); None: every node under the scopes.
+    part: "ScopePart | None" = None
 
 
 class FusionScopesResult:
@@ -35,8 +33,10 @@ class FusionScopesResult:
     """
 
     def __init__(self, name: str, scopes: Sequence["Scope"], nodes: Sequence[str] = (),
-                 only_nodes: bool = False) -> None:
+                 part: "ScopePart | None" = None) -> None:
         self.name = name
+        #: one call of a layer in its scope: only its nodes are fused (None: the whole scopes)
+        self.part = part
         self.type = ""
         self.description = ""
         self.attrs: dict[str, Any] = {}
@@ -46,8 +46,6 @@ class FusionScopesResult:
         self.inner_outputs: dict[int, str] = {}
         self.scopes: list["Scope"] = list(scopes)
         self.extra_nodes: list[str] = list(nodes)
-        #: the result is ``extra_nodes`` alone, not everything under its scopes
-        self.only_nodes = only_nodes
         self.rejection: str | None = None
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bid
 of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
 ``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
 ``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
-only that step's nodes; the weights stay in the graph and feed every step.  A scope whose cell has
+only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed every step.  A scope whose cell has
 an option the fused op cannot express, or that computes anything beyond its steps, is refused as a
 whole with the reason.
 """
@@ -18,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
@@ -42,7 +43,7 @@ class _CellScopePass(ScopeBasePass):
     op_def: ClassVar[FusedOpDef]
 
     def __init__(self) -> None:
-        self._steps: dict[str, tuple["Scope", CellForm, CellStep, int]] = {}
+        self._steps: dict[int, tuple["Scope", CellForm, CellStep, int]] = {}  # by id of the step's part
         self._refused: dict[str, str] = {}
         self._single: dict[str, bool] = {}  # scopes holding one step (Keras 3 scopes each step)
 
@@ -87,20 +88,18 @@ class _CellScopePass(ScopeBasePass):
                 self._refused[scope.name] = str(why)
                 groups.append(ScopesResult([scope]))
                 continue
-            names = scope_graph.index.names
             self._single[scope.name] = len(steps) == 1
             for t, step in enumerate(steps):
-                root = names[step.nodes["root"]]
-                self._steps[root] = (scope, form, step, t)
-                nodes = [root] + sorted(names[i] for i in step.members if i != step.nodes["root"])
-                groups.append(ScopesResult([scope], nodes, only_nodes=True))
+                part = ScopePart(scope, step.members)  # the step's nodes only, not the whole scope
+                self._steps[id(part)] = (scope, form, step, t)
+                groups.append(ScopesResult([scope], part=part))
         return groups
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
-        if not result.extra_nodes:
+        if result.part is None:
             result.reject(self._refused[scopes[0].name])
             return
-        scope, form, step, t = self._steps[result.extra_nodes[0]]
+        scope, form, step, t = self._steps[id(result.part)]
         sg = scope.graph
         try:
             attrs = self.step_attrs(sg, step)

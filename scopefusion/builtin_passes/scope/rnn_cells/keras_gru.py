@@ -87,14 +87,17 @@ def check_keras_gru_layout(sg: "ScopeGraph", step: CellStep) -> None:
     units = zr[1] // 2
     if _columns(sg, step.nodes["h_slice"]) != (2 * units, None):
         raise ValueError("the recurrent kernel's candidate columns are not [:, 2 * units:]")
-    if "rec_split" in step.nodes:
-        sizes = step.consts.get("rec_sizes")
-        ok = sizes is not None and sizes.shape == (3,) and list(sizes[:2]) == [units, units] and sizes[2] in (-1, 0)
-    else:
-        ok = [_columns(sg, step.nodes.get(f"rec_{k}", -1)) if f"rec_{k}" in step.nodes else None
-              for k in (0, 1)] == [(0, units), (units, 2 * units)]
-    if not ok:
+    if not all(_recurrent_part_ok(sg, step, k, units) for k in (0, 1)):
         raise ValueError("the recurrent product is not split into the z and r columns")
+
+
+def _recurrent_part_ok(sg: "ScopeGraph", step: CellStep, k: int, units: int) -> bool:
+    """Gate ``k`` (z, r) reads columns [k * units, (k + 1) * units) of the recurrent product:
+    a StridedSlice (Keras 3) or output k of a SplitV into [units, units, rest] (tf_keras)."""
+    if f"rec_{k}" in step.nodes:
+        return _columns(sg, step.nodes[f"rec_{k}"]) == (k * units, (k + 1) * units)
+    sizes = step.consts.get("rec_sizes")
+    return sizes is not None and sizes.shape == (3,) and list(sizes[:2]) == [units, units] and int(sizes[2]) in (-1, 0)
 
 
 def keras_gru_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int) -> None:

@@ -91,7 +91,8 @@ BASIC_LSTM_CELL = FusedOpDef(
         TensorArg("x", type_attr="T", description="[batch, input] this step's input"),
         TensorArg("h", type_attr="T", description="[batch, hidden] the previous output"),
         TensorArg("c", type_attr="T", description="[batch, hidden] the previous cell state"),
-        TensorArg("w", type_attr="T", description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
+        TensorArg("w", type_attr="T",
+                  description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
         TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
     ),
     outputs=(

@@ -8,9 +8,9 @@ Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bid
 of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
 ``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
 ``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
-only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed every step.  A scope whose cell has
-an option the fused op cannot express, or that computes anything beyond its steps, is refused as a
-whole with the reason.
+only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
+every step.  A scope whose cell has an option the fused op cannot express, or that computes
+anything beyond its steps, is refused as a whole with the reason.
 """
 from __future__ import annotations
 

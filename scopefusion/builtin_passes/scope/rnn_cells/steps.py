@@ -167,7 +167,7 @@ def _order(steps: list[CellStep], form: CellForm) -> None:
         before = by_output.get(step.tensors[form.state])
         if before is not None:
             before.after.append(step)
-    firsts = [s for s in steps if step_before(s, by_output, form) is None]
+    firsts = [s for s in steps if by_output.get(s.tensors[form.state]) is None]
     for first in firsts:
         time, current = 0, [first]
         while current:
@@ -175,7 +175,3 @@ def _order(steps: list[CellStep], form: CellForm) -> None:
                 s.time = time
             current = [n for s in current for n in s.after]
             time += 1
-
-
-def step_before(step: CellStep, by_output: dict[Tensor, CellStep], form: CellForm) -> CellStep | None:
-    return by_output.get(step.tensors[form.state])

@@ -200,7 +200,29 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     del new_wrappers
     if dropped:
         del graph.node[len(graph.node) - dropped:]
+        _drop_stale_colocation(graph, summary.removed_names)
     return summary
+
+
+#: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
+_COLOCATE = "_class"
+
+
+def _drop_stale_colocation(graph: "GraphDef", removed: set[str]) -> None:
+    """Forget colocation constraints naming removed nodes (TensorFlow refuses to import a node
+    colocated with a node that does not exist; a TF1 cond's Switch is colocated with its input)."""
+    for node in graph.node:
+        if _COLOCATE not in node.attr:
+            continue
+        values = node.attr[_COLOCATE].list.s
+        kept = [v for v in values if v.decode("utf-8", "replace").removeprefix("loc:@") not in removed]
+        if len(kept) == len(values):
+            continue
+        if kept:
+            del values[:]
+            values.extend(kept)
+        else:
+            del node.attr[_COLOCATE]
 
 
 def check_rewrite(

@@ -1,0 +1,126 @@
+"""The fused recurrent-cell ops and their reference implementations.
+
+``BasicLSTMCell(x, h, c, w, b) -> (h, c)`` is one step of TensorFlow's ``rnn_cell.BasicLSTMCell``
+(and of ``LSTMCell`` without peepholes, projection or clipping)::
+
+    i, j, f, o = split(bias_add(concat([x, h], 1) @ w, b), 4, axis=1)
+    c' = c * sigmoid(f + forget_bias) + sigmoid(i) * activation(j)
+    h' = activation(c') * sigmoid(o)
+
+with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order i, j, f, o.  A Keras
+``LSTMCell`` is this op with ``forget_bias`` 0 and ``w`` = ``[kernel; recurrent_kernel]`` with its gate
+columns i, f, c, o reordered to i, j (= c), f, o.
+
+``GRUCell(x, h, gate_kernel, gate_bias, candidate_kernel, candidate_bias) -> (h)`` is one step
+of TensorFlow's ``rnn_cell.GRUCell``, whose reset gate acts before the candidate's matmul (the
+convention of Keras's ``reset_after=False``, but with TensorFlow's own weight layout)::
+
+    r, u = split(sigmoid(bias_add(concat([x, h], 1) @ gate_kernel, gate_bias)), 2, axis=1)
+    h~ = activation(bias_add(concat([x, r * h], 1) @ candidate_kernel, candidate_bias))
+    h' = u * h + (1 - u) * h~
+
+with ``gate_kernel`` [input + hidden, 2 * hidden] (r, then u) and ``candidate_kernel``
+[input + hidden, hidden].  A Keras ``GRUCell`` with ``reset_after=False`` is this op with u = z and
+its weights rearranged; with ``reset_after=True`` (the Keras default) it is not.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+
+#: The activations a cell may carry: its ``activation`` attribute -> the TensorFlow op type.
+ACTIVATION_OPS: dict[str, str] = {
+    "tanh": "Tanh", "relu": "Relu", "relu6": "Relu6", "elu": "Elu", "selu": "Selu",
+    "sigmoid": "Sigmoid", "softsign": "Softsign", "softplus": "Softplus",
+}
+#: The other way round: op type -> attribute value.
+ACTIVATION_NAMES: dict[str, str] = {v: k for k, v in ACTIVATION_OPS.items()}
+
+
+def _activation(name: str) -> Any:
+    import tensorflow as tf
+
+    if name not in ACTIVATION_OPS:
+        raise ValueError(f"activation {name!r} is not one of {', '.join(ACTIVATION_OPS)}")
+    functions = {"tanh": tf.tanh, "relu": tf.nn.relu, "relu6": tf.nn.relu6, "elu": tf.nn.elu,
+                 "selu": tf.nn.selu, "sigmoid": tf.sigmoid, "softsign": tf.nn.softsign,
+                 "softplus": tf.nn.softplus}
+    return functions[name]
+
+
+def _gates(x: Any, h: Any, w: Any, b: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.nn.bias_add(tf.matmul(tf.concat([x, h], 1), w), b)
+
+
+def basic_lstm_cell_reference(x: Any, h: Any, c: Any, w: Any, b: Any, *, forget_bias: float,
+                              activation: str, T: Any) -> tuple[Any, Any]:
+    """One LSTM step: (h', c') from input x [B, I], state h, c [B, H], w [I + H, 4H], b [4H]."""
+    import tensorflow as tf
+
+    act = _activation(activation)
+    with tf.name_scope("basic_lstm_cell_reference"):
+        i, j, f, o = tf.split(_gates(x, h, w, b), 4, axis=1)
+        new_c = c * tf.sigmoid(f + tf.cast(forget_bias, f.dtype)) + tf.sigmoid(i) * act(j)
+        new_h = act(new_c) * tf.sigmoid(o)
+        return new_h, new_c
+
+
+def gru_cell_reference(x: Any, h: Any, gate_kernel: Any, gate_bias: Any, candidate_kernel: Any,
+                       candidate_bias: Any, *, activation: str, T: Any) -> tuple[Any]:
+    """One GRU step (TensorFlow's rnn_cell convention): h' from x [B, I] and h [B, H]."""
+    import tensorflow as tf
+
+    act = _activation(activation)
+    with tf.name_scope("gru_cell_reference"):
+        r, u = tf.split(tf.sigmoid(_gates(x, h, gate_kernel, gate_bias)), 2, axis=1)
+        candidate = act(_gates(x, r * h, candidate_kernel, candidate_bias))
+        return (u * h + (1 - u) * candidate,)
+
+
+def _activation_attr() -> AttrDef:
+    return AttrDef("activation", "string", "tanh",
+                   description=f"applied to the candidate and the new state: {', '.join(ACTIVATION_OPS)}")
+
+
+BASIC_LSTM_CELL = FusedOpDef(
+    name="BasicLSTMCell",
+    inputs=(
+        TensorArg("x", type_attr="T", description="[batch, input] this step's input"),
+        TensorArg("h", type_attr="T", description="[batch, hidden] the previous output"),
+        TensorArg("c", type_attr="T", description="[batch, hidden] the previous cell state"),
+        TensorArg("w", type_attr="T",
+                  description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
+        TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
+    ),
+    outputs=(
+        TensorArg("h", type_attr="T", description="[batch, hidden] the new output"),
+        TensorArg("c", type_attr="T", description="[batch, hidden] the new cell state"),
+    ),
+    attrs=(
+        AttrDef("forget_bias", "float", 1.0, description="added to the forget gate before its sigmoid"),
+        _activation_attr(),
+        AttrDef("T", "type"),
+    ),
+    reference=basic_lstm_cell_reference,
+    description="one LSTM step (tf rnn_cell BasicLSTMCell / LSTMCell): gates i, j, f, o from concat(x, h)",
+)
+
+GRU_CELL = FusedOpDef(
+    name="GRUCell",
+    inputs=(
+        TensorArg("x", type_attr="T", description="[batch, input] this step's input"),
+        TensorArg("h", type_attr="T", description="[batch, hidden] the previous state"),
+        TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
+        TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
+        TensorArg("candidate_kernel", type_attr="T", description="[input + hidden, hidden] on concat(x, r * h)"),
+        TensorArg("candidate_bias", type_attr="T", description="[hidden] candidate bias"),
+    ),
+    outputs=(TensorArg("h", type_attr="T", description="[batch, hidden] the new state"),),
+    attrs=(_activation_attr(), AttrDef("T", "type")),
+    reference=gru_cell_reference,
+    description="one GRU step (tf rnn_cell GRUCell): reset gate before the candidate matmul, "
+                "h' = u * h + (1 - u) * candidate",
+)

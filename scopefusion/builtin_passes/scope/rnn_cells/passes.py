@@ -1,0 +1,163 @@
+"""ScopeBasicLSTMCellPass and ScopeGRUCellPass: the time steps of recurrent layers unrolled in the
+graph, each step -> one ``BasicLSTMCell`` or ``GRUCell``.
+
+Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn``
+(alone or in a ``MultiRNNCell``), and Keras 3 / tf_keras ``LSTM(unroll=True)`` or
+``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`) and ``GRU(reset_after=False)`` (see
+:mod:`.keras_gru`).  ``static_rnn`` and tf_keras put every step
+of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
+``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
+``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
+only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
+every step.  A scope whose cell has an option the fused op cannot express, or that computes
+anything beyond its steps, is refused as a whole with the reason.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.port_maps import input_slots
+from ....core.scope.results import FusionScopesResult, ScopesResult
+from ....core.fusion.fused_ops import FusedOpDef
+from .gru import GRU_FORM, gru_attrs
+from .keras_gru import KERAS_GRU_FORM, check_keras_gru_layout
+from .keras_lstm import KERAS_LSTM_FORM
+from .lstm import LSTM_FORM, lstm_attrs
+from .ops import BASIC_LSTM_CELL, GRU_CELL
+from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+
+class _CellScopePass(ScopeBasePass):
+    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split."""
+
+    general = False
+    scope_names: ClassVar[tuple[str, ...]] = ()
+    forms: ClassVar[tuple[CellForm, ...]]
+    op_def: ClassVar[FusedOpDef]
+
+    def __init__(self) -> None:
+        self._steps: dict[int, tuple["Scope", CellForm, CellStep, int]] = {}  # by id of the step's part
+        self._refused: dict[str, str] = {}
+        self._single: dict[str, bool] = {}  # scopes holding one step (Keras 3 scopes each step)
+
+    #: whether the cell's scope holds a Sub (a GRU's ``1 - u``; an LSTM has none), which keeps
+    #: each pass from reporting the other's scopes as near misses
+    has_sub: ClassVar[bool] = False
+
+    def define_patterns(self) -> list[PatternSet]:
+        batch = []
+        for name in self.scope_names:
+            pattern = (ScopePattern(self.op_def.name).add_scope_feature(suffix=name)
+                       .add_node_op_type_feature("MatMul", 0, 1)
+                       .add_node_op_type_feature("Split", 0, 1))
+            batch.append(pattern.add_node_op_type_feature("Sub", *((0, 1) if self.has_sub else (-1, 0))))
+        return [[batch]]
+
+    def _holds_cell_ops(self, scope: "Scope") -> bool:
+        """What the patterns ask of a cell scope besides its name."""
+        return scope.count("MatMul") > 0 and scope.count("Split") > 0 and (scope.count("Sub") > 0) == self.has_sub
+
+    def renamed_cell_scopes(self, scope_graph: "ScopeGraph", matched: list["Scope"]) -> list["Scope"]:
+        """Keras 3 names a second cell layer ``gru_cell_1`` and its steps ``gru_cell_1_1``,
+        ``gru_cell_1_3``, ...: one ``_N`` more than scope patterns drop.  Those scopes (holding a
+        MatMul and a Split, apart from every matched scope) are cell scopes too."""
+        pattern = re.compile(rf"(?:{'|'.join(self.scope_names)})(?:_[0-9]+)+")
+        found = []
+        for scope in scope_graph.scopes():
+            name = scope.name.rpartition("/")[2]
+            if scope.parent is None or pattern.fullmatch(name) is None or not self._holds_cell_ops(scope):
+                continue
+            if not any(m is scope or m.is_ancestor_of(scope) or scope.is_ancestor_of(m) for m in matched):
+                found.append(scope)
+        return found
+
+    def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
+        groups: list[ScopesResult] = []
+        matched = self.matched_scopes(scope_graph)
+        for scope in matched + self.renamed_cell_scopes(scope_graph, matched):
+            try:
+                form, steps = find_steps_of_any(scope, self.forms)
+            except CellRefused as why:
+                self._refused[scope.name] = str(why)
+                groups.append(ScopesResult([scope]))
+                continue
+            self._single[scope.name] = len(steps) == 1
+            for t, step in enumerate(steps):
+                part = ScopePart(scope, step.members)  # the step's nodes only, not the whole scope
+                self._steps[id(part)] = (scope, form, step, t)
+                groups.append(ScopesResult([scope], part=part))
+        return groups
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        if result.part is None:
+            result.reject(self._refused[scopes[0].name])
+            return
+        scope, form, step, t = self._steps[id(result.part)]
+        sg = scope.graph
+        try:
+            attrs = self.step_attrs(sg, step)
+        except ValueError as why:
+            result.reject(str(why))
+            return
+        T = sg.index.nodes[step.nodes["root"]].attr["T"].type
+        result.set_name(scope.name if self._single[scope.name] else f"{scope.name}/step_{t}")
+        result.set_type(self.op_def.name)
+        result.set_description(f"{form.library} step {t} -> {self.op_def.name} "
+                               f"({', '.join(f'{k}={v}' for k, v in attrs.items())})")
+        tensors = [step.tensors[name] for name in form.inputs]
+        for reader, slots in input_slots(sg, step.members, tensors).items():
+            result.insert_inputs(reader, slots)
+        names = sg.index.names
+        for k, name in enumerate(form.outputs):
+            node, port = step.tensors[name]
+            result.insert_outputs(names[node], [None] * port + [k])
+        if form.inner_graph is not None:
+            form.inner_graph(result, attrs, T)
+            return
+        for key, value in attrs.items():
+            result.set_attr(key, value)
+        result.set_attr("T", T)
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class ScopeBasicLSTMCellPass(_CellScopePass):
+    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn) and Keras LSTM steps
+    (unroll=True) -> BasicLSTMCell."""
+
+    name = "ScopeBasicLSTMCellPass"
+    description = ("tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn, Keras 3 / tf_keras "
+                   "LSTM(unroll=True) steps -> BasicLSTMCell(x, h, c, w, b)")
+    scope_names = ("basic_lstm_cell", "lstm_cell")
+    forms = (LSTM_FORM, KERAS_LSTM_FORM)
+    op_def = BASIC_LSTM_CELL
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        ops = sg.index.ops
+        return lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
+
+
+class ScopeGRUCellPass(_CellScopePass):
+    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn) and Keras GRU steps (reset_after=False,
+    unroll=True) -> GRUCell."""
+
+    name = "ScopeGRUCellPass"
+    description = ("tf.compat.v1 GRUCell steps unrolled by static_rnn, Keras 3 / tf_keras GRU(reset_after=False, "
+                   "unroll=True) steps -> GRUCell(x, h, gate/candidate kernels and biases)")
+    scope_names = ("gru_cell",)
+    has_sub = True
+    forms = (GRU_FORM, KERAS_GRU_FORM)
+    op_def = GRU_CELL
+
+    def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
+        if "zr_slice" in step.nodes:  # a Keras cell: its slices must be the z, r | h columns
+            check_keras_gru_layout(sg, step)
+        return gru_attrs(sg.index.ops[step.nodes["act"]])

@@ -1,0 +1,177 @@
+"""Finding the time steps of a recurrent cell in its scope.
+
+``tf.compat.v1.nn.static_rnn`` calls the cell once per time step under one name scope, so the
+scope ``rnn/basic_lstm_cell`` holds every step (``MatMul``, ``MatMul_1``, ...).  A
+:class:`CellForm` says what one step computes, as an op-pattern expression whose root is the
+step's output; :func:`find_steps` matches it at every candidate root in the scope and returns
+the steps in time order, or the reason the scope is not a chain of such steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from ....core.graph.matching import MatchFailure, PatternMatcher
+from ....core.graph.vocabulary import CONTROL
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.results import FusionScopesResult
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+Tensor = tuple[int, int]
+
+#: Nodes that hold or read weights rather than compute a step (left in place, never a reason
+#: to refuse).
+STORAGE_OPS = frozenset({"Const", "Identity", "ReadVariableOp", "VarHandleOp", "VariableV2", "Snapshot"})
+
+
+class CellRefused(Exception):
+    """The scope is not a chain of cell steps; the message says why."""
+
+
+@dataclass(frozen=True)
+class CellForm:
+    """What one step of a cell computes.
+
+    ``defs`` are the op-pattern definitions (``"$out"`` is the step's first output), ``roots``
+    the op types a step's output node may have, ``inputs`` and ``outputs`` the bound tensors
+    that are the fused op's inputs and outputs in order, ``state`` the input fed by the previous
+    step's output 0, and ``explain`` names cell options the fused op cannot express (None when
+    it sees none).
+    """
+
+    name: str
+    defs: Callable[[], dict[str, Any]]
+    roots: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    state: str
+    explain: Callable[["Scope"], str | None]
+    #: whether the scope looks written by this form's library (its reasons are the ones reported)
+    wants: Callable[["Scope"], bool] = lambda scope: True
+    #: the library whose cell this form is, for descriptions
+    library: str = ""
+    #: writes the result as an inner graph ``(result, attrs, T)`` when the fused op needs the
+    #: step's weights in another layout; None: the step is the fused op itself
+    inner_graph: Callable[["FusionScopesResult", dict[str, Any], int], None] | None = None
+
+
+@dataclass
+class CellStep:
+    """One matched step: bound tensors, labelled nodes, constants and member nodes."""
+
+    tensors: dict[str, Tensor]
+    nodes: dict[str, int]
+    consts: dict[str, Any]
+    members: frozenset[int]
+    time: int = 0
+    after: list["CellStep"] = field(default_factory=list, repr=False)
+
+
+def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
+    """The steps of the first of ``forms`` that finds any; raises :class:`CellRefused` with the
+    reason of the first form that wants the scope (or of the first form)."""
+    reasons: list[tuple[CellForm, str]] = []
+    for form in forms:
+        try:
+            return form, find_steps(scope, form)
+        except CellRefused as why:
+            reasons.append((form, str(why)))
+    wanted = [r for f, r in reasons if f.wants(scope)]
+    raise CellRefused(wanted[0] if wanted else reasons[0][1])
+
+
+def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
+    """The steps of ``form`` in ``scope``, in time order; raises :class:`CellRefused`."""
+    reason = _in_loop(scope) or form.explain(scope)
+    if reason:
+        raise CellRefused(reason)
+    sg = scope.graph
+    inside = frozenset(scope.all_node_indices())
+    steps, best = _match_roots(sg, inside, form)
+    if not steps:
+        raise CellRefused(f"no {form.name} step in the scope: {best}" if best else f"no {form.name} step in the scope")
+    _check_disjoint(sg, steps)
+    _check_leftovers(sg, inside, steps, form)
+    _order(steps, form)
+    return sorted(steps, key=lambda s: (s.time, s.nodes["root"]))
+
+
+def _in_loop(scope: "Scope") -> str | None:
+    """A TF1 while loop's body (``dynamic_rnn``) brings the weights in through Enter nodes."""
+    enter = scope.nodes_by_op("Enter")
+    if enter:
+        return (f"the cell runs inside a TF1 while loop (e.g. {enter[0].name!r}): the loop is fused as a "
+                f"whole or not at all, never one step inside it")
+    return None
+
+
+def _match_roots(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> tuple[list[CellStep], str]:
+    matcher = PatternMatcher(sg, inside=inside, defs=form.defs())
+    index = sg.index
+    steps: list[CellStep] = []
+    best: tuple[int, str] = (-1, "")
+    for i in sorted(inside):
+        if index.ops[i] not in form.roots:
+            continue
+        matcher.reset()
+        try:
+            matcher.match((i, 0), "$out")
+        except MatchFailure as why:
+            if why.progress > best[0]:
+                best = (why.progress, f"at {index.names[i]!r}: {why}")
+            continue
+        nodes = dict(matcher.nodes)
+        nodes["root"] = i
+        steps.append(CellStep(dict(matcher.tensors), nodes, dict(matcher.consts), frozenset(matcher.members)))
+    return steps, best[1]
+
+
+def _check_disjoint(sg: "ScopeGraph", steps: list[CellStep]) -> None:
+    owner: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for i in step.members:
+            if sg.const_value_of(i) is not None:
+                continue
+            if owner.setdefault(i, k) != k:
+                raise CellRefused(f"two steps share the node {sg.index.names[i]!r}")
+
+
+def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellStep], form: CellForm) -> None:
+    """Every computing node of the scope that reads a step's result or feeds a step must belong
+    to a step: anything else changes what the cell computes (a clip, a projection, a state split).
+    A Switch that only routes a step's input into a TF1 cond branch (``static_rnn`` with
+    ``sequence_length``) changes nothing the step computes."""
+    index = sg.index
+    members = frozenset().union(*(s.members for s in steps))
+    touching = []
+    for i in sorted(inside - members):
+        if index.ops[i] in STORAGE_OPS or sg.const_value_of(i) is not None:
+            continue
+        reads = any(t[0] in members for t in index.inputs[i] if t[1] != CONTROL)
+        feeds = any(c in members for c, _, _ in index.consumers[i])
+        if reads or (feeds and index.ops[i] != "Switch"):
+            touching.append(index.names[i])
+    if touching:
+        shown = ", ".join(repr(n) for n in touching[:3])
+        more = f" and {len(touching) - 3} more" if len(touching) > 3 else ""
+        raise CellRefused(f"the scope computes more than {form.name} steps: {shown}{more} "
+                          f"read or feed a step and are part of none")
+
+
+def _order(steps: list[CellStep], form: CellForm) -> None:
+    """Number the steps by time: a step whose ``state`` input is another step's output 0
+    comes after it."""
+    by_output = {s.tensors["out"]: s for s in steps}
+    for step in steps:
+        before = by_output.get(step.tensors[form.state])
+        if before is not None:
+            before.after.append(step)
+    firsts = [s for s in steps if by_output.get(s.tensors[form.state]) is None]
+    for first in firsts:
+        time, current = 0, [first]
+        while current:
+            for s in current:
+                s.time = time
+            current = [n for s in current for n in s.after]
+            time += 1

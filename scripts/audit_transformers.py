@@ -72,7 +72,21 @@ STAGES = {"hidden_sizes": (8, 2), "depths": (1, 1), "num_heads": (1, 1), "embed_
           "strides": (None, 1), "sr_ratios": (1, 1), "mlp_ratios": (2, 1), "num_encoder_blocks": (None, 1)}
 #: Per model type: sizes its architecture needs on top of TINY (Swin's last stage must still
 #: hold a whole window: 32 / 2 / 2**3 = 2 patches; XLNet's head size is d_model / n_head).
-PER_TYPE = {"swin": {"patch_size": 2}, "xlnet": {"d_head": 16}}
+PER_TYPE = {
+    "swin": {"patch_size": 2}, "xlnet": {"d_head": 16},
+    "dpr": {"projection_dim": 0},  # 0: no projection (the default); a projection needs a static pooled shape
+    "esm": {"pad_token_id": 1, "mask_token_id": 32, "vocab_size": 33},  # position ids count non-padding tokens
+    # the spatial embeddings (4 coordinates, 2 sizes) concatenate to the hidden size
+    "layoutlmv3": {"hidden_size": 36, "coordinate_size": 6, "shape_size": 6},
+    # the last stage's width (8 * 2**3), where the attention blocks are, and its 1 x 1 resolution
+    "efficientformer": {"dim": 64, "resolution": 1},
+    # the prompt encoder's grid is the vision encoder's: 32 / 4 = 8 patches a side
+    "sam": {"prompt_encoder_config": {"image_embedding_size": 8, "image_size": 32, "patch_size": 4}},
+    "transfo-xl": {"div_val": 2, "d_embed": 32},  # div_val 1 is a path the TF model no longer implements
+}
+#: Per model type: attributes its configuration lacks for transformers to tell the input
+#: signature (``TFPreTrainedModel.input_signature`` reads the image size and channel count).
+SIGNATURE_FIELDS = {"cvt": {"image_size": 64}, "blip": {"vision_config.num_channels": 3}}
 
 
 @dataclass
@@ -202,6 +216,16 @@ def _is_in(value: Any, functions: set[Any]) -> bool:
         return False
 
 
+def _signature_fields(config: Any, model_type: str) -> None:
+    """Set the SIGNATURE_FIELDS of ``model_type`` on ``config`` (dotted: on a sub-configuration)."""
+    for dotted, value in SIGNATURE_FIELDS.get(model_type, {}).items():
+        target = config
+        *path, name = dotted.split(".")
+        for part in path:
+            target = getattr(target, part)
+        setattr(target, name, value)
+
+
 def build(model_type: str, class_name: str) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """The tiny model, its traced function, its input specs and its dummy inputs (valid
     values for every input: ids in the vocabulary, boxes with x0 <= x1, ...)."""
@@ -212,7 +236,12 @@ def build(model_type: str, class_name: str) -> tuple[Any, Any, dict[str, Any], d
 
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(0)
-    config = tiny_config(transformers.CONFIG_MAPPING[model_type], PER_TYPE.get(model_type))
+    if model_type == "vision-text-dual-encoder":  # two models of the user's choice: a tiny ViT and BERT
+        config = transformers.VisionTextDualEncoderConfig.from_vision_text_configs(
+            tiny_config(transformers.ViTConfig), tiny_config(transformers.BertConfig), projection_dim=16)
+    else:
+        config = tiny_config(transformers.CONFIG_MAPPING[model_type], PER_TYPE.get(model_type))
+    _signature_fields(config, model_type)
     model = getattr(transformers, class_name)(config)
     dummy = {k: v for k, v in model.dummy_inputs.items() if v is not None}
     model(dummy, training=False)

@@ -172,13 +172,55 @@ def fuse(
     request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
                                 in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
                                 session=configured)
+    run = _settings(request, configured is not None, input_shapes=input_shapes,
+                    enable_scope_fusion_passes=enable_scope_fusion_passes, emit=emit, outputs=outputs, strict=strict,
+                    fusion_switch_file=fusion_switch_file, pass_timeout=pass_timeout, registry=registry,
+                    block_plugins=block_plugins)
+    pipeline = build_pipeline(run.registry, run.options, run.switch)
+    pipeline.progress = progress
+    loaded = _as_model(model, signature)
+    check_tensor_names([loaded.graph_def], run.options.outputs, "outputs")
+    if not run.options.outputs and loaded.outputs:
+        pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
+    declared = declare_input_shapes(loaded.graph_def, run.shapes)
+    if run.mixed is not None:
+        pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
+    outcome = pipeline.run(loaded.graph_def)
+    report = _complete_report(outcome, run, loaded, declared)
+    if hints:
+        t0 = time.perf_counter()
+        if progress is not None:
+            progress("trying the passes left out, for hints")
+        add_hints(report, outcome.graph_def, run.registry, pipeline.options, run.switch)
+        report.stage_seconds["hints"] = time.perf_counter() - t0
+    return _result(outcome.graph_def, report, run, emit)
+
+
+@dataclass
+class _Settings:
+    """Everything a run was asked for, checked: what the arguments and the session
+    configuration say, and which source set each option."""
+
+    session: NpuOptions
+    configured: bool
+    sources: dict[str, str]
+    shapes: dict[str, list[int | None]]
+    options: FusionOptions
+    switch: FusionSwitch
+    registry: Registry
+    mixed: MixedRun | None
+
+
+def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enable_scope_fusion_passes: PassList,
+              emit: str, outputs: Any, strict: bool, fusion_switch_file: SwitchLike, pass_timeout: float | None,
+              registry: Registry | None, block_plugins: Sequence[str]) -> _Settings:
+    """The run's settings; an argument wins over the session configuration's value."""
     session, sources = request.session, {}
     shapes = _input_shapes(input_shapes, session, sources)
-    enable_scope_fusion_passes = _from_session("enable_scope_fusion_passes", enable_scope_fusion_passes, session,
-                                               sources)
+    enabled = _from_session("enable_scope_fusion_passes", enable_scope_fusion_passes, session, sources)
     fusion_switch_file = _from_session("fusion_switch_file", fusion_switch_file, session, sources)
     options = FusionOptions(
-        enable_scope_fusion_passes=parse_pass_list(enable_scope_fusion_passes),
+        enable_scope_fusion_passes=parse_pass_list(enabled),
         emit=emit,
         outputs=parse_pass_list(outputs),
         strict=strict,
@@ -192,46 +234,43 @@ def fuse(
         registry = dataclasses.replace(registry, passes=[], graph_passes=[])
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
     check_enabled_passes(registry, options.enable_scope_fusion_passes)
-    pipeline = build_pipeline(registry, options, switch)
-    pipeline.progress = progress
-    loaded = _as_model(model, signature)
-    check_tensor_names([loaded.graph_def], options.outputs, "outputs")
-    if not options.outputs and loaded.outputs:
-        pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
-    declared = declare_input_shapes(loaded.graph_def, shapes)
-    if mixed is not None:
-        pipeline.options.fusible_nodes = mixed.place(loaded.graph_def)
-    outcome = pipeline.run(loaded.graph_def)
+    return _Settings(session, configured, sources, shapes, options, switch, registry, mixed)
+
+
+def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
+                     declared: Mapping[str, Sequence[int | None]]) -> FusionReport:
+    """The pipeline's report with what the run adds: option sources, declared shapes, the
+    options recorded for a back end (on a node of their own unless the graph is partitioned),
+    plugins' overrides and errors, warnings, the graph's inputs."""
     report = outcome.report
-    report.option_sources = sources
+    report.option_sources = run.sources
     report.input_shapes = {n: [-1 if d is None else d for d in dims] for n, dims in declared.items()}
-    if configured is not None:
-        report.recorded_options = recorded_only(session)
-        if mixed is None:  # a mixed run writes them on each segment's call node
-            report.options_node = record_options(outcome.graph_def, session)
+    if run.configured:
+        report.recorded_options = recorded_only(run.session)
+        if run.mixed is None:  # a mixed run writes them on each segment's call node
+            report.options_node = record_options(outcome.graph_def, run.session)
             report.nodes_after += 1
-    report.overrides = list(registry.overrides)
-    report.plugin_errors = list(registry.errors)
-    report.warnings = switch_warnings(switch, registry)
-    if not shapes and session.source("input_shape") == "set":
+    report.overrides = list(run.registry.overrides)
+    report.plugin_errors = list(run.registry.errors)
+    report.warnings = switch_warnings(run.switch, run.registry)
+    if not run.shapes and run.session.source("input_shape") == "set":
         report.warnings.append("input_shape describes the dataset's inputs (dynamic_node_type 0), not "
                                "placeholders: not declared for shape inference")
     report.inputs = list(loaded.inputs)
-    fused_graph = outcome.graph_def
-    if hints:
-        t0 = time.perf_counter()
-        if progress is not None:
-            progress("trying the passes left out, for hints")
-        add_hints(report, fused_graph, registry, pipeline.options, switch)
-        report.stage_seconds["hints"] = time.perf_counter() - t0
-    graph = fused_graph
-    if mixed is not None:
-        cut = mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, registry.fused_ops))
+    return report
+
+
+def _result(fused_graph: "GraphDef", report: FusionReport, run: _Settings, emit: str) -> FuseResult:
+    """The graph in the requested form (the partition cut out in a mixed run)."""
+    fused_ops = run.registry.fused_ops
+    if run.mixed is not None:
+        cut = run.mixed.finish(fused_graph, report.outputs, lambda g: to_tf_runnable(g, fused_ops))
         report.stage_seconds.update(cut.result.report.seconds)
         return FuseResult(cut.runnable if emit == "tf" else cut.fused, report, cut.fused, cut.result)
+    graph = fused_graph
     if emit == "tf":
         t0 = time.perf_counter()
-        graph = to_tf_runnable(fused_graph, registry.fused_ops)
+        graph = to_tf_runnable(fused_graph, fused_ops)
         report.stage_seconds["emit_tf"] = time.perf_counter() - t0
     return FuseResult(graph, report, fused_graph)
 

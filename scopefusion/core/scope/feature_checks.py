@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from .matcher import match_pattern_sets
 from .patterns import (
-    Feature, NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern, _count_rule, _is_type_attr,
-    _shown, attr_text,
+    Feature, NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern, _count_rule,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,19 +48,7 @@ def check_feature(feature: Feature, scope: "Scope") -> FeatureCheck:
 
 
 def _attr_check(feature: NodeAttrFeature, scope: "Scope", ok: bool) -> FeatureCheck:
-    direct = scope.nodes_by_op(feature.op_type, direct=True)
-    nodes = direct or scope.nodes_by_op(feature.op_type)
-    is_type = _is_type_attr(nodes, feature.attr_name)
-    values = sorted(feature.value, key=lambda v: (type(v).__name__, v)) if isinstance(feature.value, frozenset) \
-        else [feature.value]
-    shown = [_shown(v, is_type) for v in values]
-    wanted = f"{feature.op_type} directly in the scope with {feature.attr_name} = {' or '.join(shown)}"
-    if not direct:
-        found = f"no {feature.op_type} directly in it" + (f" ({len(nodes)} in sub-scopes)" if nodes else "")
-    else:
-        found = ", ".join(sorted({attr_text(n.attr[feature.attr_name], is_type) if feature.attr_name in n.attr
-                                  else "unset" for n in direct}))
-        found = f"{feature.attr_name} = {found}"
+    wanted, found = feature.wanted_and_found(scope)
     return FeatureCheck(wanted, found, ok)
 
 

@@ -101,8 +101,8 @@ class NodeAttrFeature:
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return self.op_type not in scope.op_counts
 
-    def explain(self, scope: "Scope") -> str:
-        """What was wanted and what the scope has, in the graph's terms (dtype names, not numbers)."""
+    def wanted_and_found(self, scope: "Scope") -> tuple[str, str]:
+        """``(wanted, found)`` in the graph's terms (dtype names, not numbers)."""
         direct = scope.nodes_by_op(self.op_type, direct=True)
         nodes = direct or scope.nodes_by_op(self.op_type)
         is_type = _is_type_attr(nodes, self.attr_name)
@@ -110,13 +110,17 @@ class NodeAttrFeature:
             else [self.value]
         shown = [_shown(v, is_type) for v in choices]
         wanted = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
-        want = f"{self.op_type} directly in the scope with {self.attr_name} = {wanted} wanted"
+        want = f"{self.op_type} directly in the scope with {self.attr_name} = {wanted}"
         if not direct:
-            deeper = len(nodes)
-            return f"{want}; none lies directly in it" + (f" ({deeper} in its sub-scopes)" if deeper else "")
+            return want, "none lies directly in it" + (f" ({len(nodes)} in its sub-scopes)" if nodes else "")
         found = sorted({attr_text(n.attr[self.attr_name], is_type) if self.attr_name in n.attr else "unset"
                         for n in direct})
-        return f"{want}; found {self.attr_name} = {', '.join(found)}"
+        return want, f"found {self.attr_name} = {', '.join(found)}"
+
+    def explain(self, scope: "Scope") -> str:
+        """What was wanted and what the scope has, in the graph's terms (dtype names, not numbers)."""
+        wanted, found = self.wanted_and_found(scope)
+        return f"{wanted} wanted; {found}"
 
 
 def _is_type_attr(nodes: Sequence[Any], attr_name: str) -> bool:

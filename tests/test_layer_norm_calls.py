@@ -177,3 +177,19 @@ def test_calls_chained_inside_the_scope_are_not_split(path):
     assert len(report.refused) == 1 and report.refused[0].scopes == ["ln"]
     # whatever else fuses them, the graph still computes what it did
     assert_verifies(m, result)
+
+
+@pytest.mark.parametrize("path", sorted(EPSILONS))
+def test_a_model_holding_two_layer_norm_layers_is_not_one_layer_called_twice(path):
+    import tf_keras
+
+    model = tf_keras.Sequential([tf_keras.layers.LayerNormalization(epsilon=EPSILONS[path], name="ln1"),
+                                 tf_keras.layers.ReLU(name="relu"),
+                                 tf_keras.layers.LayerNormalization(epsilon=EPSILONS[path], name="ln2")], name="seq")
+    model.build((2, 5, H))
+    m = nm.traced(f"two_layers[{path}]", lambda x: model(x), {"x": nm.spec([2, 5, H])}, layer_norms=2)
+    result = fuse(m)
+    report = pass_report(result, SCOPE_PASS)
+    assert report.matched_scopes == ["seq/ln1", "seq/ln2"]  # not the model scope holding both
+    assert [f.name for f in report.fused] == ["seq/ln1", "seq/ln2"] and report.refused == []
+    assert_verifies(m, result)

@@ -51,6 +51,8 @@ FLOAT_TYPES = (1, 2, 14, 19)
 NOT_IN_A_LAYER_NORM = ("Placeholder", "MatMul", "BatchMatMulV2", "Einsum", "Conv2D", "BiasAdd")
 #: The label of a ``tf.nn.moments`` sub-scope while calls are counted.
 MOMENTS_LABEL = "LayerNormMoments"
+#: The label of a single call's layer norm scope while calls are counted.
+SINGLE_CALL_LABEL = "LayerNormCall"
 #: Nodes that locate a layer norm's statistics.
 CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
 
@@ -164,10 +166,10 @@ def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResul
         result.set_inner_output(2, f"{LAYER_NORM.name}:2")
 
 
-def _nn_form(muls: int, subs: int) -> ScopePattern:
+def _nn_form(muls: int, subs: int, label: str = "LayerNorm") -> ScopePattern:
     """One call of tf.nn.moments + tf.nn.batch_normalization: ``muls`` Mul (3 with a scale, 2
     without) and ``subs`` Sub (1 with an offset, -1: absent, a Neg instead)."""
-    form = (ScopePattern("LayerNorm").add_node_op_type_feature("Mean", 2)
+    form = (ScopePattern(label).add_node_op_type_feature("Mean", 2)
             .add_node_op_type_feature("SquaredDifference", 1).add_node_op_type_feature("Rsqrt", 1)
             .add_node_op_type_feature("Mul", muls).add_node_op_type_feature("Sub", subs))
     if subs < 0:
@@ -184,17 +186,22 @@ MAX_CALLS = 16
 def _several_calls() -> list[list[ScopePattern]]:
     """A tf_keras layer called k times (2 <= k <= MAX_CALLS) in one scope: first each call's
     ``moments`` sub-scope is labelled (``moments``, ``moments_1``, ... all have the last name
-    ``moments``), then the scope holding k of them with k Rsqrt and a ``batchnorm`` sub-scope."""
+    ``moments``), and so is a layer norm scope of a single call (its moments then stay
+    unlabelled: a model scope holding several layer norm layers is not one layer called
+    several times); then the scope holding k moments with k Rsqrt and a ``batchnorm``
+    sub-scope, and no single-call layer norm below it."""
     moments = (ScopePattern(MOMENTS_LABEL).add_scope_feature(suffix="moments")
                .add_node_op_type_feature("Mean", 2).add_node_op_type_feature("SquaredDifference", 1))
+    single = [_nn_form(mul, sub, SINGLE_CALL_LABEL) for mul, sub in ((3, 1), (3, -1), (2, 1), (2, -1))]
     layers = []
     for k in range(2, MAX_CALLS + 1):
         layer = (ScopePattern("LayerNorm").add_scope_feature(sub_type=MOMENTS_LABEL, num=k)
+                 .add_scope_feature(sub_type=SINGLE_CALL_LABEL, num=0)
                  .add_node_op_type_feature("Rsqrt", k).add_node_op_type_feature("SquaredDifference", k))
         for op in NOT_IN_A_LAYER_NORM:
             layer.add_node_op_type_feature(op, -1)
         layers.append(layer.add_scope_feature(sub_scope_mask="batchnorm"))
-    return [[moments], layers]
+    return [[*single, moments], layers]
 
 
 def _calls(scope: "Scope") -> list[ScopesResult]:

@@ -77,6 +77,17 @@ def test_scope_feature_suffix_mask_and_labels(sg):
     assert not ScopeFeature(sub_type="moments", num=1).match(sg.scope("enc/blk"))
 
 
+def test_scope_feature_at_least(sg):
+    enc = sg.scope("enc")
+    two = ScopeFeature(sub_type="moments", num=2, at_least=True)
+    sg.tree.set_label(sg.scope("enc/blk_1/mom"), "moments")
+    assert not two.match(enc)
+    assert two.explain(enc) == "at least 2 'moments' sub-scope(s) wanted, 1 found"
+    sg.tree.set_label(sg.scope("enc/blk/mom"), "moments")
+    assert two.match(enc) and ScopeFeature(sub_type="moments", num=1, at_least=True).match(enc)
+    assert not ScopeFeature(sub_type="moments", num=1).match(enc)  # exactly 1: the reference's rule
+
+
 def test_scope_with_return_node_never_matches(sg):
     pattern = ScopePattern("m").add_node_op_type_feature("Mean", 2)
     assert [s.name for s in search(sg.tree, pattern)] == ["enc/blk", "enc/blk_1"]

@@ -59,7 +59,8 @@ def _scope_check(feature: ScopeFeature, scope: "Scope", ok: bool) -> FeatureChec
         found.append(f"name {scope.last_name!r}")
     if feature.sub_type:
         count = scope.tree.count_labelled_below(scope, feature.sub_type)
-        wanted.append(f"{_count_rule(feature.num, feature.step)} sub-scope(s) labelled {feature.sub_type!r}")
+        rule = _count_rule(feature.num, feature.step, feature.at_least)
+        wanted.append(f"{rule} sub-scope(s) labelled {feature.sub_type!r}")
         found.append(f"{max(count, 0)} labelled")
     if feature.sub_scope_mask:
         names = [s.last_name for s in scope.all_sub_scopes() if feature.sub_scope_mask in s.last_name]

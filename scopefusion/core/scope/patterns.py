@@ -151,7 +151,9 @@ def attr_text(attr: Any, is_type: bool = False) -> str:
     return kind or "unset"
 
 
-def _count_rule(num: int, step: int) -> str:
+def _count_rule(num: int, step: int, at_least: bool = False) -> str:
+    if at_least:
+        return f"at least {num}"
     if step == 0:
         return "no" if num == -1 else f"exactly {num}"
     return "some" if (num, step) == (0, 1) else f"a count = {num} mod {step} of"
@@ -166,7 +168,9 @@ class ScopeFeature:
     * ``sub_type``: if given, the number of descendant scopes labelled with it
       satisfies ``(num, step)`` by the same rule as op-type counts, with 0
       counted as 0 (so ``num=0`` means "none labelled");
-    * ``sub_scope_mask``: if given, a substring of some descendant scope's last name.
+    * ``sub_scope_mask``: if given, a substring of some descendant scope's last name;
+    * ``at_least`` (an addition to the reference's rules): the number of labelled
+      descendant scopes is ``num`` or more (``step`` is then not used).
     """
 
     sub_type: str = ""
@@ -174,13 +178,18 @@ class ScopeFeature:
     suffix: str = ""
     sub_scope_mask: str = ""
     step: int = 0
+    at_least: bool = False
+
+    def counts(self, count: int) -> bool:
+        """Does ``count`` labelled sub-scopes satisfy the feature?"""
+        return count >= self.num if self.at_least else count_holds(count, self.num, self.step)
 
     def match(self, scope: "Scope") -> bool:
         if self.suffix and scope.last_name != self.suffix:
             return False
         if self.sub_type:
             count = scope.tree.count_labelled_below(scope, self.sub_type)
-            if not count_holds(count, self.num, self.step):
+            if not self.counts(count):
                 return False
         if self.sub_scope_mask:
             if not any(self.sub_scope_mask in s.last_name for s in scope.all_sub_scopes()):
@@ -195,8 +204,9 @@ class ScopeFeature:
             return f"scope name {scope.last_name!r} is not {self.suffix!r}"
         if self.sub_type:
             found = scope.tree.count_labelled_below(scope, self.sub_type)
-            if not count_holds(found, self.num, self.step):
-                return f"{_count_rule(self.num, self.step)} '{self.sub_type}' sub-scope(s) wanted, {found} found"
+            if not self.counts(found):
+                rule = _count_rule(self.num, self.step, self.at_least)
+                return f"{rule} '{self.sub_type}' sub-scope(s) wanted, {found} found"
         return f"no sub-scope name contains {self.sub_scope_mask!r}"
 
 
@@ -219,9 +229,10 @@ class ScopePattern:
         return self
 
     def add_scope_feature(
-        self, sub_type: str = "", num: int = 0, suffix: str = "", sub_scope_mask: str = "", step: int = 0
+        self, sub_type: str = "", num: int = 0, suffix: str = "", sub_scope_mask: str = "", step: int = 0,
+        *, at_least: bool = False,
     ) -> "ScopePattern":
-        self.features.append(ScopeFeature(sub_type, num, suffix, sub_scope_mask, step))
+        self.features.append(ScopeFeature(sub_type, num, suffix, sub_scope_mask, step, at_least))
         return self
 
     @staticmethod

@@ -179,38 +179,32 @@ def _nn_form(muls: int, subs: int, label: str = "LayerNorm") -> ScopePattern:
     return form.add_scope_feature(sub_scope_mask="moments").add_scope_feature(sub_scope_mask="batchnorm")
 
 
-#: The most calls of one layer in one scope the moments form is matched for.
-MAX_CALLS = 16
-
-
+#: One node of each of these per call of a layer norm.
+CALL_ANCHORS = frozenset({FUSED_BATCH_NORM, "Rsqrt", "Sqrt"})
 def _several_calls() -> list[list[ScopePattern]]:
-    """A tf_keras layer called k times (2 <= k <= MAX_CALLS) in one scope: first each call's
-    ``moments`` sub-scope is labelled (``moments``, ``moments_1``, ... all have the last name
-    ``moments``), and so is a layer norm scope of a single call (its moments then stay
-    unlabelled: a model scope holding several layer norm layers is not one layer called
-    several times); then the scope holding k moments with k Rsqrt and a ``batchnorm``
-    sub-scope, and no single-call layer norm below it."""
+    """A tf_keras layer called several times in one scope: first each call's ``moments``
+    sub-scope is labelled (``moments``, ``moments_1``, ... all have the last name ``moments``),
+    and so is a layer norm scope of a single call (its moments then stay unlabelled: a model
+    scope holding several layer norm layers is not one layer called several times); then the
+    scope holding two or more such moments, a ``batchnorm`` sub-scope, and no single-call layer
+    norm below it."""
     moments = (ScopePattern(MOMENTS_LABEL).add_scope_feature(suffix="moments")
                .add_node_op_type_feature("Mean", 2).add_node_op_type_feature("SquaredDifference", 1))
     single = [_nn_form(mul, sub, SINGLE_CALL_LABEL) for mul, sub in ((3, 1), (3, -1), (2, 1), (2, -1))]
-    layers = []
-    for k in range(2, MAX_CALLS + 1):
-        layer = (ScopePattern("LayerNorm").add_scope_feature(sub_type=MOMENTS_LABEL, num=k)
-                 .add_scope_feature(sub_type=SINGLE_CALL_LABEL, num=0)
-                 .add_node_op_type_feature("Rsqrt", k).add_node_op_type_feature("SquaredDifference", k))
-        for op in NOT_IN_A_LAYER_NORM:
-            layer.add_node_op_type_feature(op, -1)
-        layers.append(layer.add_scope_feature(sub_scope_mask="batchnorm"))
-    return [[*single, moments], layers]
+    layer = (ScopePattern("LayerNorm").add_scope_feature(sub_type=MOMENTS_LABEL, num=2, at_least=True)
+             .add_scope_feature(sub_type=SINGLE_CALL_LABEL, num=0)
+             .add_node_op_type_feature("Rsqrt", 0, 1).add_node_op_type_feature("SquaredDifference", 0, 1))
+    for op in NOT_IN_A_LAYER_NORM:
+        layer.add_node_op_type_feature(op, -1)
+    return [[*single, moments], [layer.add_scope_feature(sub_scope_mask="batchnorm")]]
 
 
 def _calls(scope: "Scope") -> list[ScopesResult]:
     """One result for the scope, or one per call when a layer called several times put its
     calls in this one scope (a piece lying inside one sub-scope is left to that scope's own
     match: a model scope holding several layers is not a layer called several times)."""
-    anchors = [i for op in (FUSED_BATCH_NORM, "Rsqrt", "Sqrt") for i in scope.graph.index.nodes_of_type(op)]
-    inside = set(scope.all_node_indices())
-    anchors = [i for i in anchors if i in inside]
+    ops = scope.graph.index.ops
+    anchors = [i for i in scope.all_node_indices() if ops[i] in CALL_ANCHORS]
     parts = split_instances(scope, anchors) if len(anchors) > 1 else None
     if parts is None:
         return [ScopesResult([scope])]

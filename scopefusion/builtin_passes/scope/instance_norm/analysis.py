@@ -10,14 +10,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 from .op import ADD_OPS, NHWC, NCHW, DT_HALF, DT_FLOAT
-
-
-class NotInstanceNorm(Exception):
-    """The candidate is an instance normalization the fused op cannot take (refused)."""
-
-
-class OtherNormalization(Exception):
-    """The moments belong to some other normalization (batch norm, layer norm): not a candidate."""
+from .reads import (
+    NotInstanceNorm, OtherNormalization, _data_consumers, _inputs, _other_input, _other_input_or, _reduction_axes,
+    _spatial_layout, _tensor, _within,
+)
 
 
 @dataclass
@@ -59,70 +55,6 @@ class _Candidate:
 # ------------------------------------------------------------------- analysis
 def _slots_of(sg: "ScopeGraph", node: str, tensor: tuple[str, int], fused: int) -> list[int | None]:
     return [fused if sg.producer(node, k) == tensor else None for k in range(len(sg.input_names(node)))]
-
-
-def _tensor(t: tuple[str, int]) -> str:
-    return t[0] if t[1] == 0 else f"{t[0]}:{t[1]}"
-
-
-def _data_consumers(sg: "ScopeGraph", name: str, ops: Sequence[str]) -> list[str]:
-    """Nodes of ``ops`` that read output 0 of ``name`` as data."""
-    out = []
-    for c in dict.fromkeys(sg.consumer_names(name)):
-        if sg.op_of(c) in ops and (name, 0) in _inputs(sg, c):
-            out.append(c)
-    return out
-
-
-def _inputs(sg: "ScopeGraph", node: str) -> list[tuple[str, int]]:
-    return [sg.producer(node, k) for k in range(len(sg.input_names(node)))]
-
-
-def _other_input(sg: "ScopeGraph", node: str, known: tuple[str, int]) -> tuple[int, tuple[str, int]]:
-    ins = _inputs(sg, node)
-    if len(ins) != 2:
-        raise NotInstanceNorm(f"{node!r} does not have two inputs")
-    if ins[0] == known:
-        return 1, ins[1]
-    if ins[1] == known:
-        return 0, ins[0]
-    raise NotInstanceNorm(f"{node!r} does not read {_tensor(known)!r}")
-
-
-def _reduction_axes(sg: "ScopeGraph", mean: str) -> list[int]:
-    value = sg.const_value(sg.producer(mean, 1)[0])
-    if value is None:
-        raise NotInstanceNorm(f"the reduction indices of {mean!r} are not constant")
-    return [int(a) for a in value.reshape(-1)]
-
-
-def _spatial_layout(axes: list[int], rank: int | None, x: str) -> tuple[str, list[int]]:
-    """(data_format, normalised axes) for moments over ``axes`` of a rank-``rank`` input."""
-    if rank is None:
-        if any(a == 0 for a in axes):
-            raise OtherNormalization(f"the moments reduce axes {axes}, including the batch axis 0")
-        raise OtherNormalization(f"cannot tell the rank of {x!r}, so whether axes {axes} are its spatial axes")
-    if any(not -rank <= a < rank for a in axes):
-        raise OtherNormalization(f"reduction axes {axes} are out of range for a rank-{rank} input")
-    norm = sorted({a % rank for a in axes})
-    if len(norm) != len(axes):
-        raise OtherNormalization(f"reduction axes {axes} repeat an axis")
-    if 0 in norm:
-        raise OtherNormalization(f"the moments reduce axes {norm}, including the batch axis 0")
-    if rank < 3:
-        raise OtherNormalization(f"a rank-{rank} input has no spatial axes")
-    if norm == list(range(1, rank - 1)):
-        return NHWC, norm
-    if norm == list(range(2, rank)):
-        return NCHW, norm
-    raise OtherNormalization(
-        f"the moments reduce axes {norm} of a rank-{rank} input, not its spatial axes "
-        f"({list(range(1, rank - 1))} for NHWC, {list(range(2, rank))} for NCHW)"
-    )
-
-
-def _within(scope: "Scope", node_scope: "Scope") -> bool:
-    return node_scope is scope or scope.is_ancestor_of(node_scope)
 
 
 def _param(
@@ -168,14 +100,77 @@ def _param(
     )
 
 
+@dataclass
+class _Moments:
+    """``mean = Mean(x)``, ``variance = Mean(SquaredDifference(x, mean))`` over the spatial axes."""
+
+    mean: str
+    variance: str
+    squared_difference: str
+    centre: tuple[str, int]  # what the SquaredDifference subtracts: the mean, maybe through a StopGradient
+    cast_in: str | None  # tf.nn.moments on float16 computes in float32
+    x: tuple[str, int]
+    axes: list[int]
+    data_format: str
+    rank: int
+    channel: int
+    mean_out: str  # the moments as the batch normalization reads them (cast back to float16)
+    variance_out: str
+
+
+@dataclass
+class _Normaliser:
+    """``inv = rsqrt(variance + epsilon) [* gamma]``, ``y = x * inv + (beta - mean * inv)``."""
+
+    eps_add: str
+    epsilon: float
+    rsqrt: str
+    scope: "Scope"
+    scale_mul: str | None
+    gamma_slot: int | None
+    x_mul: str
+    mean_mul: str | None
+    neg_mul: str | None
+    sub: str | None
+    beta_slot: int | None
+    out_add: str
+    inv: str
+
+
 def _analyse(moments: "Scope", *, alone: bool) -> _Match:
     """Identify the instance normalization whose moments lie in ``moments``."""
     sg = moments.graph
     parent = moments.parent
     assert parent is not None
-    in_moments = set(moments.node_names())
+    m = _read_moments(moments)
+    # from here on the moments are an instance normalization's: problems are refusals
+    n = _read_normaliser(sg, m, moments, parent)
+    core = _core_nodes(sg, m, n)
+    gamma, beta = _params(sg, m, n, parent)
+    scopes, extra = _members(sg, moments, parent, n.scope, core, [gamma, beta])
+    x_readers = [m.cast_in, n.x_mul] if m.cast_in is not None else [m.mean, m.squared_difference, n.x_mul]
+    dtype = sg.node(n.out_add).attr["T"].type
+    if m.cast_in is None and sg.node(m.mean).attr["T"].type != dtype:
+        raise NotInstanceNorm("the moments and the output have different types")
+    if alone and not parent.is_root:
+        name = parent.name
+    elif not n.scope.is_root and n.scope is not parent:
+        name = n.scope.name
+    else:
+        name = moments.name
+    return _Match(
+        name=name, scopes=scopes, extra_nodes=extra, x=m.x, x_readers=x_readers,
+        mean_out=m.mean_out, variance_out=m.variance_out, out_add=n.out_add, gamma=gamma, beta=beta,
+        attrs={"epsilon": n.epsilon, "axes": m.axes, "data_format": m.data_format, "T": dtype},
+        channel_axis=m.channel,
+    )
 
-    # -- moments: mean = Mean(x), variance = Mean(SquaredDifference(x, mean)) --------
+
+def _read_moments(moments: "Scope") -> _Moments:
+    """The statistics in ``moments``; :class:`OtherNormalization` when they are not an instance
+    normalization's (other axes), :class:`NotInstanceNorm` when the op cannot take them."""
+    sg = moments.graph
+    in_moments = set(moments.node_names())
     means = [n.name for n in moments.nodes_by_op("Mean")]
     variance = next((m for m in means if sg.op_of(sg.producer(m, 0)[0]) == "SquaredDifference"), None)
     mean = next((m for m in means if m != variance), None)
@@ -184,11 +179,10 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
     squared_difference = sg.producer(variance, 0)[0]
     moments_in = sg.producer(mean, 0)
     cast_in = None
+    x = moments_in
     if sg.op_of(moments_in[0]) == "Cast" and moments_in[0] in in_moments:
-        cast_in = moments_in[0]  # tf.nn.moments on float16 computes in float32
+        cast_in = moments_in[0]
         x = sg.producer(cast_in, 0)
-    else:
-        x = moments_in
     _, centre = _other_input_or(sg, squared_difference, moments_in)
     if centre is None or sg.resolve_forwarding(centre[0]) != mean:
         raise OtherNormalization("the SquaredDifference does not subtract the mean of the same input")
@@ -198,32 +192,39 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
     rank = sg.rank(_tensor(x))
     data_format, axes = _spatial_layout(raw_axes, rank, _tensor(x))
     assert rank is not None
-    channel = 1 if data_format == NCHW else rank - 1
-
-    # from here on the moments are an instance normalization's: problems are refusals
-    for m in (mean, variance):
-        node = sg.node(m)
+    for name in (mean, variance):
+        node = sg.node(name)
         if "keep_dims" not in node.attr or not node.attr["keep_dims"].b:
-            raise NotInstanceNorm(f"{m!r} does not keep the reduced dimensions")
-    mean_out, variance_out = mean, variance
-    if cast_in is not None:
-        src, dst = sg.node(cast_in).attr["SrcT"].type, sg.node(cast_in).attr["DstT"].type
-        if (src, dst) != (DT_HALF, DT_FLOAT):
-            raise NotInstanceNorm("the moments cast their input to another type (only float16 -> float32 is taken)")
-        casts = {}
-        for m in (mean, variance):
-            back = [c for c in _data_consumers(sg, m, ("Cast",)) if c in in_moments]
-            if len(back) != 1 or sg.node(back[0]).attr["DstT"].type != DT_HALF:
-                raise NotInstanceNorm(f"the float32 moment {m!r} is not cast back to float16 once")
-            casts[m] = back[0]
-        mean_out, variance_out = casts[mean], casts[variance]
+            raise NotInstanceNorm(f"{name!r} does not keep the reduced dimensions")
+    mean_out, variance_out = _cast_back(sg, in_moments, cast_in, mean, variance)
     if moments.nodes_by_op("Squeeze"):
         raise NotInstanceNorm("the moments squeeze the reduced dimensions")
+    return _Moments(mean, variance, squared_difference, centre, cast_in, x, axes, data_format, rank,
+                    1 if data_format == NCHW else rank - 1, mean_out, variance_out)
 
-    # -- batch_normalization: inv = rsqrt(variance + epsilon) [* gamma] ------------------
+
+def _cast_back(sg: "ScopeGraph", in_moments: set[str], cast_in: str | None, mean: str,
+               variance: str) -> tuple[str, str]:
+    """The moments as the normalization reads them: cast back to float16 when computed in float32."""
+    if cast_in is None:
+        return mean, variance
+    src, dst = sg.node(cast_in).attr["SrcT"].type, sg.node(cast_in).attr["DstT"].type
+    if (src, dst) != (DT_HALF, DT_FLOAT):
+        raise NotInstanceNorm("the moments cast their input to another type (only float16 -> float32 is taken)")
+    casts = {}
+    for m in (mean, variance):
+        back = [c for c in _data_consumers(sg, m, ("Cast",)) if c in in_moments]
+        if len(back) != 1 or sg.node(back[0]).attr["DstT"].type != DT_HALF:
+            raise NotInstanceNorm(f"the float32 moment {m!r} is not cast back to float16 once")
+        casts[m] = back[0]
+    return casts[mean], casts[variance]
+
+
+def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "Scope") -> _Normaliser:
+    """tf.nn.batch_normalization's nodes around the moments."""
     eps_add = eps_value = None
-    for add in _data_consumers(sg, variance_out, ADD_OPS):
-        _, other = _other_input(sg, add, (variance_out, 0))
+    for add in _data_consumers(sg, m.variance_out, ADD_OPS):
+        _, other = _other_input(sg, add, (m.variance_out, 0))
         value = sg.const_value(other[0])
         if value is not None and value.size == 1:
             eps_add, eps_value = add, float(value.reshape(-1)[0])
@@ -236,31 +237,36 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
     bn_scope = sg.scope_of(rsqrt)
     if not _within(parent, bn_scope) or _within(moments, bn_scope):
         raise NotInstanceNorm(f"the batch normalization ({bn_scope.name!r}) lies outside {parent.name!r}")
-
-    neg_means = _data_consumers(sg, mean_out, ("Neg",))
+    neg_means = _data_consumers(sg, m.mean_out, ("Neg",))
 
     def is_centre(t: tuple[str, int]) -> bool:
-        return t == (mean_out, 0) or (t[0] in neg_means and t[1] == 0)
+        return t == (m.mean_out, 0) or (t[0] in neg_means and t[1] == 0)
 
     scale_mul = gamma_slot = None
     for mul in _data_consumers(sg, rsqrt, ("Mul",)):
         slot, other = _other_input(sg, mul, (rsqrt, 0))
-        if other != x and not is_centre(other):
+        if other != m.x and not is_centre(other):
             if scale_mul is not None:
                 raise NotInstanceNorm("Rsqrt is multiplied by more than one scale")
             scale_mul, gamma_slot = mul, slot
     inv = scale_mul or rsqrt
-    x_mul = mean_mul = neg_mul = None
+    products: dict[str, str | None] = {"x": None, "mean": None, "neg": None}
     for mul in _data_consumers(sg, inv, ("Mul",)):
         _, other = _other_input(sg, mul, (inv, 0))
-        if other == x:
-            x_mul = mul
-        elif other == (mean_out, 0):
-            mean_mul = mul
-        elif is_centre(other):
-            neg_mul = mul
+        kind = "x" if other == m.x else "mean" if other == (m.mean_out, 0) else "neg" if is_centre(other) else None
+        if kind is not None:
+            products[kind] = mul
+    x_mul = products["x"]
     if x_mul is None:
         raise NotInstanceNorm("x is not multiplied by rsqrt(variance + epsilon) [* gamma]")
+    sub, beta_slot, out_add = _offset(sg, x_mul, products["mean"], products["neg"])
+    return _Normaliser(eps_add, eps_value, rsqrt, bn_scope, scale_mul, gamma_slot, x_mul, products["mean"],
+                       products["neg"], sub, beta_slot, out_add, inv)
+
+
+def _offset(sg: "ScopeGraph", x_mul: str, mean_mul: str | None,
+            neg_mul: str | None) -> tuple[str | None, int | None, str]:
+    """``(Sub of beta - mean * inv or None, beta's slot, the output Add)``."""
     sub = beta_slot = None
     if mean_mul is not None:
         subs = [s for s in _data_consumers(sg, mean_mul, ("Sub",)) if sg.producer(s, 1) == (mean_mul, 0)]
@@ -272,48 +278,56 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
         shift = neg_mul
     else:
         raise NotInstanceNorm("the mean is not multiplied by rsqrt(variance + epsilon) [* gamma]")
-    out_add = next((a for a in _data_consumers(sg, x_mul, ADD_OPS)
-                    if (shift, 0) in _inputs(sg, a)), None)
+    out_add = next((a for a in _data_consumers(sg, x_mul, ADD_OPS) if (shift, 0) in _inputs(sg, a)), None)
     if out_add is None:
         raise NotInstanceNorm("the output is not x * inv + (beta - mean * inv)")
+    return sub, beta_slot, out_add
 
-    core = {mean, variance, squared_difference, eps_add, rsqrt, x_mul, out_add, mean_out, variance_out}
-    core.update(n for n in (cast_in, scale_mul, mean_mul, neg_mul, sub) if n is not None)
-    if neg_mul is not None:
-        core.add(_other_input(sg, neg_mul, (inv, 0))[1][0])
-    for node in (centre[0],):  # StopGradient / Identity between mean and SquaredDifference
-        name = node
-        while name != mean and sg.op_of(name) in FORWARDING_OPS:
-            core.add(name)
-            name = sg.producer(name, 0)[0]
 
-    # -- gamma / beta ----------------------------------------------------------------
+def _core_nodes(sg: "ScopeGraph", m: _Moments, n: _Normaliser) -> set[str]:
+    """The nodes the normalization computes with (not its parameters)."""
+    core = {m.mean, m.variance, m.squared_difference, n.eps_add, n.rsqrt, n.x_mul, n.out_add, m.mean_out,
+            m.variance_out}
+    core.update(x for x in (m.cast_in, n.scale_mul, n.mean_mul, n.neg_mul, n.sub) if x is not None)
+    if n.neg_mul is not None:
+        core.add(_other_input(sg, n.neg_mul, (n.inv, 0))[1][0])
+    name = m.centre[0]  # StopGradient / Identity between mean and SquaredDifference
+    while name != m.mean and sg.op_of(name) in FORWARDING_OPS:
+        core.add(name)
+        name = sg.producer(name, 0)[0]
+    return core
+
+
+def _params(sg: "ScopeGraph", m: _Moments, n: _Normaliser, parent: "Scope") -> tuple[_Param | None, _Param | None]:
+    """gamma and beta, each a per-channel vector (or absent)."""
     gamma = beta = None
-    if scale_mul is not None and gamma_slot is not None:
-        gamma = _param(sg, "gamma", scale_mul, gamma_slot, data_format, rank, channel, parent)
-    if sub is not None and beta_slot is not None:
-        beta = _param(sg, "beta", sub, beta_slot, data_format, rank, channel, parent)
-    slim_named = parent.last_name == "InstanceNorm" or bn_scope.last_name == "instancenorm"
-    if data_format == NCHW and gamma is None and beta is None and not slim_named:
+    if n.scale_mul is not None and n.gamma_slot is not None:
+        gamma = _param(sg, "gamma", n.scale_mul, n.gamma_slot, m.data_format, m.rank, m.channel, parent)
+    if n.sub is not None and n.beta_slot is not None:
+        beta = _param(sg, "beta", n.sub, n.beta_slot, m.data_format, m.rank, m.channel, parent)
+    slim_named = parent.last_name == "InstanceNorm" or n.scope.last_name == "instancenorm"
+    if m.data_format == NCHW and gamma is None and beta is None and not slim_named:
         raise OtherNormalization(
-            f"moments over the trailing axes {axes} without per-channel gamma or beta: "
+            f"moments over the trailing axes {m.axes} without per-channel gamma or beta: "
             f"the same as a layer normalization"
         )
     if gamma is not None and beta is not None:
         g_value, b_value = (sg.const_value(p.tensor[0]) for p in (gamma, beta))
         if g_value is not None and b_value is not None and g_value.size != b_value.size:
             raise NotInstanceNorm(f"gamma has {g_value.size} values and beta {b_value.size}")
+    return gamma, beta
 
-    # -- what the result holds -------------------------------------------------------
+
+def _members(sg: "ScopeGraph", moments: "Scope", parent: "Scope", bn_scope: "Scope", core: set[str],
+             params: Sequence[_Param | None]) -> tuple[list["Scope"], list[str]]:
+    """The result's scopes and the nodes outside them it also replaces."""
+    in_moments = set(moments.node_names())
     bn_nodes = core - in_moments
     outside = sorted(n for n in bn_nodes if not _within(bn_scope, sg.scope_of(n)))
     if outside:
         raise NotInstanceNorm(f"the batch normalization is spread over several scopes: {outside[0]!r}")
-    reads = _param_reads(sg, [gamma, beta])
-    extra: list[str] = []
-    for p in (gamma, beta):
-        if p is not None:
-            extra.extend(p.extra_nodes)
+    reads = _param_reads(sg, params)
+    extra: list[str] = [node for p in params if p is not None for node in p.extra_nodes]
     scopes = [moments]
     if bn_scope is parent or bn_scope.is_root:
         # no scope of its own: take its nodes and the constants only they read
@@ -323,30 +337,7 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
         scopes.append(bn_scope)
         _check_only(sg, bn_scope, core | reads | set(extra))
     _check_only(sg, moments, core)
-
-    x_readers = [cast_in, x_mul] if cast_in is not None else [mean, squared_difference, x_mul]
-    dtype = sg.node(out_add).attr["T"].type
-    if cast_in is None and sg.node(mean).attr["T"].type != dtype:
-        raise NotInstanceNorm("the moments and the output have different types")
-    if alone and not parent.is_root:
-        name = parent.name
-    elif not bn_scope.is_root and bn_scope is not parent:
-        name = bn_scope.name
-    else:
-        name = moments.name
-    return _Match(
-        name=name, scopes=scopes, extra_nodes=list(dict.fromkeys(extra)), x=x, x_readers=x_readers,
-        mean_out=mean_out, variance_out=variance_out, out_add=out_add, gamma=gamma, beta=beta,
-        attrs={"epsilon": eps_value, "axes": axes, "data_format": data_format, "T": dtype},
-        channel_axis=channel,
-    )
-
-
-def _other_input_or(sg: "ScopeGraph", node: str, known: tuple[str, int]) -> tuple[int, tuple[str, int] | None]:
-    try:
-        return _other_input(sg, node, known)
-    except NotInstanceNorm:
-        return -1, None
+    return scopes, list(dict.fromkeys(extra))
 
 
 def _param_reads(sg: "ScopeGraph", params: Sequence[_Param | None]) -> set[str]:

@@ -276,7 +276,7 @@ def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reaso
             recorder: PlaceRecorder | None = None) -> None:
     """Record why ``candidate`` was not applied: lost to another result (:class:`Conflict`), or refused."""
     report = reports[candidate.pass_name]
-    place = recorder.of_members(candidate.members) if recorder is not None else None
+    place = recorder.of_members(sorted(candidate.members)) if recorder is not None else None
     if isinstance(reason, Conflict):
         report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner,
                                       place=place))
@@ -293,5 +293,5 @@ def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],
     for p in reports:
         for r in [*p.refused, *p.near_misses]:
             if r.place is None:
-                r.place = recorder.of_names(r.scopes or [r.name])
+                r.place = recorder.of_names(r.scopes or [r.name], r.reason)
     return [recorder.of_members(plan.removed, plan.inputs) for plan in accepted]

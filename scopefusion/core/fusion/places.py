@@ -9,6 +9,7 @@ replaced even when a later stage fuses them again.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -20,7 +21,9 @@ MEMBERS_KEPT = 40
 #: Outside producers and consumers kept per place, at most.
 NEIGHBOURS_KEPT = 12
 #: How far up from a graph pattern's root a near miss's place reaches (the pattern reads upward).
-ROOT_DEPTH = 3
+ROOT_DEPTH = 4
+#: A node name quoted in a reason.
+_QUOTED = re.compile(r"'([^']+)'")
 
 
 @dataclass
@@ -54,9 +57,10 @@ class PlaceRecorder:
         self._sorted: list[str] | None = None
 
     def of_members(self, members: Iterable[int], fused_inputs: Sequence[tuple[int, int]] = ()) -> Place:
-        """The place of these nodes; ``fused_inputs``: the tensors a fused op reads."""
+        """The place of these nodes (the first :data:`MEMBERS_KEPT` in the order given);
+        ``fused_inputs``: the tensors a fused op reads."""
         index = self.index
-        every = sorted(set(members))
+        every = list(dict.fromkeys(members))
         kept = every[:MEMBERS_KEPT]
         inside = set(kept)
         place = Place(member_count=len(every))
@@ -78,21 +82,23 @@ class PlaceRecorder:
         place.fused_inputs = [tensor_name(index.names[n], p) for n, p in fused_inputs]
         return place
 
-    def of_names(self, names: Sequence[str]) -> Place:
-        """The place of scopes or nodes by name: a node and what feeds it (up to :data:`ROOT_DEPTH`
-        steps), a scope and every node under it."""
-        members: set[int] = set()
+    def of_names(self, names: Sequence[str], reason: str = "") -> Place:
+        """The place of scopes or nodes by name: a scope and every node under it; a node (a graph
+        pattern's root) and what feeds it, nearest first, up to :data:`ROOT_DEPTH` steps.  Nodes
+        the ``reason`` quotes by name (where a pattern failed) come first."""
+        lookup = self.index.index
+        members = [lookup[q] for q in _QUOTED.findall(reason) if q in lookup]
         for name in names:
-            node = self.index.index.get(name)
-            members |= self._upward(node) if node is not None else self._under(name)
+            node = lookup.get(name)
+            members += self._upward(node) if node is not None else sorted(self._under(name))
         return self.of_members(members)
 
-    def _upward(self, root: int) -> set[int]:
-        found, frontier = {root}, [root]
+    def _upward(self, root: int) -> list[int]:
+        found, frontier = {root: None}, [root]
         for _ in range(ROOT_DEPTH):
             frontier = [p for n in frontier for p in _data_producers(self.index, n) if p not in found]
-            found.update(frontier)
-        return found
+            found.update(dict.fromkeys(frontier))
+        return list(found)
 
     def _under(self, scope: str) -> set[int]:
         if self._sorted is None:

@@ -46,7 +46,7 @@ def short(text: str, limit: int = LABEL_CHARS) -> str:
 
 
 def _box(node: DrawNode, x: float, y: float) -> str:
-    last = node.name.rsplit("/", 1)[-1]
+    last = "/".join(node.name.rsplit("/", 2)[-2:])  # two name components tell apart most neighbours
     cx = x + NODE_WIDTH / 2
     return (f'<g class="n n-{node.role}" data-name="{escape(node.name)}"><title>{escape(node.name)} '
             f'({escape(node.op)})</title>'

@@ -21,7 +21,7 @@ MEMBERS_KEPT = 40
 #: Outside producers and consumers kept per place, at most.
 NEIGHBOURS_KEPT = 12
 #: How far up from a graph pattern's root a near miss's place reaches (the pattern reads upward).
-ROOT_DEPTH = 4
+ROOT_DEPTH = 6
 #: A node name quoted in a reason.
 _QUOTED = re.compile(r"'([^']+)'")
 
@@ -84,7 +84,7 @@ class PlaceRecorder:
 
     def of_names(self, names: Sequence[str], reason: str = "") -> Place:
         """The place of scopes or nodes by name: a scope and every node under it; a node (a graph
-        pattern's root) and what feeds it, nearest first, up to :data:`ROOT_DEPTH` steps.  Nodes
+        pattern's root) and what feeds it in its scope, nearest first, up to :data:`ROOT_DEPTH` steps.  Nodes
         the ``reason`` quotes by name (where a pattern failed) come first."""
         lookup = self.index.index
         members = [lookup[q] for q in _QUOTED.findall(reason) if q in lookup]
@@ -94,9 +94,14 @@ class PlaceRecorder:
         return self.of_members(members)
 
     def _upward(self, root: int) -> list[int]:
+        """``root`` and the nodes of its own scope feeding it, nearest first (nodes of other
+        scopes feeding them are the place's outside producers)."""
+        names = self.index.names
+        scope = names[root].rsplit("/", 1)[0] + "/" if "/" in names[root] else ""
         found, frontier = {root: None}, [root]
         for _ in range(ROOT_DEPTH):
-            frontier = [p for n in frontier for p in _data_producers(self.index, n) if p not in found]
+            frontier = [p for n in frontier for p in _data_producers(self.index, n)
+                        if p not in found and names[p].startswith(scope)]
             found.update(dict.fromkeys(frontier))
         return list(found)
 

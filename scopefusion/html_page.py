@@ -20,7 +20,7 @@ th { background: #f6f8fa; text-align: left; } .num { text-align: right; font-var
 .pair { display: flex; gap: 16px; align-items: flex-start; overflow-x: auto; }
 .pair > figure { flex: 0 1 auto; min-width: 240px; } .tables { display: flex; flex-wrap: wrap; gap: 0 40px; }
 figure { margin: 4px 0; } figcaption { color: #57606a; font-size: 12px; margin-bottom: 4px; }
-svg.graph { max-width: 100%; height: auto; cursor: zoom-in; background: #fcfcfd; border: 1px solid #eaeef2; }
+svg.graph { box-sizing: border-box; max-width: 100%; height: auto; cursor: zoom-in; background: #fcfcfd; border: 1px solid #eaeef2; }
 svg.graph.full { max-width: none; cursor: zoom-out; } .pair figure { max-width: 100%; }
 .n rect { stroke-width: 1.4; } .n text { text-anchor: middle; font: 11px ui-monospace, monospace; }
 .n text.op { font-weight: bold; font-family: system-ui, sans-serif; }

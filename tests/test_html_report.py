@@ -71,6 +71,7 @@ def test_the_page_shows_every_fused_op_with_two_drawings(page):
     _, text, report = page
     fused = _items(report, "fused")
     assert {f["type"] for _, f in fused} >= {"LayerNorm", "Gelu", "MatMulBiasAdd", "MatMulBiasAddActivation"}
+    assert all(f["place"]["members"] for _, f in fused)  # the JSON report of an --html run holds the places
     sections = re.findall(r'<section class="item fused".*?</section>', text, flags=re.S)
     assert len(sections) == len(fused)
     for section, (pass_name, f) in zip(sections, fused):
@@ -211,6 +212,17 @@ def test_drawings_and_their_nodes_are_capped_with_a_note(monkeypatch):
     first = fused[0]
     assert first.type == "LayerNorm" and first.place.member_count == 14 and len(first.place.members) == 6
     assert "6 of 14 nodes shown" in text
+
+
+def test_refusals_drawn_are_capped_with_a_note(page, monkeypatch):
+    html, _, report = page
+    monkeypatch.setattr(html_report, "REFUSALS_DRAWN", 2)
+    result = scopefusion.fuse(str(html.with_name("encoder.pb")), keep_places=True)
+    listed = sum(len(p.refused) + len(p.dropped) + p.near_miss_count for p in result.report.passes if p.ran)
+    assert listed >= 4
+    text = html_report.html_report(result.report, "encoder.pb")
+    assert len(re.findall(r'<section class="item (?:refused|dropped|near-miss)"', text)) == 2
+    assert f"... and {listed - 2} more, not drawn" in text
 
 
 def test_no_place_kept_by_default():

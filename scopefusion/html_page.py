@@ -10,7 +10,8 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin:
        padding: 12px 24px; color: #1f2328; background: #fff; }
 h1 { font-size: 22px; margin: 8px 0; } h2 { font-size: 18px; margin: 26px 0 8px; border-bottom: 1px solid #d0d7de; }
 h3 { font-size: 15px; margin: 4px 0; } code { font: 13px ui-monospace, monospace; }
-table { border-collapse: collapse; margin: 6px 0; font-size: 13px; } th, td { border: 1px solid #d0d7de; padding: 3px 8px; }
+table { border-collapse: collapse; margin: 6px 0; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; }
 th { background: #f6f8fa; text-align: left; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 .totals { font-size: 16px; } .error { color: #cf222e; } .more { font-style: italic; }
 .item { border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
@@ -20,7 +21,8 @@ th { background: #f6f8fa; text-align: left; } .num { text-align: right; font-var
 .pair { display: flex; gap: 16px; align-items: flex-start; overflow-x: auto; }
 .pair > figure { flex: 0 1 auto; min-width: 240px; } .tables { display: flex; flex-wrap: wrap; gap: 0 40px; }
 figure { margin: 4px 0; } figcaption { color: #57606a; font-size: 12px; margin-bottom: 4px; }
-svg.graph { box-sizing: border-box; max-width: 100%; height: auto; cursor: zoom-in; background: #fcfcfd; border: 1px solid #eaeef2; }
+svg.graph { box-sizing: border-box; max-width: 100%; height: auto; cursor: zoom-in; background: #fcfcfd;
+            border: 1px solid #eaeef2; }
 svg.graph.full { max-width: none; cursor: zoom-out; } .pair figure { max-width: 100%; }
 .n rect { stroke-width: 1.4; } .n text { text-anchor: middle; font: 11px ui-monospace, monospace; }
 .n text.op { font-weight: bold; font-family: system-ui, sans-serif; }

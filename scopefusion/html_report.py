@@ -19,7 +19,7 @@ from .html_page import PAGE_END, page_start
 from .html_svg import Drawing, svg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
+    from .core.fusion.report import FusionReport, PassReport, Refusal
 
 #: Fused ops drawn, at most (in run order); the rest are counted.
 FUSED_DRAWN = 50

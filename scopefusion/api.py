@@ -142,6 +142,7 @@ def fuse(
     input_shapes: ShapesLike = None,
     progress: Callable[[str], None] | None = None,
     hints: bool = True,
+    keep_places: bool = False,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -162,6 +163,8 @@ def fuse(
     inputs' shapes for shape inference; the fused graph's placeholders carry them.
     ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
     ``hints=False`` skips trying the passes the run left out for hints (about a tenth of a run's time).
+    ``keep_places=True`` records in the report the place of every fused op, refusal and near miss (the
+    nodes as their stage saw them, capped; ``place`` in the JSON report), which drawings of the run need.
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
@@ -178,6 +181,7 @@ def fuse(
                     block_plugins=block_plugins)
     pipeline = build_pipeline(run.registry, run.options, run.switch)
     pipeline.progress = progress
+    pipeline.options.keep_places = keep_places
     loaded = _as_model(model, signature)
     check_tensor_names([loaded.graph_def], run.options.outputs, "outputs")
     if not run.options.outputs and loaded.outputs:

@@ -30,6 +30,7 @@ from .core.graph.output_paths import write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from .explain_cli import add_explain_parser, cmd_explain
 from .fused_ops_list import list_ops
+from .html_report import html_report
 from .progress import Progress
 from .run_summary import add_summary_arguments
 
@@ -114,6 +115,9 @@ def _add_run_parser(sub: Any) -> None:
                      help="fused: fused ops as nodes of their own type (default); tf: every fused node calls "
                      "its TensorFlow reference implementation, so stock TensorFlow runs the graph")
     run.add_argument("--report", metavar="FILE", help="write the full report as JSON (- for standard output)")
+    run.add_argument("--html", metavar="FILE", help="write the run as one self-contained HTML page: the summary, "
+                     "and drawings of what each fused op replaced and of each refusal's and near miss's place "
+                     "(- for standard output)")
     run.add_argument("--outputs", default="", metavar="T1,T2",
                      help="graph output tensors to keep fetchable (default: the graph's sinks)")
     _add_switch_option(run)
@@ -267,7 +271,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                           outputs=args.outputs or None, strict=args.strict, registry=registry,
                           fusion_switch_file=switch if args.fusion_switch_file else None,
                           pass_timeout=args.pass_timeout, input_shapes=args.input_shape or None,
-                          progress=progress.update, **mixed)
+                          progress=progress.update, keep_places=outputs.html is not None, **mixed)
         verification = None
         if original is not None:
             runnable = result.partition.runnable_graph_def if result.partition is not None else result.fused_graph_def
@@ -276,14 +280,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"SavedModel signature frozen: inputs {', '.join(loaded.inputs) or '-'}; "
               f"outputs {', '.join(loaded.outputs) or '-'}", file=sys.stderr)
     write_run_partition(args, result, sys.stderr, write=not args.dry_run)  # --segments-dir, and the placement
+    write_outputs(_run_files(args, outputs, result, model))
+    return _print_run(args, result.report, outputs, verification)
+
+
+def _run_files(args: argparse.Namespace, outputs: Any, result: Any, model: Path) -> list[tuple[Any, bytes]]:
+    """What ``run`` writes, together: the fused graph, the report, the HTML page (a dry run: only
+    what goes to standard output)."""
+    def wanted(target: Any) -> bool:
+        return target is not None and not (args.dry_run and not target.is_stdout)
+
     files = [] if args.dry_run else [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
-    if outputs.report is not None and not (args.dry_run and not outputs.report.is_stdout):
+    if wanted(outputs.report):
         report = result.report.to_dict()
         if result.partition is not None:
             report["partition"] = result.partition.report.to_dict()
         files.append((outputs.report, (json.dumps(report, indent=2) + "\n").encode("utf-8")))
-    write_outputs(files)
-    return _print_run(args, result.report, outputs, verification)
+    if wanted(outputs.html):
+        files.append((outputs.html, html_report(result.report, model.name).encode("utf-8")))
+    return files
 
 
 def _copy(graph_def: Any) -> Any:
@@ -297,7 +312,7 @@ def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification
     from .run_summary import print_run_summary
 
     # standard output carries the graph or the report (a dry run writes no graph)
-    out = console(stderr=outputs.report is not None and outputs.report.is_stdout
+    out = console(stderr=any(t is not None and t.is_stdout for t in (outputs.report, outputs.html))
                   or (outputs.graph.is_stdout and not args.dry_run))
     print_run_summary(report, str(outputs.graph), args.emit, out, verbose=args.verbose, dry_run=args.dry_run)
     return 0 if verification is None else print_verifications(verification, out)

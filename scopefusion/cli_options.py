@@ -77,10 +77,11 @@ class RunOutputs:
     graph: OutputTarget
     fmt: str
     report: OutputTarget | None
+    html: OutputTarget | None = None
 
     @property
     def uses_stdout(self) -> bool:
-        return self.graph.is_stdout or (self.report is not None and self.report.is_stdout)
+        return any(t is not None and t.is_stdout for t in (self.graph, self.report, self.html))
 
 
 def output_format(given: str, chosen: str | None) -> str:
@@ -104,30 +105,38 @@ def output_format(given: str, chosen: str | None) -> str:
 
 
 def check_run_outputs(args: argparse.Namespace, model: Path) -> RunOutputs:
-    """Check ``-o`` (default ``<model>_fused<ext>`` in the current directory) and
-    ``--report`` before any work."""
+    """Check ``-o`` (default ``<model>_fused<ext>`` in the current directory), ``--report`` and
+    ``--html`` before any work."""
     given = args.output or str(default_output_path(model, Path.cwd()))
-    if args.report == STDOUT and given == STDOUT:
-        raise OptionError("-o - and --report -: only one of them can go to standard output")
+    html_given = getattr(args, "html", None)
+    on_stdout = [option for option, value in (("-o", given), ("--report", args.report), ("--html", html_given))
+                 if value == STDOUT]
+    if len(on_stdout) > 1:
+        raise OptionError(f"{' and '.join(o + ' -' for o in on_stdout)}: only one of them can go to standard "
+                          "output")
     graph = resolve_output(given, "output")
     fmt = output_format(given, args.output_format)
     report = resolve_output(args.report, "report") if args.report else None
-    _refuse_input(model, graph, report)
-    return RunOutputs(graph, fmt, report)
+    html = resolve_output(html_given, "HTML page") if html_given else None
+    _refuse_input(model, {"fused graph": graph, "report": report, "HTML page": html})
+    return RunOutputs(graph, fmt, report, html)
 
 
-def _refuse_input(model: Path, graph: OutputTarget, report: OutputTarget | None) -> None:
+def _refuse_input(model: Path, targets: Mapping[str, OutputTarget | None]) -> None:
     """Nothing written may be (or lie inside) the input model; the outputs must differ."""
     model_real = Path(os.path.realpath(model))
-    for target in (graph, report):
+    seen: dict[Path, str] = {}
+    for what, target in targets.items():
         if target is None or target.path is None:
             continue
         inside = model.is_dir() and model_real in target.path.parents
         if target.path == model_real or inside:
             where = " (it lies inside the SavedModel directory)" if inside else ""
             raise ScopeFusionError(f"{target.given}: refusing to overwrite the input model{where}")
-    if report is not None and report.path is not None and report.path == graph.path:
-        raise ScopeFusionError(f"{report.given}: the report and the fused graph cannot go to the same file")
+        if target.path in seen:
+            raise ScopeFusionError(f"{target.given}: the {what} and the {seen[target.path]} cannot go to the same "
+                                   "file")
+        seen[target.path] = what
 
 
 # ------------------------------------------------------------------- plugins

@@ -75,7 +75,8 @@ def probe(graph_def: "GraphDef", registry: "Registry", options: FusionOptions, s
     scope, graph = left_out_passes(registry, options, switch)
     copy = type(graph_def)()
     copy.CopyFrom(graph_def)
-    probe_options = dataclasses.replace(options, enable_scope_fusion_passes=[s.name for s in scope], strict=False)
+    probe_options = dataclasses.replace(options, enable_scope_fusion_passes=[s.name for s in scope], strict=False,
+                                        keep_places=False)  # the probe's report is read for hints only
     engines: list[Any] = [ScopePassManager(scope, registry.fused_ops, probe_options)]
     for fusion_type in FUSION_TYPES:
         engines.append(GraphFusionEngine(graph, registry.fused_ops, probe_options, FusionSwitch.default(),

@@ -31,8 +31,8 @@ def add_summary_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("-v", "--verbose", action="store_true",
                      help="list every fused scope or node per pass (default: the first few)")
     run.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
-                     help="fuse and report as usual, but write nothing (no graph, no report file, no segments; "
-                     "--report - still prints the report)")
+                     help="fuse and report as usual, but write nothing (no graph, no report or HTML file, no "
+                     "segments; --report - and --html - still print)")
 
 
 def print_fused_places(report: "FusionReport", out: Any, verbose: bool) -> None:

@@ -63,6 +63,9 @@ class FusionOptions:
     #: The graph is trained (a session's ``graph_run_mode`` 1): graph passes whose class sets
     #: ``training_safe = False`` (such as batch-norm folding) are skipped and reported.
     training: bool = False
+    #: Record in the report the place of every fused op, refusal and near miss (the nodes as
+    #: their stage saw them, capped): what drawings of the run need.
+    keep_places: bool = False
 
     def __post_init__(self) -> None:
         self.enable_scope_fusion_passes = parse_pass_list(self.enable_scope_fusion_passes)

@@ -15,7 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
@@ -24,6 +24,7 @@ from .candidate import FusionCandidate, Refused
 from .conflicts import Conflict, select_plans
 from .fused_ops import FusedOpDef
 from .options import FusionOptions
+from .places import Place, PlaceRecorder
 from .plan import FusionPlan, make_plan
 from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .rewrite import apply_plans, check_rewrite
@@ -203,14 +204,16 @@ class FusionPipeline:
         self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")
         t0 = time.perf_counter()
         reports = {p.name: p for p in report.passes[reports_before:]}
-        plans = self._plans(context, candidates, reports)
-        accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why))
+        recorder = PlaceRecorder(index) if self.options.keep_places else None
+        plans = self._plans(context, candidates, reports, recorder)
+        accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why, recorder))
+        places = _stage_places(recorder, reports.values(), accepted)  # before the rewrite changes the index
         summary = apply_plans(index, accepted)
-        for plan in accepted:
+        for plan, place in zip(accepted, places):
             c = plan.candidate
             reports[c.pass_name].fused.append(FusedRecord(
                 name=c.name, type=c.type, scopes=list(c.where), removed_nodes=len(plan.removed),
-                kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes),
+                kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes), place=place,
             ))
         stages[f"{engine.stage}.apply"] = time.perf_counter() - t0
 
@@ -222,18 +225,18 @@ class FusionPipeline:
         stages[f"{engine.stage}.validate"] = time.perf_counter() - t0
 
     def _plans(self, context: StageContext, candidates: Sequence[FusionCandidate],
-               reports: Mapping[str, PassReport]) -> list[FusionPlan]:
+               reports: Mapping[str, PassReport], recorder: PlaceRecorder | None = None) -> list[FusionPlan]:
         plans = []
         for candidate in candidates:
             if reports[candidate.pass_name].error:  # the pass failed: none of its candidates is trusted
-                _refuse(reports, candidate, "not applied: the pass raised (see its error)")
+                _refuse(reports, candidate, "not applied: the pass raised (see its error)", recorder)
                 continue
             try:
                 self._check_fusible(context.index, candidate)
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
                                        graph_outputs=context.graph_outputs))
             except Refused as why:
-                _refuse(reports, candidate, str(why))
+                _refuse(reports, candidate, str(why), recorder)
         return plans
 
     def _check_fusible(self, index: GraphIndex, candidate: FusionCandidate) -> None:
@@ -269,10 +272,26 @@ def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> 
     return by_index
 
 
-def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str) -> None:
+def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str,
+            recorder: PlaceRecorder | None = None) -> None:
     """Record why ``candidate`` was not applied: lost to another result (:class:`Conflict`), or refused."""
     report = reports[candidate.pass_name]
+    place = recorder.of_members(sorted(candidate.members)) if recorder is not None else None
     if isinstance(reason, Conflict):
-        report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner))
+        report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner,
+                                      place=place))
     else:
-        report.refuse(candidate.name, reason, list(candidate.where))
+        report.refused.append(Refusal(candidate.name, reason, list(candidate.where), place=place))
+
+
+def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],
+                  accepted: Sequence[FusionPlan]) -> list[Place | None]:
+    """With places kept: the place of every plan about to be applied (the nodes it replaces), and
+    of the stage's refusals without a candidate and near misses (by their scopes or nodes)."""
+    if recorder is None:
+        return [None] * len(accepted)
+    for p in reports:
+        for r in [*p.refused, *p.near_misses]:
+            if r.place is None:
+                r.place = recorder.of_names(r.scopes or [r.name], r.reason)
+    return [recorder.of_members(plan.removed, plan.inputs) for plan in accepted]

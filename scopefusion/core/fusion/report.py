@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .places import Place
+
 
 @dataclass
 class FusedRecord:
@@ -20,6 +22,8 @@ class FusedRecord:
     removed_nodes: int
     kept_nodes: int
     inner_nodes: int = 0
+    #: the nodes it replaced and their neighbours, as its stage saw them (runs that keep places)
+    place: Place | None = None
 
 
 @dataclass
@@ -33,6 +37,8 @@ class Refusal:
     winner: str = ""
     #: what another registered pass makes of the place ("fused by ...", "... would fuse it: enable ...")
     hint: str = ""
+    #: the nodes of the place and their neighbours (runs that keep places)
+    place: Place | None = None
 
 
 @dataclass
@@ -138,6 +144,10 @@ class FusionReport:
         out = asdict(self)
         for entry, p in zip(out["passes"], self.passes):
             entry["effect_times"] = p.effect_times
+            for key in ("fused", "refused", "dropped", "near_misses"):
+                for item in entry[key]:
+                    if item.get("place") is None:
+                        del item["place"]  # places are kept only when a run asks for them
         return out
 
     def to_json(self, indent: int = 2) -> str:

@@ -130,7 +130,9 @@ def layer_norm_refusal(which: str) -> NormModel:
     ``uncentred``: ``x * tf.math.rsqrt(tf.math.reduce_variance(x) + eps) * gamma + beta``;
     ``channels_first``: transformers ``functional_layernorm(..., axis=1)`` on NCHW data, as
     ``TFSamLayerNorm(data_format="channels_first")`` calls it; ``rstd_read_outside``: the
-    hand-written form whose ``rsqrt(var + eps)`` is also returned."""
+    hand-written form whose ``rsqrt(var + eps)`` is also returned; ``no_beta_residual``: the
+    hand-written form without beta, ``h = (x - mean) * rsqrt(var + eps) * gamma``, followed by a
+    residual block ``h + relu(h @ w)`` (whose sum looks like the offset Add)."""
     import tensorflow as tf
     from transformers.tf_utils import functional_layernorm
 
@@ -149,6 +151,9 @@ def layer_norm_refusal(which: str) -> NormModel:
             return (x - mean) / (tf.sqrt(var) + eps) * gamma + beta
         if which == "uncentred":
             return x * tf.math.rsqrt(tf.math.reduce_variance(x, -1, keepdims=True) + eps) * gamma + beta
+        if which == "no_beta_residual":
+            h = (x - mean) * tf.math.rsqrt(var + eps) * gamma
+            return h + tf.nn.relu(tf.matmul(h, tf.constant(params(HIDDEN * HIDDEN, 5).reshape(HIDDEN, HIDDEN))))
         if which == "rstd_read_outside":
             rstd = tf.math.rsqrt(var + eps)
             return {"y": (x - mean) * rstd * gamma + beta, "rstd": rstd * 1.0}
@@ -156,7 +161,7 @@ def layer_norm_refusal(which: str) -> NormModel:
 
     reasons = {"no_gamma": "no gamma", "no_beta": "no beta", "epsilon_on_std": "standard deviation",
                "uncentred": "not x - mean", "channels_first": "not the trailing axes",
-               "rstd_read_outside": "also read by"}
+               "rstd_read_outside": "also read by", "no_beta_residual": "no beta: the normalization ends at"}
     return traced(f"refusal[{which}]", fn, {"x": spec(shape)}, refusal=reasons[which], signature=("Mean",))
 
 
@@ -172,6 +177,7 @@ FORMS: dict[str, Callable[[], NormModel]] = {
 }
 DECOYS: dict[str, Callable[[], NormModel]] = {
     **{f"refusal_{w}": (lambda w=w: layer_norm_refusal(w))
-       for w in ("no_gamma", "no_beta", "epsilon_on_std", "uncentred", "channels_first", "rstd_read_outside")},
+       for w in ("no_gamma", "no_beta", "epsilon_on_std", "uncentred", "channels_first", "rstd_read_outside",
+                 "no_beta_residual")},
     "scope_pass_first_transformers_bert": scope_pass_first,
 }

@@ -33,13 +33,17 @@ same without gamma.  Their last node is a Mul, the same Mul that every layer nor
 spelling holds one step before its offset Add: a pattern rooted there would match inside
 each complete layer norm too, and the engine would report those inner matches as
 refusals of their own.  (``x * rsqrt(variance + eps) * gamma`` without beta, Keras'
-``rms_scaling``, is in its own scope, where the scope pass refuses it.)
+``rms_scaling``, is in its own scope, where the scope pass refuses it.)  When such a norm is
+followed by a residual block, ``h + f(h)``, the complete pattern matches the residual Add as
+the offset: that is refused as what it is, a norm without beta followed by a residual
+connection.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ...core.graph.matching import PatternMatch
+from ...core.graph.vocabulary import CONTROL
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from ..scope.layer_norm.op import LAYER_NORM
@@ -126,8 +130,8 @@ def _layer_norm(match: PatternMatch) -> FusedOp:
     rank = input_rank(match, "x", x_shape)
     begin_norm_axis = trailing_start(axes, rank, "the input")
     gamma, beta = _unreshaped(match, "gamma"), _unreshaped(match, "beta")
-    for ref, what in ((gamma, "gamma"), (beta, "beta")):
-        independent_of(match, ref, "x", what)
+    independent_of(match, gamma, "x", "gamma")
+    independent_of(match, beta, "x", "beta", after=_added_to(match, beta))
     gamma_shape = known_shape(match, gamma, "gamma")
     if not gamma_shape:
         raise NotANorm(f"gamma {name_of(match, gamma)!r} is a scalar; LayerNorm needs one of the input's "
@@ -145,6 +149,14 @@ def _layer_norm(match: PatternMatch) -> FusedOp:
                "epsilon": epsilon_of(match, EPSILON), "T": dtype},
         description=f"LayerNorm over axes {axes}: {form}, {normaliser_text}(variance + epsilon)",
     )
+
+
+def _added_to(match: PatternMatch, beta: str) -> int | None:
+    """The node the output Add adds beta to (the scaled, normalised input)."""
+    index = match.view.index
+    add = match.nodes[OUTPUT]
+    others = [p for p, port in index.inputs[add] if port != CONTROL and (p, port) != match.tensor(beta)]
+    return others[0] if len(others) == 1 else None
 
 
 def _unreshaped(match: PatternMatch, name: str) -> str:

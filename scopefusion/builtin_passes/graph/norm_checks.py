@@ -149,23 +149,39 @@ def params_shape(match: PatternMatch, ref: str, expected: Sequence[int | None], 
     return shape
 
 
-def independent_of(match: PatternMatch, ref: str, x: str, what: str) -> None:
-    """``ref`` must not be computed from ``x`` (a parameter, not a function of the input)."""
-    view = match.view
-    index = view.index
-    target = view.forwarded(match.tensor(x)[0])
-    start = match.tensor(ref)[0]
+def reaches(match: PatternMatch, start: int, target: int) -> bool | None:
+    """Is node ``target`` among the data producers of node ``start``, however far up (None: the
+    search gave up past :data:`MAX_SEARCH` nodes)?"""
+    index = match.view.index
     seen, stack = {start}, [start]
     while stack and len(seen) < MAX_SEARCH:
         node = stack.pop()
         if node == target:
-            raise NotANorm(f"{what} {name_of(match, ref)!r} is computed from the input {name_of(match, x)!r}")
+            return True
         for producer, port in index.inputs[node]:
             if port != CONTROL and producer not in seen:
                 seen.add(producer)
                 stack.append(producer)
-    if stack:
+    return None if stack else False
+
+
+def independent_of(match: PatternMatch, ref: str, x: str, what: str, *, after: int | None = None) -> None:
+    """``ref`` must not be computed from ``x`` (a parameter, not a function of the input).
+    ``after``: the node the parameter is added to; when ``ref`` is computed from that node's
+    result, the norm ends there with no offset and what follows is a residual connection."""
+    target = match.view.forwarded(match.tensor(x)[0])
+    start = match.tensor(ref)[0]
+    found = reaches(match, start, target)
+    if found is None:
         raise NotANorm(f"cannot tell whether {what} {name_of(match, ref)!r} is computed from the input")
+    if not found:
+        return
+    if after is not None and reaches(match, start, after):
+        scaled = match.view.index.names[after]
+        raise NotANorm(f"no {what}: the normalization ends at {scaled!r}, and {name_of(match, ref)!r}, which is "
+                       f"added to it, is computed from that result (a residual connection), not an offset; "
+                       f"LayerNorm needs an offset input")
+    raise NotANorm(f"{what} {name_of(match, ref)!r} is computed from the input {name_of(match, x)!r}")
 
 
 def inner_readers(match: PatternMatch, allowed: Collection[int]) -> None:

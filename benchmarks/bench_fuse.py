@@ -17,6 +17,12 @@ of copies of small graphs that TensorFlow itself built and froze
   of one real tf_keras ``Dense(hidden, activation="gelu")`` traced with
   ``tf.function`` and frozen with ``convert_variables_to_constants_v2``
   (MatMul + BiasAdd, then ``0.5 * x * erfc(-x * 0.70710677)``).
+* ``ln-blocks``: a chain of blocks ``model/block_N/LayerNorm/...``, each a copy
+  of the real frozen ``tf_slim.layers.layer_norm`` (reduction axis -1): many
+  small layer norms and nothing else.
+
+``--memory`` also fuses each graph once more in a process of its own and reports
+the peak resident memory above the parsed graph (``bench_memory.py``).
 
 The generated graph must be valid (``scopefusion.GraphIndex`` accepts it).  It
 is written to a temporary ``.pb`` file and then timed stage by stage:
@@ -79,6 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helper modules b
 import numpy as np  # noqa: E402
 
 from bench_graphs import GRAPH_KINDS, Generator, make_generator  # noqa: E402
+from bench_memory import measure as measure_memory  # noqa: E402
 from bench_report import FuseTiming, Result, exclusive_stages, print_result, print_summary  # noqa: E402
 
 LAYER_NORM_PASS = "ScopeLayerNormPass"
@@ -196,7 +203,8 @@ def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: 
     )
 
 
-def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repeats: int, repeats: int) -> Result:
+def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repeats: int, repeats: int,
+              memory: bool = False) -> Result:
     from scopefusion import GraphIndex
     from tensorflow.core.framework import graph_pb2
 
@@ -232,6 +240,7 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
         file_bytes=src.stat().st_size, gen_seconds=gen_seconds, index_check_seconds=index_seconds,
         baseline=baseline, fuse=min(runs, key=lambda r: r.total), repeats=repeats,
         baseline_repeats=baseline_repeats,
+        memory=measure_memory(src, dest) if memory else None,
     )
     src.unlink()
     dest.unlink()
@@ -313,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", choices=GRAPH_KINDS, default="bert",
                         help="bert: BERT-style encoder with tf_slim layer norms (default); "
-                             "dense-gelu: a chain of frozen tf_keras Dense(activation='gelu') blocks")
+                             "dense-gelu: a chain of frozen tf_keras Dense(activation='gelu') blocks; "
+                             "ln-blocks: a chain of frozen tf_slim layer norms (about 19 nodes each)")
     parser.add_argument("--nodes", type=int, default=200_000, help="graph size in nodes (default 200000)")
     parser.add_argument("--sizes", type=parse_sizes, default=None,
                         help="comma-separated node counts to run instead of --nodes, e.g. 50000,100000,200000")
@@ -331,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", nargs="?", const="run", choices=("run", "scope", "graph"), default=None,
                         help="also cProfile, on the largest size, the whole run (default) or one stage")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure, in a process of its own, the peak memory of a run above the parsed graph")
     args = parser.parse_args(argv)
     sizes = args.sizes or [args.nodes]
     if min(sizes) < 1000:
@@ -357,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_fuse.") as tmp:
         for nodes in sizes:
-            r = bench_one(gen, nodes, Path(tmp), registry, args.baseline_repeats, max(1, args.repeat))
+            r = bench_one(gen, nodes, Path(tmp), registry, args.baseline_repeats, max(1, args.repeat), args.memory)
             print_result(r)
             if gen.kind == "dense-gelu":
                 f = r.fuse.fused

@@ -22,7 +22,7 @@ import numpy as np
 DT_FLOAT = 1
 DT_INT32 = 3
 LN_OUTPUT = "LayerNorm/batchnorm/add_1"
-GRAPH_KINDS = ("bert", "dense-gelu")
+GRAPH_KINDS = ("bert", "dense-gelu", "ln-blocks")
 
 
 # --------------------------------------------------------------------------- templates
@@ -398,9 +398,31 @@ class DenseGeluGenerator(Generator):
                 f"[{nodes}]; block: {self.nodes_per_unit} nodes; input [{self.rows}, {self.hidden}]")
 
 
+class LayerNormBlocksGenerator(Generator):
+    """A chain of ``model/block_N/LayerNorm/...`` blocks, each a copy of the real frozen
+    ``tf_slim.layers.layer_norm`` (reduction axis -1): many small layer norms, nothing else."""
+
+    kind = "ln-blocks"
+    unit_name = "layer-norm blocks"
+    unit_scope = "model/block_{}/"
+    small_units = 3
+
+    def __init__(self, *, hidden: int, batch: int, seq: int, seed: int) -> None:
+        rows = batch * seq
+        self.template = real_layer_norm_template(rows, hidden)
+        super().__init__(rows=rows, hidden=hidden, seed=seed, producer=self.template.producer,
+                         unit=template_block(self.template))
+
+    def describe(self) -> str:
+        return (f"layer norm template: real {self.template.source}, {len(self.template.nodes)} frozen nodes; "
+                f"block: {self.nodes_per_unit} nodes; input [{self.rows}, {self.hidden}]")
+
+
 def make_generator(kind: str, *, hidden: int, heads: int, batch: int, seq: int, seed: int) -> Generator:
     if kind == "bert":
         return EncoderGenerator(hidden=hidden, heads=heads, batch=batch, seq=seq, seed=seed)
     if kind == "dense-gelu":
         return DenseGeluGenerator(hidden=hidden, batch=batch, seq=seq, seed=seed)
+    if kind == "ln-blocks":
+        return LayerNormBlocksGenerator(hidden=hidden, batch=batch, seq=seq, seed=seed)
     raise SystemExit(f"unknown graph kind {kind!r} (known: {', '.join(GRAPH_KINDS)})")

@@ -11,7 +11,7 @@ without the tree, so that the stages add up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 SCOPE_STAGES = ("index", "scope.tree", "scope.match", "scope.apply", "scope.validate")
 GRAPH_STAGES = ("graph.index", "graph.match", "graph.apply", "graph.validate")
@@ -20,6 +20,7 @@ SHORT = {"index": "index", "scope.tree": "s.tree", "scope.match": "s.match", "sc
          "scope.validate": "s.valid", "graph.index": "g.index", "graph.match": "g.match",
          "graph.apply": "g.apply", "graph.validate": "g.valid"}
 TARGET_RATIO = 5.0
+TARGET_BYTES_PER_NODE = 1024  # peak memory above the parsed protobuf
 LINEAR_TOLERANCE = 1.25  # per-node time may grow this much from the smallest to the largest size
 
 
@@ -74,6 +75,7 @@ class Result:
     fuse: FuseTiming
     repeats: int
     baseline_repeats: int
+    memory: Any = None  # bench_memory.Memory when measured (--memory)
 
     @property
     def total(self) -> float:
@@ -122,6 +124,12 @@ def print_result(r: Result) -> None:
           f"   (best of {r.baseline_repeats})")
     verdict = "met" if r.ratio <= TARGET_RATIO else "NOT met"
     print(f"   {'ratio total / baseline':<32}{r.ratio:9.2f}   (target <= {TARGET_RATIO:g}: {verdict})")
+    if r.memory is not None:
+        m = r.memory
+        verdict = "met" if m.per_node <= TARGET_BYTES_PER_NODE else "NOT met"
+        print(f"   {'peak memory above the parse':<32}{m.above / 2**20:9.1f} MiB {m.per_node:8.0f} B/node   "
+              f"(parsed graph {m.parsed_rss / 2**20:.1f} MiB resident; target <= {TARGET_BYTES_PER_NODE} B/node: "
+              f"{verdict})")
 
 
 def print_summary(results: Sequence[Result]) -> None:

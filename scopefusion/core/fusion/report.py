@@ -20,6 +20,9 @@ class FusedRecord:
     removed_nodes: int
     kept_nodes: int
     inner_nodes: int = 0
+    #: the library function whose body holds it ("" for the graph itself); its name and
+    #: scopes then start with ``function::``
+    function: str = ""
 
 
 @dataclass
@@ -33,6 +36,21 @@ class Refusal:
     winner: str = ""
     #: what another registered pass makes of the place ("fused by ...", "... would fuse it: enable ...")
     hint: str = ""
+    #: the library function whose body holds it ("" for the graph itself)
+    function: str = ""
+
+
+@dataclass
+class FunctionRecord:
+    """What fusion did inside one function of the graph's library."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    fused: int = 0
+    #: "fused" (its body rewritten), "unchanged" (nothing to fuse) or "left alone" (see ``reason``)
+    status: str = "unchanged"
+    reason: str = ""
 
 
 @dataclass
@@ -106,6 +124,8 @@ class FusionReport:
     recorded_options: list[str] = field(default_factory=list)
     #: the node carrying the session options in the output graph (a run with a configuration, unpartitioned)
     options_node: str | None = None
+    #: one record per function of the graph's library that fusion looked inside (``functions=True``)
+    functions: list[FunctionRecord] = field(default_factory=list)
 
     def pass_report(self, name: str) -> PassReport:
         for p in self.passes:

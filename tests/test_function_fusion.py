@@ -17,6 +17,7 @@ from pass_checks import REGISTRY
 
 import scopefusion
 from scopefusion.cli import main
+from scopefusion.core.functions.arg_shapes import constant_arg_shapes
 
 LSTM, GRU = "ScopeBasicLSTMCellPass", "ScopeGRUCellPass"
 CELLS = f"{LSTM},{GRU}"
@@ -136,7 +137,9 @@ def test_tf_keras_loop_bodies_have_no_cell_scope_and_are_reported_as_such():
 
 
 # ------------------------------------------------------------------------------ called functions
-def test_a_gelu_in_a_called_function_is_fused_by_the_graph_passes():
+def test_a_gelu_and_a_layer_norm_in_a_called_function_are_fused():
+    """The GELU epilogue by the graph passes; the tf_keras layer norm by the scope pass, which
+    needs gamma's shape: the call passes gamma as a constant, whose shape the argument takes."""
     m = model("called GELU + LayerNormalization")
     result = fuse(m)
     fused, report = result.fused_graph_def, result.report
@@ -144,12 +147,25 @@ def test_a_gelu_in_a_called_function_is_fused_by_the_graph_passes():
     name = call.attr["f"].func.name
     counts = op_counts(functions(fused)[name])
     assert counts.get("MatMulBiasAddActivation") == 1 and "Erfc" not in counts and "MatMul" not in counts, counts
+    assert counts.get("LayerNorm") == 1 and "FusedBatchNormV3" not in counts, counts
     (epilogue,) = [n for n in functions(fused)[name].node_def if n.op == "MatMulBiasAddActivation"]
     assert epilogue.attr["activation"].s == b"Gelu"
-    assert {f.type for f in report.fused if f.function == name} >= {"Gelu", "MatMulBiasAddActivation"}
+    assert {f.type for f in report.fused if f.function == name} >= {"Gelu", "MatMulBiasAddActivation", "LayerNorm"}
     assert all(f.function == name for f in report.fused)
     assert_call_sites_and_signatures_kept(m.graph_def, fused)
     assert_verifies(m, fused)
+
+
+def test_arguments_take_the_shape_of_the_constants_every_caller_passes_loop_invariants_only():
+    """Keras 3 passes each layer's weights (frozen: constants) to its loop, which hands them on
+    unchanged; the initial states are constants too (zeros) but change from step to step."""
+    m = model("Keras 3 LSTM, two layers")
+    shapes = constant_arg_shapes(m.graph_def)
+    for body in bodies(m.graph_def):
+        signature = functions(m.graph_def)[body].signature
+        fixed = {signature.input_arg[k].name: [d.size for d in s.dim] for k, s in shapes[body].items()}
+        assert sorted(fixed.values()) in ([[4, 16], [4, 16], [16]], [[4, 16], [5, 16], [16]]), fixed
+        assert not any("placeholder" in name for name in fixed), fixed  # loop variables: none
 
 
 # ------------------------------------------------------------------------------ the switch

@@ -1,7 +1,7 @@
 """A library function as a graph of its own, and the fused graph back as the same function.
 
 Each input argument becomes a ``Placeholder`` named after it (its dtype, and its shape
-when the function records one in ``arg_attr``); each result becomes an ``Identity``
+when the callers fix it or the function records one in ``arg_attr``); each result becomes an ``Identity``
 sink reading the returned tensor, and each control result a ``NoOp`` sink waiting for
 its node, so fusion keeps all of them as graph outputs.  Tensor names are turned from
 ``node:argument:index`` into ``node:port`` with the producers' output layouts
@@ -57,11 +57,13 @@ def _arg_dtype(function: "FunctionDef", arg: Any) -> int:
     return int(arg.type)
 
 
-def _placeholder(graph: "GraphDef", function: "FunctionDef", k: int, arg: Any) -> None:
+def _placeholder(graph: "GraphDef", function: "FunctionDef", k: int, arg: Any, given: Any) -> None:
     node = graph.node.add(name=arg.name, op="Placeholder")
     node.attr["dtype"].type = _arg_dtype(function, arg)
     recorded = function.arg_attr[k].attr.get("_output_shapes") if k in function.arg_attr else None
-    if recorded is not None and len(recorded.list.shape) == 1:
+    if given is not None:
+        node.attr["shape"].shape.CopyFrom(given)
+    elif recorded is not None and len(recorded.list.shape) == 1:
         node.attr["shape"].shape.CopyFrom(recorded.list.shape[0])
     else:
         node.attr["shape"].shape.unknown_rank = True
@@ -99,8 +101,9 @@ class _Ports:
 
 
 def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionDef"],
-                     layouts: OutputLayouts) -> BodyGraph:
-    """The body of ``function`` as a graph; :class:`Unconvertible` when it cannot be done exactly."""
+                     layouts: OutputLayouts, arg_shapes: Mapping[int, Any] | None = None) -> BodyGraph:
+    """The body of ``function`` as a graph; :class:`Unconvertible` when it cannot be done exactly.
+    ``arg_shapes``: argument shapes the callers fix (:mod:`.arg_shapes`), else those recorded."""
     from tensorflow.core.framework import graph_pb2
 
     signature = function.signature
@@ -111,7 +114,7 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
         raise Unconvertible(f"argument or node names that cannot be graph node names ({', '.join(clash) or 'repeated'})")
     graph = graph_pb2.GraphDef()
     for k, arg in enumerate(signature.input_arg):
-        _placeholder(graph, function, k, arg)
+        _placeholder(graph, function, k, arg, (arg_shapes or {}).get(k))
     ports = _Ports(nodes, set(args), layouts)
     for node in function.node_def:
         copy = graph.node.add()

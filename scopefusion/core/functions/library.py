@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..fusion.fused_ops import FusedOpDef
 from ..fusion.pipeline import FusionOutcome
 from ..fusion.report import FunctionRecord, FusionReport, PassReport, Refusal
+from .arg_shapes import constant_arg_shapes
 from .convert import Unconvertible, body_to_function, function_to_body
 from .layout import OutputLayouts
 
@@ -45,11 +46,13 @@ class FunctionFusion:
         library = graph_def.library.function
         functions = {f.signature.name: f for f in library}
         layouts = OutputLayouts(functions, self.fused_ops)
+        shapes = constant_arg_shapes(graph_def)
         for position in range(len(library)):
             function = library[position]
             if self.progress is not None:
                 self.progress(f"functions: fusing inside {function.signature.name}")
-            record, rewritten, added = self._fuse_one(function, functions, layouts, report)
+            record, rewritten, added = self._fuse_one(function, functions, layouts, report,
+                                                      shapes.get(function.signature.name, {}))
             report.functions.append(record)
             if rewritten is not None:
                 library[position].CopyFrom(rewritten)
@@ -57,11 +60,12 @@ class FunctionFusion:
         report.stage_seconds["functions"] = time.perf_counter() - t0
 
     def _fuse_one(self, function: "FunctionDef", functions: Mapping[str, "FunctionDef"], layouts: OutputLayouts,
-                  report: FusionReport) -> tuple[FunctionRecord, "FunctionDef | None", list["FunctionDef"]]:
+                  report: FusionReport, arg_shapes: Mapping[int, Any],
+                  ) -> tuple[FunctionRecord, "FunctionDef | None", list["FunctionDef"]]:
         name = function.signature.name
         record = FunctionRecord(name, len(function.node_def), len(function.node_def))
         try:
-            body = function_to_body(function, functions, layouts)
+            body = function_to_body(function, functions, layouts, arg_shapes)
         except Unconvertible as why:
             record.status, record.reason = "left alone", str(why)
             return record, None, []

@@ -9,12 +9,16 @@ its node, so fusion keeps all of them as graph outputs.  Tensor names are turned
 argument attributes are kept as they are; only its nodes and the tensors its results
 name change, so the nodes calling it stay valid.  Anything that cannot be converted
 exactly is :class:`Unconvertible` with the reason, and the function is then left alone.
+Nodes no call runs (stateless, needed by no result) are left out, as TensorFlow prunes them
+when it instantiates the function: a step's unused slice would otherwise read into a fused
+cell and keep it from fusing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..graph.tf_ops import tensorflow_op_def
 from ..graph.vocabulary import is_valid_node_name, parse_input
 from .layout import OutputLayouts, Unresolved
 
@@ -100,6 +104,27 @@ class _Ports:
         return producer if port == 0 else f"{producer}:{port}"
 
 
+def _is_stateful(node: "NodeDef", functions: Mapping[str, "FunctionDef"]) -> bool:
+    op_def = None if node.op in functions else tensorflow_op_def(node.op)
+    return op_def is None or op_def.is_stateful  # a call, or an op of unknown effects: kept
+
+
+def live_nodes(function: "FunctionDef", functions: Mapping[str, "FunctionDef"]) -> set[str]:
+    """The nodes a call runs: those the results and control results need, and the stateful ones
+    (with what they need).  TensorFlow prunes the others when it instantiates the function."""
+    nodes = {node.name: node for node in function.node_def}
+    stack = [t.split(":")[0] for t in function.ret.values()] + list(function.control_ret.values())
+    stack += [node.name for node in function.node_def if _is_stateful(node, functions)]
+    live: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in live or name not in nodes:
+            continue
+        live.add(name)
+        stack.extend(t.lstrip("^").split(":")[0] for t in nodes[name].input)
+    return live
+
+
 def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionDef"],
                      layouts: OutputLayouts, arg_shapes: Mapping[int, Any] | None = None) -> BodyGraph:
     """The body of ``function`` as a graph; :class:`Unconvertible` when it cannot be done exactly.
@@ -116,7 +141,10 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
     for k, arg in enumerate(signature.input_arg):
         _placeholder(graph, function, k, arg, (arg_shapes or {}).get(k))
     ports = _Ports(nodes, set(args), layouts)
+    live = live_nodes(function, functions)
     for node in function.node_def:
+        if node.name not in live:
+            continue
         copy = graph.node.add()
         copy.CopyFrom(node)
         del copy.input[:]

@@ -5,6 +5,8 @@ small sizes with random weights and frozen to constants:
   ``tf.function`` and frozen with the loop kept functional, so each layer's step is the body
   function of a ``While`` / ``StatelessWhile`` node;
 * ``tf.compat.v1.nn.dynamic_rnn`` under control flow v2 in a TF1 graph (a ``StatelessWhile``);
+  ``static_rnn`` with ``sequence_length`` under control flow v2 puts each step in the branches
+  of a ``StatelessIf`` (``rnn_models.static_rnn``);
 * a tf_keras ``Dense(activation="gelu")`` and ``LayerNormalization`` called through a
   ``tf.function`` from a TF1 graph: a ``StatefulPartitionedCall`` of the function, which
   freezing keeps (the variables become constants fed to the call).
@@ -17,16 +19,19 @@ import rnn_models as rm
 from rnn_models import BATCH, HIDDEN, STEPS, RnnModel
 
 
-def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0) -> RnnModel:
+def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
+               **options: Any) -> RnnModel:
     """``layers`` stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers
-    (``return_sequences``, not unrolled) traced and frozen with their loops kept as ``While`` nodes."""
+    (``return_sequences``, not unrolled, ``options``) traced and frozen with their loops kept as
+    ``While`` nodes."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
-    model = lib.Sequential([getattr(lib.layers, kind)(HIDDEN, return_sequences=True) for _ in range(layers)])
+    model = lib.Sequential([getattr(lib.layers, kind)(HIDDEN, return_sequences=True, **options)
+                                 for _ in range(layers)])
     model.build((BATCH, STEPS, inputs))
     rng = np.random.default_rng(seed)
     model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import pytest
 
@@ -23,14 +24,20 @@ LSTM, GRU = "ScopeBasicLSTMCellPass", "ScopeGRUCellPass"
 CELLS = f"{LSTM},{GRU}"
 CALL_OPS = ("While", "StatelessWhile", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf")
 
-#: form -> (builder, fused ops expected in each loop body, number of loop bodies)
+#: form -> (builder, fused ops expected in each loop body, number of loop bodies, the calling
+#: nodes' attribute naming the functions that hold the steps)
 LOOPS = {
     "Keras 3 LSTM, two layers": (lambda: fm.keras_loop("keras", "LSTM"), {"BasicLSTMCell": 1}, 2),
+    "Keras 3 GRU(reset_after=False)": (lambda: fm.keras_loop("keras", "GRU", layers=1, reset_after=False),
+                                       {"GRUCell": 1}, 1),
     "dynamic_rnn BasicLSTMCell": (lambda: fm.dynamic_rnn(rm.basic_lstm()), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn LSTMCell": (lambda: fm.dynamic_rnn(rm.lstm(), inputs=3), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn GRUCell": (lambda: fm.dynamic_rnn(rm.gru()), {"GRUCell": 1}, 1),
     "dynamic_rnn MultiRNNCell LSTMCell + GRUCell": (
         lambda: fm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru())), {"BasicLSTMCell": 1, "GRUCell": 1}, 1),
+    "static_rnn with sequence_length, control flow v2: each step in a StatelessIf branch": (
+        lambda: rm.static_rnn(rm.multi(rm.basic_lstm(), rm.gru()), sequence_length=[3, 2], control_flow_v1=False),
+        {"BasicLSTMCell": 1, "GRUCell": 1}, rm.STEPS),
 }
 
 
@@ -38,6 +45,7 @@ LOOPS = {
 def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
                 "tf_keras LSTM": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1),
+                "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
                 "called GELU + LayerNormalization": fm.called_dense_gelu_layer_norm}
     return builders[form]()
 
@@ -57,6 +65,13 @@ def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
 def bodies(graph_def) -> list[str]:
     """The body functions of the graph's loops."""
     return sorted(n.attr["body"].func.name for n in graph_def.node if n.op in ("While", "StatelessWhile"))
+
+
+def step_functions(graph_def) -> list[str]:
+    """The functions that run a recurrent step: loop bodies, else the branches of the conds
+    that skip the step once the sequences end (the step runs in the else branch)."""
+    return bodies(graph_def) or sorted(n.attr["else_branch"].func.name for n in graph_def.node
+                                       if n.op in ("If", "StatelessIf"))
 
 
 def functions(graph_def) -> dict:
@@ -91,7 +106,7 @@ def test_the_step_in_each_loop_body_is_fused(form):
     _, per_body, loops = LOOPS[form]
     result = fuse(m)
     fused, report = result.fused_graph_def, result.report
-    loop_bodies = bodies(m.graph_def)
+    loop_bodies = step_functions(m.graph_def)
     assert len(loop_bodies) == loops
     after = functions(fused)
     for body in loop_bodies:
@@ -120,6 +135,17 @@ def test_the_tensorflow_runnable_form_calls_the_reference_inside_the_body():
         readers += [t for t in library[body].ret.values() if t.startswith(calls[0].name + ":")]
         assert readers and all(t.split(":")[1] == "output" for t in readers)
     assert_verifies(m, result.graph_def)
+
+
+def test_a_cell_the_op_cannot_express_is_refused_inside_the_body_with_the_reason():
+    m = model("Keras 3 GRU")
+    result = fuse(m)
+    (body,) = bodies(m.graph_def)
+    (refusal,) = result.report.pass_report(GRU).refused
+    assert refusal.function == body
+    assert re.fullmatch(rf"{body}::sequential(_\d+)*/gru(_\d+)*/while/gru_cell(_\d+)?", refusal.name), refusal.name
+    assert "reset_after=True" in refusal.reason
+    assert result.report.fused_count("GRUCell") == 0
 
 
 def test_tf_keras_loop_bodies_have_no_cell_scope_and_are_reported_as_such():

@@ -86,3 +86,33 @@ def called_dense_gelu_layer_norm(*, inputs: int = 5, units: int = 8, seed: int =
                     v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
                 graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
     return RnnModel(graph_def, {"x": [BATCH, inputs]}, ["out:0"])
+
+
+def called_dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, seed: int = 0) -> RnnModel:
+    """``dynamic_rnn(cell)`` inside a ``tf.function`` called from a TF1 graph (control flow v2),
+    frozen: a ``StatefulPartitionedCall`` of a function holding a ``While`` whose body holds the step."""
+    import numpy as np
+    import tensorflow as tf
+
+    from detection_models import tf1_graph_mode
+
+    tf1 = tf.compat.v1
+    with tf1_graph_mode(control_flow_v1=False):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(seed)
+            x = tf1.placeholder(tf.float32, [BATCH, STEPS, inputs], name="x")
+            cell = make_cell()
+
+            @tf.function
+            def block(t: Any) -> Any:
+                return tf1.nn.dynamic_rnn(cell, t, dtype=tf.float32)[0]
+
+            tf.identity(block(x), name="out")
+            rng = np.random.default_rng(seed)
+            with tf1.Session() as session:
+                session.run(tf1.global_variables_initializer())
+                for v in tf1.global_variables():
+                    v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
+                graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
+    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, ["out:0"])

@@ -46,6 +46,7 @@ def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
                 "tf_keras LSTM": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1),
                 "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
+                "called dynamic_rnn": lambda: fm.called_dynamic_rnn(rm.basic_lstm()),
                 "called GELU + LayerNormalization": fm.called_dense_gelu_layer_norm}
     return builders[form]()
 
@@ -192,6 +193,26 @@ def test_arguments_take_the_shape_of_the_constants_every_caller_passes_loop_inva
         fixed = {signature.input_arg[k].name: [d.size for d in s.dim] for k, s in shapes[body].items()}
         assert sorted(fixed.values()) in ([[4, 16], [4, 16], [16]], [[4, 16], [5, 16], [16]]), fixed
         assert not any("placeholder" in name for name in fixed), fixed  # loop variables: none
+
+
+def test_a_loop_in_a_called_function_is_fused_in_its_own_body_the_caller_kept():
+    """The call's function holds the While; the While's body is a function of its own, fused on its
+    own; the calling function, with nothing fused in it, is left as it was."""
+    m = model("called dynamic_rnn")
+    result = fuse(m)
+    library = functions(m.graph_def)
+    (call,) = [n for n in m.graph_def.node if n.op == "StatefulPartitionedCall"]
+    caller = library[call.attr["f"].func.name]
+    (loop,) = [n for n in caller.node_def if n.op in ("While", "StatelessWhile")]
+    body = loop.attr["body"].func.name
+    assert [(f.function, f.type) for f in result.report.fused] == [(body, "BasicLSTMCell")]
+    statuses = {r.name: r.status for r in result.report.functions}
+    assert statuses[body] == "fused" and statuses[caller.signature.name] == "unchanged"
+    after = functions(result.fused_graph_def)
+    assert after[caller.signature.name] == caller
+    assert op_counts(after[body]).get("BasicLSTMCell") == 1
+    assert_call_sites_and_signatures_kept(m.graph_def, result.fused_graph_def)
+    assert_verifies(m, result.fused_graph_def)
 
 
 # ------------------------------------------------------------------------------ the switch

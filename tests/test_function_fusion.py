@@ -265,3 +265,31 @@ def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason():
     assert record.status == "left alone" and record.fused == 0
     assert f"node {sigmoid.name!r} has op 'VendorSigmoid'" in record.reason
     assert functions(result.fused_graph_def)[body].SerializeToString(deterministic=True) == before
+
+
+def test_a_body_that_is_no_valid_graph_is_left_alone_with_the_reason():
+    """A node reading its own output (a cycle TensorFlow refuses as well): the function is left as it was."""
+    m = model("dynamic_rnn BasicLSTMCell")
+    graph = type(m.graph_def)()
+    graph.CopyFrom(m.graph_def)
+    (body,) = bodies(graph)
+    target = functions(graph)[body]
+    sigmoid = next(n for n in target.node_def if n.op == "Sigmoid")
+    sigmoid.input[0] = f"{sigmoid.name}:y:0"
+    before = target.SerializeToString(deterministic=True)
+    result = scopefusion.fuse(graph, registry=REGISTRY, enable_scope_fusion_passes=CELLS, hints=False)
+    record = next(r for r in result.report.functions if r.name == body)
+    assert record.status == "left alone" and record.reason.startswith("its body is not a valid graph:")
+    assert "cycle" in record.reason and sigmoid.name in record.reason, record.reason
+    assert functions(result.fused_graph_def)[body].SerializeToString(deterministic=True) == before
+
+
+def test_a_mixed_computation_run_leaves_the_functions_alone_and_says_so():
+    m = model("dynamic_rnn BasicLSTMCell")
+    result = scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=CELLS, hints=False,
+                              mix_compile_mode=True)
+    assert any("functions of its library were left alone" in w for w in result.report.warnings)
+    assert result.report.functions == [] and result.report.fused_count("BasicLSTMCell") == 0
+    after = functions(result.fused_graph_def)
+    for name, function in functions(m.graph_def).items():
+        assert after[name] == function

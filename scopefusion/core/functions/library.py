@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..errors import GraphValidationError
 from ..fusion.fused_ops import FusedOpDef
 from ..fusion.pipeline import FusionOutcome
 from ..fusion.report import FunctionRecord, FusionReport, PassReport, Refusal
@@ -70,7 +71,11 @@ class FunctionFusion:
             record.status, record.reason = "left alone", str(why)
             return record, None, []
         stubs = {f.signature.name for f in body.graph_def.library.function}
-        outcome = self.run(body.graph_def)
+        try:
+            outcome = self.run(body.graph_def)
+        except GraphValidationError as why:  # what TensorFlow would refuse too, e.g. a port a node lacks
+            record.status, record.reason = "left alone", f"its body is not a valid graph: {why}"
+            return record, None, []
         record.fused = len(outcome.report.fused)
         if not record.fused:
             merge_function_report(report, outcome.report, name)

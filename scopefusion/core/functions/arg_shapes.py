@@ -33,8 +33,9 @@ def _called(node: "NodeDef", functions: Mapping[str, Any]) -> Iterator[tuple[str
             for name in ([f.name for f in value.list.func] if attr == "branches" else [value.func.name]):
                 if name in functions:
                     yield name, skip
-    if node.op in _LOOPS and node.attr["cond"].func.name in functions:
-        yield node.attr["cond"].func.name, 0
+    cond = node.attr.get("cond") if node.op in _LOOPS else None
+    if cond is not None and cond.func.name in functions:
+        yield cond.func.name, 0
 
 
 def _invariants(function: Any) -> set[int]:
@@ -68,7 +69,8 @@ def constant_arg_shapes(graph_def: "GraphDef") -> dict[str, dict[int, Any]]:
     for node, scope in _callers(graph_def):
         invariant = None
         if node.op in _LOOPS:
-            body = functions.get(node.attr["body"].func.name)
+            called = node.attr.get("body")
+            body = functions.get(called.func.name) if called is not None else None
             invariant = _invariants(body) if body is not None else set()
         for name, skip in _called(node, functions):
             data = [t for t in node.input if not t.startswith("^")][skip:]

@@ -249,9 +249,10 @@ def test_cli_no_functions_and_the_report(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ left alone
-def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason():
+def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason(tmp_path, capsys):
     """An op neither TensorFlow nor the fused ops define: its output arguments, and so the
-    tensors read from it, cannot be told; the function is left exactly as it was."""
+    tensors read from it, cannot be told; the function is left exactly as it was, and the run
+    summary says why."""
     m = model("dynamic_rnn BasicLSTMCell")
     graph = type(m.graph_def)()
     graph.CopyFrom(m.graph_def)
@@ -265,6 +266,12 @@ def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason():
     assert record.status == "left alone" and record.fused == 0
     assert f"node {sigmoid.name!r} has op 'VendorSigmoid'" in record.reason
     assert functions(result.fused_graph_def)[body].SerializeToString(deterministic=True) == before
+    source = tmp_path / "vendor.pb"
+    source.write_bytes(graph.SerializeToString())
+    assert main(["run", str(source), "-o", str(tmp_path / "out.pb"), "--enable_scope_fusion_passes", CELLS]) == 0
+    printed = capsys.readouterr().out
+    assert "inside functions: 0 fused op(s) in 0 of 2 function(s), 1 left alone" in printed
+    assert f"function {body}: left alone: node {sigmoid.name!r} has op 'VendorSigmoid'" in printed
 
 
 def test_a_body_that_is_no_valid_graph_is_left_alone_with_the_reason():

@@ -20,19 +20,27 @@ from rnn_models import BATCH, HIDDEN, STEPS, RnnModel
 
 
 def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
-               **options: Any) -> RnnModel:
+               bidirectional: bool = False, policy: str = "float32", **options: Any) -> RnnModel:
     """``layers`` stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers
-    (``return_sequences``, not unrolled, ``options``) traced and frozen with their loops kept as
-    ``While`` nodes."""
+    (``return_sequences``, not unrolled, ``options``; each in ``Bidirectional``), built under the
+    dtype ``policy``, traced on a float32 input and frozen with their loops kept as ``While`` nodes."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
-    model = lib.Sequential([getattr(lib.layers, kind)(HIDDEN, return_sequences=True, **options)
-                                 for _ in range(layers)])
-    model.build((BATCH, STEPS, inputs))
+
+    def layer() -> Any:
+        made = getattr(lib.layers, kind)(HIDDEN, return_sequences=True, **options)
+        return lib.layers.Bidirectional(made) if bidirectional else made
+
+    lib.mixed_precision.set_global_policy(policy)
+    try:
+        model = lib.Sequential([layer() for _ in range(layers)])
+        model.build((BATCH, STEPS, inputs))
+    finally:
+        lib.mixed_precision.set_global_policy("float32")
     rng = np.random.default_rng(seed)
     model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")

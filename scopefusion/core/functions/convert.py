@@ -136,7 +136,8 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
     nodes = {node.name: node for node in function.node_def}
     clash = sorted((set(args) & set(nodes)) | {a for a in args if not is_valid_node_name(a)})
     if clash or len(nodes) != len(function.node_def) or len(set(args)) != len(args):
-        raise Unconvertible(f"argument or node names that cannot be graph node names ({', '.join(clash) or 'repeated'})")
+        raise Unconvertible("argument or node names that cannot be graph node names "
+                            f"({', '.join(clash) or 'repeated'})")
     graph = graph_pb2.GraphDef()
     for k, arg in enumerate(signature.input_arg):
         _placeholder(graph, function, k, arg, (arg_shapes or {}).get(k))
@@ -150,9 +151,17 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
         del copy.input[:]
         copy.input.extend(ports.to_graph(t, f"node {node.name!r}") for t in node.input)
     body = BodyGraph(function, graph, args)
-    taken = set(args) | set(nodes)
-    results = [a.name for a in signature.output_arg]
-    body.ret_sinks = _free_names(_SINK_STEM, results, taken)
+    _add_sinks(body, ports, set(args) | set(nodes))
+    for called in sorted({node.op for node in function.node_def if node.op in functions}):
+        graph.library.function.add().signature.CopyFrom(functions[called].signature)
+    return body
+
+
+def _add_sinks(body: BodyGraph, ports: _Ports, taken: set[str]) -> None:
+    """An Identity sink per result and a NoOp sink per control result, named clear of ``taken``."""
+    function, graph, nodes = body.function, body.graph_def, ports.nodes
+    signature = function.signature
+    body.ret_sinks = _free_names(_SINK_STEM, [a.name for a in signature.output_arg], taken)
     for arg in signature.output_arg:
         if arg.name not in function.ret:
             raise Unconvertible(f"result {arg.name!r} is not returned by any tensor")
@@ -166,9 +175,6 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
         if waited not in nodes:
             raise Unconvertible(f"control result {name!r} names no node of the function")
         graph.node.add(name=body.control_sinks[name], op="NoOp").input.append("^" + waited)
-    for called in sorted({node.op for node in function.node_def if node.op in functions}):
-        graph.library.function.add().signature.CopyFrom(functions[called].signature)
-    return body
 
 
 class _Names:

@@ -1,10 +1,11 @@
 """The TensorFlow-runnable form of a fused graph.
 
 Every node whose op is a declared fused op (in the graph or in a function body of
-its library) becomes a ``PartitionedCall`` of a library function traced from the op's reference implementation (one function
-per op type, attribute values and input dtypes).  The original op type and
-attributes stay on the node as ``_scopefusion_*`` attributes, which TensorFlow
-ignores, so the node can still be identified.
+its library) becomes a ``PartitionedCall`` of a library function traced from the op's
+reference implementation (one function per op type, attribute values and input dtypes).
+The original op type and attributes stay on the node as ``_scopefusion_*`` attributes,
+which TensorFlow ignores, so the node can still be identified.  Inside a function body
+the tensors read from such a node are renamed to the call's outputs (``node:output:k``).
 """
 from __future__ import annotations
 

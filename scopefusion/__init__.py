@@ -22,7 +22,7 @@ from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from .core.fusion.options import FusionOptions
 from .core.fusion.pass_spec import PassSpec
 from .core.fusion.pipeline import FusionOutcome, FusionPipeline
-from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
+from .core.fusion.report import FunctionRecord, FusedRecord, FusionReport, PassReport, Refusal
 from .core.graph.index import GraphIndex
 from .core.graph.io import LoadedModel, load_model, save_graph
 from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
@@ -48,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ANY", "AttrDef", "EmitError", "Explanation", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",
-    "FusionCandidate", "FusionOptions", "FusionOutcome", "FusionPattern", "FusionPatternError",
+    "FunctionRecord", "FusionCandidate", "FusionOptions", "FusionOutcome", "FusionPattern", "FusionPatternError",
     "FusionPipeline", "FusionReport", "FusionScopesResult", "FusionSwitch", "FusionSwitchError",
     "GraphFusionEngine", "GraphIndex", "GraphLoadError", "GraphValidationError", "GraphView", "InnerNode",
     "LoadedModel", "MatchFailure", "NodeAttrFeature", "NodeOpTypeFeature", "NotFused", "OpPattern",

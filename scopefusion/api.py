@@ -11,6 +11,7 @@ from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
+from .core.functions import fuse_library
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
@@ -143,6 +144,7 @@ def fuse(
     progress: Callable[[str], None] | None = None,
     hints: bool = True,
     keep_places: bool = False,
+    functions: bool = True,
 ) -> FuseResult:
     """Fuse a model (a path or an in-memory ``GraphDef``, which is not modified).
 
@@ -165,6 +167,9 @@ def fuse(
     ``hints=False`` skips trying the passes the run left out for hints (about a tenth of a run's time).
     ``keep_places=True`` records in the report the place of every fused op, refusal and near miss (the
     nodes as their stage saw them, capped; ``place`` in the JSON report), which drawings of the run need.
+    ``functions=True`` also fuses inside every function of the graph's library (loop and branch
+    bodies, called functions), each as a graph of its own with the same passes and checks, keeping
+    its signature; ``functions=False`` leaves the library as it is.
     Invalid values raise :class:`~scopefusion.core.parameters.ParameterError` naming the parameter.
     """
     if emit not in EMIT_FORMS:
@@ -190,6 +195,8 @@ def fuse(
     if run.mixed is not None:
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
     outcome = pipeline.run(loaded.graph_def)
+    if functions:
+        _fuse_functions(outcome, run, progress)
     report = _complete_report(outcome, run, loaded, declared)
     if hints:
         t0 = time.perf_counter()
@@ -198,6 +205,24 @@ def fuse(
         add_hints(report, outcome.graph_def, run.registry, pipeline.options, run.switch)
         report.stage_seconds["hints"] = time.perf_counter() - t0
     return _result(outcome.graph_def, report, run, emit)
+
+
+def _fuse_functions(outcome: Any, run: "_Settings", progress: Callable[[str], None] | None) -> None:
+    """Fuse inside the library's functions with the run's passes and options (no outputs of the
+    graph's own: each body's results are its outputs).  A mixed run leaves them alone: the
+    placement covers the graph's nodes only."""
+    if not outcome.graph_def.library.function:
+        return
+    if run.mixed is not None:
+        outcome.report.warnings.append("mixed computation places the graph's own nodes only: the functions of "
+                                       "its library were left alone")
+        return
+    options = dataclasses.replace(run.options, outputs=[], fusible_nodes=None)
+
+    def fuse_body(body: "GraphDef") -> Any:
+        return build_pipeline(run.registry, options, run.switch).run(body)
+
+    fuse_library(outcome.graph_def, fuse_body, run.registry.fused_ops, outcome.report, progress)
 
 
 @dataclass
@@ -256,7 +281,7 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
             report.nodes_after += 1
     report.overrides = list(run.registry.overrides)
     report.plugin_errors = list(run.registry.errors)
-    report.warnings = switch_warnings(run.switch, run.registry)
+    report.warnings[:0] = switch_warnings(run.switch, run.registry)
     if not run.shapes and run.session.source("input_shape") == "set":
         report.warnings.append("input_shape describes the dataset's inputs (dynamic_node_type 0), not "
                                "placeholders: not declared for shape inference")

@@ -20,6 +20,7 @@ def print_run_summary(report: "FusionReport", output: str, emit: str, out: Any, 
     """Everything ``run`` prints about the fusion, in order."""
     print_summary(report, out)
     print_fused_places(report, out, verbose)
+    print_functions(report, out, verbose)
     print_op_changes(report, out)
     note = nothing_fused_note(report)
     if note:
@@ -47,6 +48,25 @@ def print_fused_places(report: "FusionReport", out: Any, verbose: bool) -> None:
         types = sorted({f.type for f in p.fused})
         out.print(f"fused by {p.name} ({len(names)} {', '.join(types)}): {', '.join(shown)}{tail}",
                   markup=False)
+
+
+def print_functions(report: "FusionReport", out: Any, verbose: bool) -> None:
+    """Fusion inside the library's functions: one line in all, then each function fused (first
+    few, or all with ``verbose``) and each left alone, with the reason."""
+    if not report.functions:
+        return
+    fused = [f for f in report.functions if f.status == "fused"]
+    alone = [f for f in report.functions if f.status == "left alone"]
+    inside = sum(f.fused for f in fused)
+    out.print(f"inside functions: {inside} fused op(s) in {len(fused)} of {len(report.functions)} function(s)"
+              + (f", {len(alone)} left alone" if alone else ""), markup=False)
+    for group, line in ((fused, lambda f: f"{f.fused} fused op(s), {f.nodes_before} -> {f.nodes_after} nodes"),
+                        (alone, lambda f: f"left alone: {f.reason}")):
+        shown = group if verbose else group[:PLACES_SHOWN]
+        for f in shown:
+            out.print(f"  function {f.name}: {line(f)}", markup=False)
+        if len(group) > len(shown):
+            out.print(f"  and {len(group) - len(shown)} more (-v lists all)", markup=False)
 
 
 def print_op_changes(report: "FusionReport", out: Any) -> None:
@@ -79,7 +99,9 @@ def nothing_fused_note(report: "FusionReport") -> str | None:
 
 
 def closing_line(report: "FusionReport", output: str, emit: str, dry_run: bool) -> str:
-    counts = f"{report.nodes_before} -> {report.nodes_after} nodes, {len(report.fused)} fused op(s)"
+    inside = sum(f.fused for f in report.functions)
+    counts = (f"{report.nodes_before} -> {report.nodes_after} nodes, {len(report.fused)} fused op(s)"
+              + (f" ({inside} inside functions)" if inside else ""))
     if dry_run:
         return f"dry run: nothing written ({output} would get the {emit} form): {counts}"
     return f"wrote {output} ({emit} form): {counts}"

@@ -217,9 +217,10 @@ def test_cells_the_ops_cannot_express_are_refused_with_the_reason(form):
     assert_verifies(m, result)  # the other passes' fusions still compute the same
 
 
-def test_a_dynamic_rnn_loop_is_left_alone():
+def test_a_tf1_dynamic_rnn_loop_is_left_alone_a_functional_one_fused_in_its_body():
     """A TF1 while loop holds one step in its body (refused: loops are not fused step by step); a
-    functional While keeps the cell in the function library (not looked at)."""
+    functional While keeps the cell in its body function, where it is fused (and not with
+    ``functions=False``; tests/test_function_fusion.py has the details)."""
     cell_loop = lambda x: [tf.compat.v1.nn.dynamic_rnn(rm.basic_lstm()(), x, dtype=tf.float32)[0]]  # noqa: E731
     with tf1_graph_mode(control_flow_v1=True):
         m = rm.freeze(cell_loop)
@@ -230,21 +231,28 @@ def test_a_dynamic_rnn_loop_is_left_alone():
     assert_verifies(m, result)
     m = rm.freeze(cell_loop)
     assert op_count(m.graph_def, "While", "StatelessWhile") == 1
+    (body,) = [n.attr["body"].func.name for n in m.graph_def.node if n.op in ("While", "StatelessWhile")]
     result = fuse(m)
-    assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0
-    assert result.report.pass_report(LSTM).results == 0
+    assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0  # none in the graph itself
+    assert [f.function for f in result.report.fused] == [body]
     assert_verifies(m, result)
+    left = scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=BOTH, functions=False)
+    assert left.report.pass_report(LSTM).results == 0 and left.report.fused_count() == 0
 
 
-def test_steps_in_functional_conds_are_not_looked_at():
+def test_steps_in_functional_conds_are_fused_in_the_branches():
     """With TF2 control flow, static_rnn's sequence_length puts each step in a StatelessIf, whose
-    branches are in the function library."""
+    branches are in the function library: each step is fused in its branch."""
     m = rm.static_rnn(rm.basic_lstm(), sequence_length=[2, 1])
     assert op_count(m.graph_def, "StatelessIf", "If") == S
     result = fuse(m)
-    assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0
-    assert result.report.pass_report(LSTM).results == 0
+    assert op_count(result.fused_graph_def, "BasicLSTMCell") == 0  # none in the graph itself
+    branches = {n.attr["else_branch"].func.name for n in m.graph_def.node if n.op in ("StatelessIf", "If")}
+    assert sorted(f.function for f in result.report.fused) == sorted(branches)
+    assert {f.type for f in result.report.fused} == {"BasicLSTMCell"}
     assert_verifies(m, result)
+    left = scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=BOTH, functions=False)
+    assert left.report.pass_report(LSTM).results == 0
 
 
 def test_the_cell_passes_are_off_unless_enabled_and_listed(capsys):

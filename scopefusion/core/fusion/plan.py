@@ -271,13 +271,37 @@ def _outside_reads(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (p, port) in fed_tensors or is_const_like(index, p):
+            if (p, port) in fed_tensors or is_const_like(index, p) or _copies_fed(index, p, port, fed_tensors):
                 continue
             raise Refused(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
                 f"the result, but the fused op does not take it as an input"
             )
     return control_inputs
+
+
+#: ops whose output is their data input's value (ReadVariableOp is not: it reads a handle)
+_VALUE_COPIES = frozenset({"Identity", "Snapshot", "StopGradient"})
+
+
+def _copied(index: GraphIndex, tensor: tuple[int, int]) -> tuple[int, int]:
+    """The tensor ``tensor`` is a copy of, through a chain of Identity-like ops (itself if none)."""
+    for _ in range(16):
+        p, port = tensor
+        if port != 0 or index.ops[p] not in _VALUE_COPIES:
+            break
+        data = [t for t in index.inputs[p] if t[1] != CONTROL]
+        if len(data) != 1:
+            break
+        tensor = data[0]
+    return tensor
+
+
+def _copies_fed(index: GraphIndex, p: int, port: int, fed: set[tuple[int, int]]) -> bool:
+    """Whether tensor ``(p, port)`` and a tensor the fused op takes are copies of one tensor: the
+    same value, e.g. two Identity reads of one function argument that a step's slices each use."""
+    source = _copied(index, (p, port))
+    return any(_copied(index, t) == source for t in fed)
 
 
 def _check_new_names(

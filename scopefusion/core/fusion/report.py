@@ -24,6 +24,9 @@ class FusedRecord:
     inner_nodes: int = 0
     #: the nodes it replaced and their neighbours, as its stage saw them (runs that keep places)
     place: Place | None = None
+    #: the library function whose body holds it ("" for the graph itself); its name and
+    #: scopes then start with ``function::``
+    function: str = ""
 
 
 @dataclass
@@ -39,6 +42,21 @@ class Refusal:
     hint: str = ""
     #: the nodes of the place and their neighbours (runs that keep places)
     place: Place | None = None
+    #: the library function whose body holds it ("" for the graph itself)
+    function: str = ""
+
+
+@dataclass
+class FunctionRecord:
+    """What fusion did inside one function of the graph's library."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    fused: int = 0
+    #: "fused" (its body rewritten), "unchanged" (nothing to fuse) or "left alone" (see ``reason``)
+    status: str = "unchanged"
+    reason: str = ""
 
 
 @dataclass
@@ -112,6 +130,8 @@ class FusionReport:
     recorded_options: list[str] = field(default_factory=list)
     #: the node carrying the session options in the output graph (a run with a configuration, unpartitioned)
     options_node: str | None = None
+    #: one record per function of the graph's library that fusion looked inside (``functions=True``)
+    functions: list[FunctionRecord] = field(default_factory=list)
 
     def pass_report(self, name: str) -> PassReport:
         for p in self.passes:

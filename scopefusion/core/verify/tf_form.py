@@ -1,10 +1,11 @@
 """The TensorFlow-runnable form of a fused graph.
 
-Every node whose op is a declared fused op becomes a ``PartitionedCall`` of a
-library function traced from the op's reference implementation (one function
-per op type, attribute values and input dtypes).  The original op type and
-attributes stay on the node as ``_scopefusion_*`` attributes, which TensorFlow
-ignores, so the node can still be identified.
+Every node whose op is a declared fused op (in the graph or in a function body of
+its library) becomes a ``PartitionedCall`` of a library function traced from the op's
+reference implementation (one function per op type, attribute values and input dtypes).
+The original op type and attributes stay on the node as ``_scopefusion_*`` attributes,
+which TensorFlow ignores, so the node can still be identified.  Inside a function body
+the tensors read from such a node are renamed to the call's outputs (``node:output:k``).
 """
 from __future__ import annotations
 
@@ -97,40 +98,70 @@ class _FunctionCache:
 
 
 def to_tf_runnable(graph_def: "GraphDef", fused_ops: Mapping[str, FusedOpDef]) -> "GraphDef":
-    """A copy of ``graph_def`` in which every fused node calls its reference implementation."""
+    """A copy of ``graph_def`` in which every fused node, in the graph and in the bodies of its
+    library's functions, calls its reference implementation."""
     from tensorflow.core.framework import graph_pb2
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
     cache = _FunctionCache(out)
     for node in out.node:
         op_def = fused_ops.get(node.op)
+        if op_def is not None:
+            _to_call(node, op_def, cache)
+    for position in range(len(out.library.function)):  # the functions the cache adds hold no fused node
+        _function_to_calls(out.library.function[position], fused_ops, cache)
+    return out
+
+
+def _function_to_calls(function: Any, fused_ops: Mapping[str, FusedOpDef], cache: _FunctionCache) -> None:
+    """The fused nodes of a function body as calls; a call names its results ``output:k``, so
+    the tensors read from them are renamed (``node:argument:0`` -> ``node:output:k``)."""
+    renamed: dict[str, str] = {}
+    for node in function.node_def:
+        op_def = fused_ops.get(node.op)
         if op_def is None:
             continue
-        try:
-            fname, in_types, out_types = cache.function_for(node, op_def)
-        except EmitError as exc:
-            if not op_def.origin:
-                raise
-            raise EmitError(f"{exc} (fused op {op_def.name} is declared by {op_def.origin})") from exc
-        data_inputs = [i for i in node.input if not i.startswith("^")]
-        if len(data_inputs) != len(op_def.inputs):
-            raise EmitError(
-                f"{node.name}: {op_def.name} takes {len(op_def.inputs)} inputs, the node has {len(data_inputs)}"
-            )
-        original = {}
-        for key in node.attr:
-            copy = AttrValue()
-            copy.CopyFrom(node.attr[key])
-            original[key] = copy
-        op_type = node.op
-        node.attr.clear()
-        node.op = "PartitionedCall"
-        node.attr["f"].func.name = fname
-        node.attr["Tin"].list.type.extend(in_types)
-        node.attr["Tout"].list.type.extend(out_types)
-        node.attr[ORIGINAL_OP_ATTR].s = op_type.encode()
-        for key, value in original.items():
-            node.attr[ATTR_PREFIX + key].CopyFrom(value)
-    return out
+        _to_call(node, op_def, cache)
+        for k, arg in enumerate(op_def.outputs):
+            renamed[f"{node.name}:{arg.name}:0"] = f"{node.name}:output:{k}"
+    if not renamed:
+        return
+    for node in function.node_def:
+        for j, tensor in enumerate(node.input):
+            if tensor in renamed:
+                node.input[j] = renamed[tensor]
+    for key, tensor in list(function.ret.items()):
+        if tensor in renamed:
+            function.ret[key] = renamed[tensor]
+
+
+def _to_call(node: "NodeDef", op_def: FusedOpDef, cache: _FunctionCache) -> None:
+    """Turn fused node ``node`` into a ``PartitionedCall`` of its reference implementation."""
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+    try:
+        fname, in_types, out_types = cache.function_for(node, op_def)
+    except EmitError as exc:
+        if not op_def.origin:
+            raise
+        raise EmitError(f"{exc} (fused op {op_def.name} is declared by {op_def.origin})") from exc
+    data_inputs = [i for i in node.input if not i.startswith("^")]
+    if len(data_inputs) != len(op_def.inputs):
+        raise EmitError(
+            f"{node.name}: {op_def.name} takes {len(op_def.inputs)} inputs, the node has {len(data_inputs)}"
+        )
+    original = {}
+    for key in node.attr:
+        copy = AttrValue()
+        copy.CopyFrom(node.attr[key])
+        original[key] = copy
+    op_type = node.op
+    node.attr.clear()
+    node.op = "PartitionedCall"
+    node.attr["f"].func.name = fname
+    node.attr["Tin"].list.type.extend(in_types)
+    node.attr["Tout"].list.type.extend(out_types)
+    node.attr[ORIGINAL_OP_ATTR].s = op_type.encode()
+    for key, value in original.items():
+        node.attr[ATTR_PREFIX + key].CopyFrom(value)

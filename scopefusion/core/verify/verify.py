@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import ScopeFusionError
 from ..graph.index import GraphIndex
@@ -130,11 +130,18 @@ def _tolerance(dtype: Any, atol: float | None, rtol: float | None) -> tuple[floa
     return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
 
 
+def _all_nodes(graph: "GraphDef") -> Iterator[Any]:
+    """The graph's nodes, then those of its library's function bodies."""
+    yield from graph.node
+    for function in graph.library.function:
+        yield from function.node_def
+
+
 def _check_ops_known(graph: "GraphDef", fused_ops: Mapping[str, "FusedOpDef"]) -> None:
     """Every op of the fused graph is a TensorFlow op or a declared fused op."""
     functions = {f.signature.name for f in graph.library.function}  # called by name
     unknown: dict[str, str] = {}
-    for node in graph.node:
+    for node in _all_nodes(graph):
         op = node.op
         if op not in fused_ops and op not in unknown and op not in functions and not is_tensorflow_op(op):
             unknown[node.op] = node.name
@@ -175,7 +182,7 @@ def verify(
     original_graph = _as_graph(original)
     fused_graph = _as_graph(fused)
     _check_ops_known(fused_graph, fused_ops)
-    if any(n.op in fused_ops for n in fused_graph.node):
+    if any(n.op in fused_ops for n in _all_nodes(fused_graph)):
         fused_graph = to_tf_runnable(fused_graph, fused_ops)
     result = VerifyResult()
     wanted = _wanted_outputs(original_graph, fused_graph, outputs)

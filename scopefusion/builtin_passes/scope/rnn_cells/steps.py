@@ -25,6 +25,10 @@ Tensor = tuple[int, int]
 STORAGE_OPS = frozenset({"Const", "Identity", "ReadVariableOp", "VarHandleOp", "VariableV2", "Snapshot"})
 
 
+#: Ops that may feed a step from outside it without belonging to one: they route or convert an input
+_INPUT_ROUTES = frozenset({"Switch", "Cast"})
+
+
 class CellRefused(Exception):
     """The scope is not a chain of cell steps; the message says why."""
 
@@ -141,7 +145,9 @@ def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellS
     """Every computing node of the scope that reads a step's result or feeds a step must belong
     to a step: anything else changes what the cell computes (a clip, a projection, a state split).
     A Switch that only routes a step's input into a TF1 cond branch (``static_rnn`` with
-    ``sequence_length``) changes nothing the step computes."""
+    ``sequence_length``), or a Cast that only brings an input into the step's dtype (a mixed
+    precision layer's weights, which a loop body receives as float32 arguments), changes nothing
+    the step computes: both read no step."""
     index = sg.index
     members = frozenset().union(*(s.members for s in steps))
     touching = []
@@ -150,7 +156,7 @@ def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellS
             continue
         reads = any(t[0] in members for t in index.inputs[i] if t[1] != CONTROL)
         feeds = any(c in members for c, _, _ in index.consumers[i])
-        if reads or (feeds and index.ops[i] != "Switch"):
+        if reads or (feeds and index.ops[i] not in _INPUT_ROUTES):
             touching.append(index.names[i])
     if touching:
         shown = ", ".join(repr(n) for n in touching[:3])

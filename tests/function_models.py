@@ -19,6 +19,20 @@ import rnn_models as rm
 from rnn_models import BATCH, HIDDEN, STEPS, RnnModel
 
 
+def _freeze_random(graph: Any, seed: int) -> Any:
+    """Initialise the TF1 graph's variables with seeded random values and freeze it at ``out``."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+    with tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        for v in tf1.global_variables():
+            v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
+        return tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
+
+
 def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
                bidirectional: bool = False, policy: str = "float32", **options: Any) -> RnnModel:
     """``layers`` stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers
@@ -67,7 +81,6 @@ def dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5) -> RnnModel:
 def called_dense_gelu_layer_norm(*, inputs: int = 5, units: int = 8, seed: int = 0) -> RnnModel:
     """A tf_keras ``Dense(gelu)`` then ``LayerNormalization``, called through a ``tf.function``
     from a TF1 graph and frozen: one ``StatefulPartitionedCall`` whose function holds both."""
-    import numpy as np
     import tensorflow as tf
     import tf_keras
 
@@ -86,20 +99,14 @@ def called_dense_gelu_layer_norm(*, inputs: int = 5, units: int = 8, seed: int =
             def block(t: Any) -> Any:
                 return norm(dense(t))
 
-            out = tf.identity(block(x) * 2.0, name="out")
-            rng = np.random.default_rng(seed)
-            with tf1.Session() as session:
-                session.run(tf1.global_variables_initializer())
-                for v in tf1.global_variables():
-                    v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
-                graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
+            tf.identity(block(x) * 2.0, name="out")
+            graph_def = _freeze_random(graph, seed)
     return RnnModel(graph_def, {"x": [BATCH, inputs]}, ["out:0"])
 
 
 def called_dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, seed: int = 0) -> RnnModel:
     """``dynamic_rnn(cell)`` inside a ``tf.function`` called from a TF1 graph (control flow v2),
     frozen: a ``StatefulPartitionedCall`` of a function holding a ``While`` whose body holds the step."""
-    import numpy as np
     import tensorflow as tf
 
     from detection_models import tf1_graph_mode
@@ -117,10 +124,5 @@ def called_dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, seed: i
                 return tf1.nn.dynamic_rnn(cell, t, dtype=tf.float32)[0]
 
             tf.identity(block(x), name="out")
-            rng = np.random.default_rng(seed)
-            with tf1.Session() as session:
-                session.run(tf1.global_variables_initializer())
-                for v in tf1.global_variables():
-                    v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
-                graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
+            graph_def = _freeze_random(graph, seed)
     return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, ["out:0"])

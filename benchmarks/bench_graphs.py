@@ -3,13 +3,15 @@
 A :class:`FrozenTemplate` holds the nodes of one small graph that TensorFlow built and
 froze (its input placeholder and function boundary removed); ``BlockBuilder.template``
 copies it under a scope into a block, and a generator stamps blocks into one GraphDef
-under renamed scopes, as many as the requested node count needs.  Two graph kinds:
+under renamed scopes, as many as the requested node count needs (the templates are built
+in ``bench_templates.py``).  Three graph kinds:
 
 * ``bert``: a BERT-style encoder whose layer norms are copies of a real
   ``tf_slim.layers.layer_norm`` (the rest of each layer is written op by op);
 * ``dense-gelu``: a chain of blocks, each a copy of one real tf_keras (or Keras 3)
   ``Dense(hidden, activation="gelu")`` traced with ``tf.function`` and frozen with
-  ``convert_variables_to_constants_v2``.
+  ``convert_variables_to_constants_v2``;
+* ``ln-blocks``: a chain of blocks, each a copy of the real ``tf_slim.layers.layer_norm``.
 """
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from typing import Sequence
 
 import numpy as np
 
+from bench_templates import LN_OUTPUT, FrozenTemplate, real_dense_gelu_template, real_layer_norm_template
+
 DT_FLOAT = 1
 DT_INT32 = 3
-LN_OUTPUT = "LayerNorm/batchnorm/add_1"
 GRAPH_KINDS = ("bert", "dense-gelu", "ln-blocks")
 
 
@@ -35,77 +38,6 @@ class Entry:
     proto: object
     inputs: list[str | None] = field(default_factory=list)
     random_shape: tuple[int, ...] | None = None  # Const whose value is drawn per instance
-
-
-@dataclass
-class FrozenTemplate:
-    """The nodes of one real frozen piece of model, its input placeholder removed."""
-
-    nodes: list[object]
-    input_name: str  # the removed placeholder the template reads
-    output: str  # the node whose output 0 is the template's output
-    producer: int
-    source: str  # what built it, for the report
-
-
-def real_layer_norm_template(rows: int, hidden: int) -> FrozenTemplate:
-    """Build and freeze one ``tf_slim.layers.layer_norm`` in TF1 graph mode."""
-    import tensorflow as tf
-    import tf_slim
-
-    tf1 = tf.compat.v1
-    tf.get_logger().setLevel("ERROR")  # convert_variables_to_constants is deprecated, and says so
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf1.placeholder(tf.float32, [rows, hidden], name="x")
-        y = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            frozen = tf1.graph_util.convert_variables_to_constants(
-                sess, graph.as_graph_def(), [y.op.name]
-            )
-    nodes = [n for n in frozen.node if n.name != x.op.name]
-    ops = sorted(n.op for n in nodes)
-    if (not all(n.name.startswith("LayerNorm/") for n in nodes) or ops.count("Mean") != 2 or "Rsqrt" not in ops
-            or y.op.name != LN_OUTPUT):
-        raise RuntimeError(f"unexpected tf_slim layer norm structure: {[(n.name, n.op) for n in nodes]}")
-    return FrozenTemplate(nodes, x.op.name, y.op.name, frozen.versions.producer,
-                          "tf_slim.layers.layer_norm, TF1 graph + convert_variables_to_constants")
-
-
-def real_dense_gelu_template(rows: int, hidden: int, seed: int) -> FrozenTemplate:
-    """Trace one tf_keras (else Keras 3) ``Dense(hidden, activation="gelu")`` with ``tf.function``
-    and freeze it; the function boundary (placeholder, ``NoOp`` of the variable reads, output
-    ``Identity``) is dropped: the template is the layer's own scope."""
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    try:
-        import tf_keras as keras
-        lib = "tf_keras"
-    except ImportError:  # pragma: no cover - the project's test extra installs tf_keras
-        import keras
-        lib = "keras"
-    keras.utils.set_random_seed(seed)
-    layer = keras.layers.Dense(hidden, activation="gelu", name="dense")
-    spec = tf.TensorSpec([rows, hidden], tf.float32, name="x")
-    frozen = convert_variables_to_constants_v2(tf.function(lambda x: layer(x)).get_concrete_function(spec))
-    graph_def = frozen.graph.as_graph_def()
-    (feed,) = [t.op.name for t in frozen.inputs]
-    (fetch,) = frozen.outputs
-    by_name = {n.name: n for n in graph_def.node}
-    output = fetch.op.name
-    while not output.startswith(layer.name + "/"):  # the boundary Identity reads the layer's output
-        output = next(i for i in by_name[output].input if not i.startswith("^")).split(":")[0]
-    nodes = [n for n in graph_def.node if n.name.startswith(layer.name + "/")]
-    kept = {n.name for n in nodes} | {feed}
-    ops = sorted(n.op for n in nodes)
-    if (any(ops.count(o) != 1 for o in ("MatMul", "BiasAdd", "Erfc")) or by_name[output].op != "Mul"
-            or any(i.lstrip("^").split(":")[0] not in kept for n in nodes for i in n.input)):
-        raise RuntimeError(f"unexpected {lib} Dense(gelu) structure: {[(n.name, n.op) for n in nodes]}")
-    return FrozenTemplate(nodes, feed, output, graph_def.versions.producer,
-                          f"{lib} {keras.__version__} Dense(activation='gelu'), tf.function + "
-                          "convert_variables_to_constants_v2")
 
 
 class BlockBuilder:
@@ -378,44 +310,45 @@ class EncoderGenerator(Generator):
                 f"hidden {self.hidden}, {self.heads} heads, input [{self.rows}, {self.hidden}]")
 
 
-class DenseGeluGenerator(Generator):
-    """A chain of ``model/block_N/dense/...`` blocks, each a copy of one frozen Keras Dense(gelu)."""
+class ChainGenerator(Generator):
+    """A chain of ``model/block_N/...`` blocks, each one copy of a frozen template."""
+
+    unit_scope = "model/block_{}/"
+    small_units = 3
+
+    def __init__(self, *, hidden: int, batch: int, seq: int, seed: int) -> None:
+        rows = batch * seq
+        self.template = self.make_template(rows, hidden, seed)
+        super().__init__(rows=rows, hidden=hidden, seed=seed, producer=self.template.producer,
+                         unit=template_block(self.template))
+
+    def make_template(self, rows: int, hidden: int, seed: int) -> FrozenTemplate:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return (f"{self.kind} template: real {self.template.source}, {len(self.template.nodes)} frozen nodes; "
+                f"block: {self.nodes_per_unit} nodes; input [{self.rows}, {self.hidden}]")
+
+
+class DenseGeluGenerator(ChainGenerator):
+    """Each block a copy of one frozen Keras Dense(gelu)."""
 
     kind = "dense-gelu"
     unit_name = "dense+gelu blocks"
-    unit_scope = "model/block_{}/"
-    small_units = 3
 
-    def __init__(self, *, hidden: int, batch: int, seq: int, seed: int) -> None:
-        rows = batch * seq
-        self.template = real_dense_gelu_template(rows, hidden, seed)
-        super().__init__(rows=rows, hidden=hidden, seed=seed, producer=self.template.producer,
-                         unit=template_block(self.template))
-
-    def describe(self) -> str:
-        nodes = ", ".join(f"{n.name} ({n.op})" for n in self.template.nodes)
-        return (f"dense+gelu template: real {self.template.source}, {len(self.template.nodes)} frozen nodes "
-                f"[{nodes}]; block: {self.nodes_per_unit} nodes; input [{self.rows}, {self.hidden}]")
+    def make_template(self, rows: int, hidden: int, seed: int) -> FrozenTemplate:
+        return real_dense_gelu_template(rows, hidden, seed)
 
 
-class LayerNormBlocksGenerator(Generator):
-    """A chain of ``model/block_N/LayerNorm/...`` blocks, each a copy of the real frozen
-    ``tf_slim.layers.layer_norm`` (reduction axis -1): many small layer norms, nothing else."""
+class LayerNormBlocksGenerator(ChainGenerator):
+    """Each block a copy of the real frozen ``tf_slim.layers.layer_norm`` (reduction axis -1):
+    many small layer norms, nothing else."""
 
     kind = "ln-blocks"
     unit_name = "layer-norm blocks"
-    unit_scope = "model/block_{}/"
-    small_units = 3
 
-    def __init__(self, *, hidden: int, batch: int, seq: int, seed: int) -> None:
-        rows = batch * seq
-        self.template = real_layer_norm_template(rows, hidden)
-        super().__init__(rows=rows, hidden=hidden, seed=seed, producer=self.template.producer,
-                         unit=template_block(self.template))
-
-    def describe(self) -> str:
-        return (f"layer norm template: real {self.template.source}, {len(self.template.nodes)} frozen nodes; "
-                f"block: {self.nodes_per_unit} nodes; input [{self.rows}, {self.hidden}]")
+    def make_template(self, rows: int, hidden: int, seed: int) -> FrozenTemplate:
+        return real_layer_norm_template(rows, hidden)
 
 
 def make_generator(kind: str, *, hidden: int, heads: int, batch: int, seq: int, seed: int) -> Generator:

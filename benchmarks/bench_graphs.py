@@ -28,7 +28,7 @@ DT_INT32 = 3
 GRAPH_KINDS = ("bert", "dense-gelu", "ln-blocks")
 
 
-# --------------------------------------------------------------------------- templates
+# --------------------------------------------------------------------------- entries
 @dataclass
 class Entry:
     """One node of a block: a prototype NodeDef (attrs, no name, no inputs), its name

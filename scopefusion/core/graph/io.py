@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import GraphLoadError, OptionError
 from .output_paths import write_atomically
+from .protos import message_class
 from .validate import MAX_NESTING, validate_graph
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,9 +44,7 @@ class LoadedModel:
 
 
 def new_graph_def() -> "GraphDef":
-    from tensorflow.core.framework import graph_pb2
-
-    return graph_pb2.GraphDef()
+    return message_class("GraphDef")()
 
 
 def looks_like_text(data: bytes) -> bool:

@@ -213,7 +213,7 @@ def graph_bytes(graph_def: "GraphDef", fmt: str) -> bytes:
         raise OptionError(f"fmt must be one of {', '.join(GRAPH_FORMATS)}, not {fmt!r}")
     if fmt == "pbtxt":
         return text_format.MessageToString(graph_def).encode("utf-8")
-    return graph_def.SerializeToString()
+    return graph_def.SerializeToString(deterministic=True)  # attribute maps in key order: the same bytes every run
 
 
 def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | None = None) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..native_output import import_tensorflow_quietly
 from .index import GraphIndex
 from .protos import message_class
 from .tf_ops import is_tensorflow_op
@@ -55,6 +56,7 @@ class TensorFlowShapes:
 
     def _imported(self) -> Any:
         if self._graph is None and not self._failed:
+            import_tensorflow_quietly()  # only a pass that asks for TensorFlow's shapes gets here
             import tensorflow as tf
 
             graph = tf.Graph()

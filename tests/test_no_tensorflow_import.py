@@ -88,7 +88,8 @@ def test_run_on_a_graph_file_imports_no_tensorflow_and_writes_the_same_bytes(
     fused = tmp_path / "fused-False.pb"
     assert fused_ops <= _op_types(fused)  # the fusion did happen
     assert not {"Erf", "Erfc", "Rsqrt"} & _op_types(fused)  # the GELU and the normalization are gone
-    result = verify(source, fused, fused_ops=load_registry().fused_ops)  # what was written without TensorFlow runs in it, and matches
+    # what was written without TensorFlow runs in it and matches the original
+    result = verify(source, fused, fused_ops=load_registry().fused_ops)
     assert result.passed, result.failures
 
 

@@ -32,12 +32,15 @@ CACHE_DIR_VARIABLE = "SCOPEFUSION_CACHE_DIR"
 #: Every TensorFlow has this op; an op list without it is not a real one.
 _SENTINEL_OP = "Const"
 
+#: Run in a child process; argv[1]: the file to write the serialized OpList to (not standard
+#: output, which whatever TensorFlow loads may print to).
 _DUMP_OPS = (
     "import os, sys\n"
     "os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')\n"
     "import tensorflow\n"
     "from tensorflow.python.client import pywrap_tf_session as c_api\n"
-    "sys.stdout.buffer.write(c_api.TF_GetBuffer(c_api.TF_GetAllOpList()))\n"
+    "with open(sys.argv[1], 'wb') as out:\n"
+    "    out.write(c_api.TF_GetBuffer(c_api.TF_GetAllOpList()))\n"
 )
 
 
@@ -122,14 +125,17 @@ def _parse(data: bytes) -> Any | None:
 
 def _dump_op_list() -> bytes:
     """The serialized OpList of the installed TensorFlow, from a child process."""
-    try:
-        done = subprocess.run([sys.executable, "-c", _DUMP_OPS], capture_output=True, check=False, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise OpCacheError(f"TensorFlow's op list could not be produced: {exc}") from None
-    if done.returncode != 0:
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        raise OpCacheError(f"TensorFlow's op list could not be produced: {last[0]}")
-    return done.stdout
+    with tempfile.TemporaryDirectory(prefix="scopefusion-ops.") as scratch:
+        target = Path(scratch) / "ops.pb"
+        try:
+            done = subprocess.run([sys.executable, "-c", _DUMP_OPS, str(target)], capture_output=True,
+                                  check=False, timeout=600)
+            if done.returncode == 0:
+                return target.read_bytes()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise OpCacheError(f"TensorFlow's op list could not be produced: {exc}") from None
+    last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+    raise OpCacheError(f"TensorFlow's op list could not be produced (importing TensorFlow failed): {last[0]}")
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

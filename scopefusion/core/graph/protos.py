@@ -17,7 +17,7 @@ import ast
 import importlib
 import importlib.util
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ def data_type_values() -> list[int]:
     return [v.number for v in enum.values]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _message_class(name: str) -> Any:
     module = MODULE_OF.get(name)
     if module is None:
@@ -69,7 +69,7 @@ def _message_class(name: str) -> Any:
     return message_factory.GetMessageClass(descriptor_pool.Default().FindMessageTypeByName(f"tensorflow.{name}"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _register(module: str) -> None:
     """Make sure the descriptors of generated module ``module`` are in the default pool."""
     if module in sys.modules:  # imported already (TensorFlow is loaded): its descriptors are in the pool

@@ -15,6 +15,7 @@ from .core.functions import fuse_library
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
+from .core.graph.protos import message_class
 from .core.graph.validate import validate_graph
 from .core.graph_fusion.base_pass import FUSION_TYPES
 from .core.graph_fusion.engine import GraphFusionEngine
@@ -64,10 +65,9 @@ def _as_model(model: ModelLike, signature: str | None) -> LoadedModel:
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_model(model, signature)
-    from tensorflow.core.framework import graph_pb2
-
-    if isinstance(model, graph_pb2.GraphDef):
-        copy = graph_pb2.GraphDef()
+    graph_def_class = message_class("GraphDef")
+    if isinstance(model, graph_def_class):
+        copy = graph_def_class()
         copy.CopyFrom(model)  # never change the caller's graph
         validate_graph(copy)  # as a loaded file is: refused with the node named
         return LoadedModel(copy, "<GraphDef>", "graph_def")

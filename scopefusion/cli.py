@@ -235,10 +235,12 @@ def _check_signature(args: argparse.Namespace, model: Path, kind: str) -> None:
         raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
 
 
-def _load(path: Path, signature: str | None, debug: bool) -> Any:
+def _load(path: Path, signature: str | None, debug: bool, needs_tensorflow: bool) -> Any:
+    """Load a model; TensorFlow is imported (its start-up notices kept quiet) only when it is
+    needed: to freeze a SavedModel, to emit the TensorFlow-runnable form, or to verify."""
     from .core.graph.io import load_model
 
-    if not debug:
+    if not debug and needs_tensorflow:
         import_tensorflow_quietly()
     with native_stderr_quiet(not debug):  # SavedModel loading and freezing: CUDA and loader notices
         return load_model(path, signature)
@@ -267,7 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
     with Progress() as progress:  # on a terminal only
         progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
-        loaded = _load(model, args.signature, args.debug)
+        loaded = _load(model, args.signature, args.debug,
+                       kind == "saved_model" or args.emit == "tf" or bool(args.verify))
         original = _copy(loaded.graph_def) if args.verify else None
         with option_names(FUSE_OPTIONS):
             result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
@@ -332,8 +335,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"scopefusion: error: {line}", file=sys.stderr)
     with Progress() as progress:  # on a terminal only
         progress.update(f"loading {original.name} and {fused.name}")
-        loaded = _load(original, args.signature, args.debug)
-        result = run_verification(args, loaded, _load(fused, None, args.debug), registry, int_range,
+        loaded = _load(original, args.signature, args.debug, True)
+        result = run_verification(args, loaded, _load(fused, None, args.debug, True), registry, int_range,
                                   args.input_shape or None, progress.update)
     return print_verifications([(None, result)])
 

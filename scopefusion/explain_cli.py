@@ -40,14 +40,14 @@ def add_explain_parser(sub: Any) -> argparse.ArgumentParser:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     model = Path(args.model)
-    check_model_path(model)
+    kind = check_model_path(model)
     switch = FusionSwitch.load(args.fusion_switch_file) if args.fusion_switch_file else None
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
     block = [n for value in args.block_plugins for n in parse_pass_list(value)]
     with Progress() as progress, native_stderr_quiet(not args.debug):  # progress: on a terminal only
         progress.update(f"loading {model.name}")
         registry = load_registry(block=block, only=only)
-        if not args.debug:
+        if not args.debug and kind == "saved_model":  # freezing needs TensorFlow; a graph file does not
             import_tensorflow_quietly()
         progress.update(f"explaining {args.place!r}: fusing with every pass on, then checking each pass")
         result = explain(model, args.place, pass_name=args.pass_name, registry=registry,

@@ -98,13 +98,13 @@ def cmd_partition(args: argparse.Namespace) -> int:
     options = partition_options_from_args(args)
     options.pop("mix_compile_mode")  # implied
     model = Path(args.model)
-    check_model_path(model)
+    kind = check_model_path(model)
     only = parse_pass_list(args.only_plugins) if getattr(args, "only_plugins", None) is not None else None
     block = [n for value in getattr(args, "block_plugins", []) for n in parse_pass_list(value)]
     debug = getattr(args, "debug", False)
     with native_stderr_quiet(not debug):
         registry = load_registry(block=block, only=only)
-        if not debug:
+        if not debug and kind == "saved_model":  # freezing needs TensorFlow; a graph file does not
             import_tensorflow_quietly()
         report = partition(model, registry=registry, outputs=args.outputs or None, signature=args.signature,
                            **options)

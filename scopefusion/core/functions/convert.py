@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..graph.protos import message_class
 from ..graph.tf_ops import tensorflow_op_def
 from ..graph.vocabulary import is_valid_node_name, parse_input
 from .layout import OutputLayouts, Unresolved
@@ -129,8 +130,6 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
                      layouts: OutputLayouts, arg_shapes: Mapping[int, Any] | None = None) -> BodyGraph:
     """The body of ``function`` as a graph; :class:`Unconvertible` when it cannot be done exactly.
     ``arg_shapes``: argument shapes the callers fix (:mod:`.arg_shapes`), else those recorded."""
-    from tensorflow.core.framework import graph_pb2
-
     signature = function.signature
     args = [a.name for a in signature.input_arg]
     nodes = {node.name: node for node in function.node_def}
@@ -138,7 +137,7 @@ def function_to_body(function: "FunctionDef", functions: Mapping[str, "FunctionD
     if clash or len(nodes) != len(function.node_def) or len(set(args)) != len(args):
         raise Unconvertible("argument or node names that cannot be graph node names "
                             f"({', '.join(clash) or 'repeated'})")
-    graph = graph_pb2.GraphDef()
+    graph = message_class("GraphDef")()
     for k, arg in enumerate(signature.input_arg):
         _placeholder(graph, function, k, arg, (arg_shapes or {}).get(k))
     ports = _Ports(nodes, set(args), layouts)
@@ -209,8 +208,6 @@ class _Names:
 def body_to_function(body: BodyGraph, fused: "GraphDef", layouts: OutputLayouts) -> "FunctionDef":
     """``body``'s function with the nodes of the fused graph ``fused``: the same signature,
     attributes and argument attributes, its results naming the tensors the sinks read."""
-    from tensorflow.core.framework import function_pb2
-
     nodes = {node.name: node for node in fused.node}
     for arg in body.args:
         node = nodes.get(arg)
@@ -218,7 +215,7 @@ def body_to_function(body: BodyGraph, fused: "GraphDef", layouts: OutputLayouts)
             raise Unconvertible(f"fusion changed the placeholder of argument {arg!r}")
     sinks = set(body.ret_sinks.values()) | set(body.control_sinks.values())
     names = _Names(nodes, set(body.args), layouts)
-    out = function_pb2.FunctionDef()
+    out = message_class("FunctionDef")()
     out.CopyFrom(body.function)
     del out.node_def[:]
     skipped = set(body.args) | sinks

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
 from ..graph.index import GraphIndex, no_gc
+from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
 
@@ -46,8 +47,7 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
 def _build_nodes(
     plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str]
 ) -> list["NodeDef"]:
-    from tensorflow.core.framework.node_def_pb2 import NodeDef
-
+    NodeDef = message_class("NodeDef")
     res = plan.candidate
     inputs = [resolve(p, port) for p, port in plan.inputs]
     controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
@@ -81,9 +81,7 @@ def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequen
 
 def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[int]) -> "NodeDef":
     """Keep a graph output fetchable under its old name."""
-    from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-    node = NodeDef(name=index.names[d])
+    node = message_class("NodeDef")(name=index.names[d])
     fused_ports = [plan.outputs[(d, p)] for p in ports]
     dtypes = [output_dtype(plan, f, index) for f in fused_ports]
     if ports == [0]:

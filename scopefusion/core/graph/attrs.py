@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from .protos import message_class
 from .vocabulary import DTYPE_BY_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +61,8 @@ def _dtype_enum(value: Any) -> int:
         return value
     if isinstance(value, str) and value in DTYPE_BY_NAME:
         return DTYPE_BY_NAME[value]
+    if hasattr(value, "as_datatype_enum"):  # a tf.DType
+        return int(value.as_datatype_enum)
     import tensorflow as tf  # a tf.DType or a name only TensorFlow knows
 
     return int(tf.dtypes.as_dtype(value).as_datatype_enum)
@@ -67,8 +70,7 @@ def _dtype_enum(value: Any) -> int:
 
 def make_attr_value(value: Any, attr_type: str) -> "AttrValue":
     """Turn a Python value into an ``AttrValue`` of the declared type."""
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
-
+    AttrValue = message_class("AttrValue")
     if isinstance(value, AttrValue):
         return value
     attr = AttrValue()

@@ -3,14 +3,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .vocabulary import DT_BOOL, DT_DOUBLE, DT_FLOAT, DT_INT32, DT_INT64
+from .tensor_codec import UnsupportedDtype, make_ndarray
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
-
-_NUMPY_BY_DTYPE = {DT_FLOAT: "float32", DT_DOUBLE: "float64", DT_INT32: "int32", DT_INT64: "int64", DT_BOOL: "bool"}
-_FIELD_BY_DTYPE = {DT_FLOAT: "float_val", DT_DOUBLE: "double_val", DT_INT32: "int_val", DT_INT64: "int64_val",
-                   DT_BOOL: "bool_val"}
 
 
 #: A constant that stores fewer values than it declares (a "splat": one value repeated) is
@@ -25,11 +21,9 @@ def declared_shape(tensor: Any) -> list[int]:
 
 
 def tensor_value(tensor: Any) -> "np.ndarray | None":
-    """A TensorProto's value; common dtypes are decoded directly, others by TensorFlow.
+    """A TensorProto's value, decoded in numpy (rare dtypes such as quantized ones by TensorFlow).
     None for a value that would have to be expanded past :data:`MAX_EXPANDED_ELEMENTS`, or
     whose declared shape is invalid."""
-    import numpy as np
-
     shape = declared_shape(tensor)
     if any(d < 0 for d in shape):
         return None
@@ -39,24 +33,15 @@ def tensor_value(tensor: Any) -> "np.ndarray | None":
     stored = len(tensor.tensor_content) > 0 or _stored_values(tensor) >= count
     if not stored and count > MAX_EXPANDED_ELEMENTS:
         return None
-    name = _NUMPY_BY_DTYPE.get(tensor.dtype)
-    if name is not None:
-        if tensor.tensor_content:
-            try:
-                return np.frombuffer(tensor.tensor_content, dtype=name).reshape(shape).copy()
-            except ValueError:  # content that does not fill the declared shape
-                return None
-        values = getattr(tensor, _FIELD_BY_DTYPE[tensor.dtype])
-        if len(values) == count:
-            return np.array(values, dtype=name).reshape(shape)
-        if len(values) == 1:
-            return np.full(shape, values[0], dtype=name)
-        if count == 0:
-            return np.zeros(shape, dtype=name)
-    from tensorflow.python.framework import tensor_util
-
     try:
-        return tensor_util.MakeNdarray(tensor)
+        return make_ndarray(tensor)
+    except UnsupportedDtype:  # quantized and other rare dtypes: TensorFlow decodes them
+        from tensorflow.python.framework import tensor_util
+
+        try:
+            return tensor_util.MakeNdarray(tensor)
+        except (TypeError, ValueError):
+            return None
     except (TypeError, ValueError):  # values that do not fit the declared shape or dtype
         return None
 

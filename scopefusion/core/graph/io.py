@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import GraphLoadError, OptionError
 from .output_paths import write_atomically
+from .protos import message_class
 from .validate import MAX_NESTING, validate_graph
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,9 +44,7 @@ class LoadedModel:
 
 
 def new_graph_def() -> "GraphDef":
-    from tensorflow.core.framework import graph_pb2
-
-    return graph_pb2.GraphDef()
+    return message_class("GraphDef")()
 
 
 def looks_like_text(data: bytes) -> bool:
@@ -214,7 +213,7 @@ def graph_bytes(graph_def: "GraphDef", fmt: str) -> bytes:
         raise OptionError(f"fmt must be one of {', '.join(GRAPH_FORMATS)}, not {fmt!r}")
     if fmt == "pbtxt":
         return text_format.MessageToString(graph_def).encode("utf-8")
-    return graph_def.SerializeToString()
+    return graph_def.SerializeToString(deterministic=True)  # attribute maps in key order: the same bytes every run
 
 
 def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | None = None) -> Path:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..native_output import import_tensorflow_quietly
 from .index import GraphIndex
+from .protos import message_class
 from .tf_ops import is_tensorflow_op
 from .vocabulary import CONTROL, DT_FLOAT, tensor_name
 
@@ -54,6 +56,7 @@ class TensorFlowShapes:
 
     def _imported(self) -> Any:
         if self._graph is None and not self._failed:
+            import_tensorflow_quietly()  # only a pass that asks for TensorFlow's shapes gets here
             import tensorflow as tf
 
             graph = tf.Graph()
@@ -115,17 +118,13 @@ class TensorFlowShapes:
 
 
 def _identity(name: str, source: str, attrs: Any) -> Any:
-    from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-    node = NodeDef(name=name, op="Identity", input=[source])
+    node = message_class("NodeDef")(name=name, op="Identity", input=[source])
     node.attr["T"].type = attrs["T"].type
     return node
 
 
 def _placeholder(name: str, attrs: Any) -> Any:
-    from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-    node = NodeDef(name=name, op="Placeholder")
+    node = message_class("NodeDef")(name=name, op="Placeholder")
     dtype = attrs["T"].type if "T" in attrs and attrs["T"].WhichOneof("value") == "type" else DT_FLOAT
     node.attr["dtype"].type = dtype
     node.attr["shape"].shape.unknown_rank = True

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GraphValidationError
 from .index import no_gc
 from .output_ports import output_count
+from .protos import data_type_values, message_class
 from .tf_ops import tensorflow_op_def
 from .vocabulary import dtype_name, is_valid_node_name, parse_input
 
@@ -98,9 +99,7 @@ def op_rules(op: str, functions: dict[str, int]) -> OpRules:
     """The rules of op type ``op``: its attributes when TensorFlow defines it (and no
     function of the graph's library takes its name), and its output count when
     that is the same for every node."""
-    from tensorflow.core.framework import node_def_pb2
-
-    probe = node_def_pb2.NodeDef(op=op)  # no attributes: a count that needs none is the type's
+    probe = message_class("NodeDef")(op=op)  # no attributes: a count that needs none is the type's
     rules = OpRules(outputs=output_count(probe, functions))
     op_def = None if op in functions else tensorflow_op_def(op)
     if op_def is not None:
@@ -110,9 +109,7 @@ def op_rules(op: str, functions: dict[str, int]) -> OpRules:
 
 
 def _valid_dtypes() -> frozenset[int]:
-    from tensorflow.core.framework import types_pb2
-
-    return frozenset(v for v in types_pb2.DataType.values() if 0 < v < 100)  # no DT_INVALID, no ref types
+    return frozenset(v for v in data_type_values() if 0 < v < 100)  # no DT_INVALID, no ref types
 
 
 def _list_fields(value: Any) -> list[str]:

@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..graph.index import GraphIndex
+from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, dtype_name
 from .boundary import SegmentBoundary, Tensor
 from .edges import REF_OFFSET, EdgeTypes
@@ -78,15 +79,13 @@ def _strip_colocation(node: Any, inside: set[str]) -> None:
 def body_function(name: str, edges: EdgeTypes, boundary: SegmentBoundary, arg_types: list[int],
                   ret_types: list[int]) -> "FunctionDef":
     """The FunctionDef of one segment (its constants first, then its nodes in graph order)."""
-    from tensorflow.core.framework import function_pb2
-
     index: GraphIndex = edges.index
     body = [*boundary.consts, *boundary.members]
     inside_set = set(body)
     inside_names = {index.names[i] for i in body}
     args = port_names(len(boundary.args), "arg", inside_names)
     rets = port_names(len(boundary.rets), "ret", inside_names)
-    function = function_pb2.FunctionDef()
+    function = message_class("FunctionDef")()
     function.signature.name = name
     for arg, dtype in zip(args, arg_types):
         function.signature.input_arg.add(name=arg, type=dtype)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..graph.index import GraphIndex
+from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, dtype_name, tensor_name
 from .boundary import SegmentBoundary, Tensor, boundaries
 from .edges import EdgeTypes
@@ -85,9 +86,7 @@ def _data_format(index: GraphIndex, members: Sequence[int]) -> str:
 
 def _call_template(attrs: Mapping[str, str]) -> Any:
     """A NodeDef holding the attributes every call node carries (copied whole, once per node)."""
-    from tensorflow.core.framework import node_def_pb2
-
-    template = node_def_pb2.NodeDef()
+    template = message_class("NodeDef")()
     for key, value in attrs.items():
         template.attr[key].s = value.encode("utf-8")
     return template
@@ -140,10 +139,8 @@ def _output_node(out: "GraphDef", seg: Segmenting, edges: EdgeTypes, p: int) -> 
 
 def cut(seg: Segmenting, edges: EdgeTypes, *, fused_form: bool, attrs: Mapping[str, str]) -> "GraphDef":
     """The graph with every segment cut out into a library function and a call node."""
-    from tensorflow.core.framework import graph_pb2
-
     index = seg.index
-    out = graph_pb2.GraphDef()
+    out = message_class("GraphDef")()
     out.versions.CopyFrom(index.graph_def.versions)
     out.library.CopyFrom(index.graph_def.library)
     types = []
@@ -199,10 +196,8 @@ def _free_name(stem: str, taken: set[str]) -> str:
 
 def standalone_graph(seg: Segmenting, edges: EdgeTypes, k: int) -> SegmentGraph:
     """Segment ``k`` as a GraphDef of its own, for a back-end compiler."""
-    from tensorflow.core.framework import graph_pb2
-
     index, bound, name = seg.index, seg.bounds[k], seg.names[k]
-    out = graph_pb2.GraphDef()
+    out = message_class("GraphDef")()
     out.versions.CopyFrom(index.graph_def.versions)
     body = [*bound.consts, *bound.members]
     inside = set(body)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..native_output import import_tensorflow_quietly
+from ..graph.protos import message_class
 from .errors import OPTIMIZER_NAME, SessionOptionError, bad_value
 from .options import NpuOptions, build_npu_options
 from .spec import RawValue
@@ -28,13 +28,9 @@ _ENTRY_SHAPE = f'a custom_optimizers entry with name: "{OPTIMIZER_NAME}" under g
 
 
 def config_proto_class() -> type:
-    """The ``ConfigProto`` message class files are parsed into (the one place
-    that imports TensorFlow's protobuf modules, with TensorFlow's start-up notices kept
-    off the terminal)."""
-    import_tensorflow_quietly()
-    from tensorflow.core.protobuf import config_pb2
-
-    return config_pb2.ConfigProto
+    """The ``ConfigProto`` message class files are parsed into (TensorFlow's own class,
+    built without importing TensorFlow)."""
+    return message_class("ConfigProto")
 
 
 def _looks_like_text(data: bytes) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ....core.graph.protos import message_class
+
 #: The rank of a 2-D convolution's output, and its channel axis per data format.
 OUTPUT_RANK = 4
 CHANNEL_AXIS = {"NHWC": 3, "NCHW": 1}
@@ -73,9 +75,7 @@ def nonpositive_channel(variance: np.ndarray, epsilon: float) -> int | None:
 
 def const_attrs(value: np.ndarray, dtype: int, numpy_type: Any) -> dict[str, Any]:
     """The attributes of a ``Const`` node holding ``value`` as ``dtype`` (its numpy type given)."""
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
-    from tensorflow.core.framework.tensor_pb2 import TensorProto
-
+    AttrValue, TensorProto = message_class("AttrValue"), message_class("TensorProto")
     data = np.ascontiguousarray(np.asarray(value).astype(numpy_type))
     proto = TensorProto(dtype=dtype, tensor_content=data.tobytes())
     for size in data.shape:

@@ -43,11 +43,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ....core.graph.protos import message_class
+from ....core.graph.tensor_codec import make_tensor_proto
+from ....core.graph.vocabulary import numpy_dtype
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate, _Match, _slots_of
-from .op import DT_HALF, DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
+from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -142,15 +145,9 @@ class ScopeInstanceNormPass(ScopeBasePass):
 # ---------------------------------------------------------------- inner graph
 def _const_attr(value: Any, dtype: int) -> dict[str, Any]:
     import numpy as np
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
-    from tensorflow.python.framework import tensor_util
 
-    numpy_type = {DT_HALF: np.float16, DT_INT32: np.int32}.get(dtype)
-    if numpy_type is None:
-        import tensorflow as tf
-
-        numpy_type = tf.dtypes.as_dtype(dtype).as_numpy_dtype
-    proto = tensor_util.make_tensor_proto(np.asarray(value, dtype=numpy_type))
+    proto = make_tensor_proto(np.asarray(value, dtype=numpy_dtype(dtype)))
+    AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=dtype)}
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.pattern import Op, op
+from ....core.graph.protos import message_class
+from ....core.graph.tensor_codec import make_tensor_proto
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
 
@@ -51,10 +53,9 @@ def _wants_keras(scope: "Scope") -> bool:
 
 def int32_const(value: Any) -> dict[str, Any]:
     import numpy as np
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
-    from tensorflow.python.framework import tensor_util
 
-    proto = tensor_util.make_tensor_proto(np.asarray(value, dtype=np.int32))
+    proto = make_tensor_proto(np.asarray(value, dtype=np.int32))
+    AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=DT_INT32)}
 
 

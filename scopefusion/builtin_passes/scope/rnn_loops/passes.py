@@ -1,0 +1,121 @@
+"""``ScopeDynamicRNNPass``: a recurrent layer's whole loop -> ``DynamicRNN`` / ``DynamicGRUV2``.
+
+``tf.compat.v1.nn.dynamic_rnn`` under control flow v2 writes its time loop as a functional
+``While`` / ``StatelessWhile`` named ``<scope>/while`` (its outputs read through
+``<scope>/while/Identity_k``, the scope the pattern matches).  Fusion inside the library runs
+before the graph's passes, so the loop's body already holds one fused ``BasicLSTMCell`` or
+``GRUCell`` per layer when this pass reads it (:mod:`.body`); the loop, its input and output
+lists and the stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
+LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
+``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
+as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.port_maps import input_slots
+from ....core.scope.results import FusionScopesResult, ScopesResult
+from .body import LoopBody, LoopRefused, read_body, read_bounds
+from .ops import DYNAMIC_GRU_V2, DYNAMIC_RNN
+from .plumbing import LoopPlumbing, add_feeders, read_plumbing
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+_LOOPS = ("While", "StatelessWhile")
+#: fused cell -> the whole-loop op of its layers
+LOOP_OPS = {"BasicLSTMCell": DYNAMIC_RNN.name, "GRUCell": DYNAMIC_GRU_V2.name}
+
+
+class ScopeDynamicRNNPass(ScopeBasePass):
+    """dynamic_rnn loops (control flow v2) of fused BasicLSTMCell / GRUCell steps -> DynamicRNN /
+    DynamicGRUV2, one per layer."""
+
+    name = "ScopeDynamicRNNPass"
+    general = False
+    description = ("tf.compat.v1 dynamic_rnn loops (control flow v2, functional While) whose body is fused "
+                   "BasicLSTMCell / GRUCell steps -> DynamicRNN / DynamicGRUV2 per layer, time-major")
+
+    def __init__(self) -> None:
+        self._loops: dict[int, tuple[int, LoopBody, LoopPlumbing]] = {}  # by id of the result's part
+        self._refused: dict[str, str] = {}
+
+    def define_patterns(self) -> list[PatternSet]:
+        return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
+
+    def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
+        index = scope_graph.index
+        functions = {f.signature.name: f for f in index.graph_def.library.function}
+        groups = []
+        for scope in self.matched_scopes(scope_graph):
+            outer = scope.parent if scope.parent is not None else scope
+            loop = index.index.get(scope.name)
+            if loop is None or index.ops[loop] not in _LOOPS:
+                self._refused[scope.name] = f"no While node is named {scope.name!r}"
+                groups.append(ScopesResult([scope]))
+                continue
+            try:
+                body, plumbing = self._read(scope_graph, loop, functions)
+            except LoopRefused as why:
+                self._refused[outer.name] = str(why)
+                groups.append(ScopesResult([outer]))
+                continue
+            ins = [t for t in index.inputs[loop] if t[1] >= 0]
+            keep = {plumbing.x[0]} | {ins[p][0] for layer in body.layers for p in layer.weights + layer.state}
+            add_feeders(index, plumbing.members, keep)
+            part = ScopePart(outer, plumbing.members)
+            self._loops[id(part)] = (loop, body, plumbing)
+            groups.append(ScopesResult([outer], part=part))
+        return groups
+
+    @staticmethod
+    def _read(scope_graph: "ScopeGraph", loop: int, functions: dict[str, Any]) -> tuple[LoopBody, LoopPlumbing]:
+        attrs = scope_graph.index.nodes[loop].attr
+        body_fn, cond_fn = (functions.get(attrs[a].func.name) for a in ("body", "cond"))
+        if body_fn is None or cond_fn is None:
+            raise LoopRefused("the loop's body or condition is not in the graph's library")
+        body = read_body(body_fn)
+        return body, read_plumbing(scope_graph.index, loop, body, read_bounds(cond_fn, body))
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        if result.part is None:
+            result.reject(self._refused[scopes[0].name])
+            return
+        loop, body, plumbing = self._loops[id(result.part)]
+        sg = scopes[0].graph
+        index = sg.index
+        ins = [t for t in index.inputs[loop] if t[1] >= 0]
+        tensors = [plumbing.x]
+        for layer in body.layers:
+            tensors.extend(ins[p] for p in layer.weights + layer.state if ins[p] not in tensors)
+        for reader, slots in input_slots(sg, plumbing.members, tensors).items():
+            result.insert_inputs(reader, slots)
+        result.set_name(index.names[loop])
+        result.set_type(LOOP_OPS[body.layers[-1].op])
+        kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
+        result.set_description(f"dynamic_rnn loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
+        result.insert_outputs(index.names[plumbing.stack], [0])
+        ports: list[int | None] = [None] * len(ins)
+        below: Any = result.fused_input(0)
+        for k, layer in enumerate(body.layers):
+            node = f"layer_{k}"
+            fused = [result.fused_input(tensors.index(ins[p])) for p in layer.weights + layer.state]
+            result.add_inner_node(node, LOOP_OPS[layer.op], [below, *fused], {**layer.attrs, "time_major": True})
+            below = f"{node}:0"
+        self._set_outputs(result, body, ports)
+        result.insert_outputs(index.names[loop], ports)
+
+    @staticmethod
+    def _set_outputs(result: FusionScopesResult, body: LoopBody, ports: list[int | None]) -> None:
+        """Fused output 0 is the top layer's y; then each layer's final state in order."""
+        result.set_inner_output(0, f"layer_{len(body.layers) - 1}:0")
+        k = 1
+        for n, layer in enumerate(body.layers):
+            for j, p in enumerate(layer.state):
+                ports[p] = k
+                result.set_inner_output(k, f"layer_{n}:{j + 1}")
+                k += 1

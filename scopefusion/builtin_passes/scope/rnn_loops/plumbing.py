@@ -1,0 +1,96 @@
+"""The graph around a ``dynamic_rnn`` loop (control flow v2)::
+
+    inputs  = TensorListFromTensor(x, shape)        x time-major, [steps, batch, input]
+    outputs = TensorListReserve(shape, n)
+    ... = While(counter0, n, time0, outputs, states..., m, inputs, weights...)
+    y       = TensorListStack(Identity(While:outputs), shape)
+
+with ``m`` either ``n`` or ``Minimum(n, Maximum(1, n))`` (dynamic_rnn's bound on its time), so
+the loop runs once per element of the output list.  These nodes are what the fused op replaces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ....core.graph.vocabulary import CONTROL
+from .body import LoopBody, LoopRefused
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.graph.index import GraphIndex
+
+Tensor = tuple[int, int]
+
+
+@dataclass
+class LoopPlumbing:
+    """The loop's nodes outside its body: its members, its input x and its stacked output."""
+
+    members: set[int]
+    x: Tensor
+    stack: int
+
+
+def _data_inputs(index: "GraphIndex", node: int) -> list[Tensor]:
+    return [t for t in index.inputs[node] if t[1] != CONTROL]
+
+
+def _readers(index: "GraphIndex", node: int, port: int) -> list[int]:
+    return [c for c, p, _ in index.consumers[node] if p == port]
+
+
+def _producer(index: "GraphIndex", tensor: Tensor, op: str, what: str) -> int:
+    if index.ops[tensor[0]] != op:
+        raise LoopRefused(f"the loop's {what} is not a {op} but {index.names[tensor[0]]!r} ({index.ops[tensor[0]]})")
+    return tensor[0]
+
+
+def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
+    """``n`` itself, or ``Minimum(n, Maximum(_, n))`` in either order."""
+    if bound == n:
+        return True
+    if index.ops[bound[0]] != "Minimum":
+        return False
+    ins = _data_inputs(index, bound[0])
+    other = [t for t in ins if t != n]
+    if len(ins) != 2 or len(other) != 1 or index.ops[other[0][0]] != "Maximum":
+        return False
+    return n in _data_inputs(index, other[0][0])
+
+
+def read_plumbing(index: "GraphIndex", loop: int, body: LoopBody, bounds: tuple[int, int]) -> LoopPlumbing:
+    """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
+    ins = _data_inputs(index, loop)
+    unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
+    reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
+    n = _data_inputs(index, reserve)[1]
+    if ins[bounds[0]] != n or not _is_time_bound(index, ins[bounds[1]], n):
+        raise LoopRefused("the loop does not run once per element of its output list")
+    stack, identity = None, None
+    readers = _readers(index, loop, body.outputs)
+    if len(readers) == 1 and index.ops[readers[0]] == "Identity":
+        identity = readers[0]
+        readers = _readers(index, identity, 0)
+    if len(readers) != 1 or index.ops[readers[0]] != "TensorListStack":
+        raise LoopRefused("the loop's output list is not stacked into one tensor after the loop (and only that)")
+    stack = readers[0]
+    if _data_inputs(index, stack)[0][1] != (0 if identity is not None else body.outputs):
+        raise LoopRefused("the loop's output list is read other than by one TensorListStack")
+    for node, what in ((unstack, "input list"), (reserve, "output list")):
+        if _readers(index, node, 0) != [loop]:
+            raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
+    members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
+    return LoopPlumbing(members, _data_inputs(index, unstack)[0], stack)
+
+
+def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:
+    """Add to ``members`` every node only they read (the loop's bounds, counters and shapes),
+    up to the nodes in ``keep`` (those producing the fused op's inputs)."""
+    stack = list(members)
+    while stack:
+        for node, _ in index.inputs[stack.pop()]:
+            if node in members or node in keep:
+                continue
+            if all(c in members for c, _, _ in index.consumers[node]):
+                members.add(node)
+                stack.append(node)

@@ -173,6 +173,8 @@ def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[int, int]:
                 continue
         if node.op not in ("LogicalAnd", "Less", "Identity"):
             raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")
-    if set(bounds) != {body.counter, body.time}:
+    ands = [n for n in cond.node_def if n.op == "LogicalAnd"]
+    rets = list(cond.ret.values())
+    if set(bounds) != {body.counter, body.time} or len(ands) != 1 or rets != [f"{ands[0].name}:z:0"]:
         raise LoopRefused("the loop's condition is not counter < n and time < m")
     return bounds[body.counter], bounds[body.time]

@@ -45,7 +45,12 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         self._refused: dict[str, str] = {}
 
     def define_patterns(self) -> list[PatternSet]:
-        return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
+        # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and its counter's start
+        # (``rnn/while/loop_counter``); its body and condition as graphs of their own, and a TF1 loop's
+        # frame, hold the reads of the input list or the comparisons of the condition
+        pattern = (ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")
+                   .add_node_op_type_feature("TensorListGetItem", -1).add_node_op_type_feature("Less", -1))
+        return [[[pattern]]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         index = scope_graph.index

@@ -1,0 +1,171 @@
+"""ScopeDynamicRNNPass on ``tf.compat.v1.nn.dynamic_rnn`` loops built by the real library (control
+flow v2, batch 2, input 3, hidden 4, 5 steps, random weights, frozen): the loop, its input and
+output lists and the stack after it become one ``DynamicRNN`` (LSTM) or ``DynamicGRUV2`` (GRU) per
+layer, time-major; the fused graph runs (the ops' reference implementations) and agrees with the
+original within 1e-4; loops it cannot express are left as they are with the reason."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import loop_models as lm
+import rnn_models as rm
+from pass_checks import REGISTRY
+
+import scopefusion
+
+PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
+LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack")
+
+#: form -> (builder, fused ops expected in the graph, loops in the original)
+LOOPS = {
+    "BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm()), {"DynamicRNN": 1}, 1),
+    "LSTMCell": (lambda: lm.dynamic_rnn(rm.lstm()), {"DynamicRNN": 1}, 1),
+    "GRUCell": (lambda: lm.dynamic_rnn(rm.gru()), {"DynamicGRUV2": 1}, 1),
+    "time_major BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm(), time_major=True), {"DynamicRNN": 1}, 1),
+    # MultiRNNCell: one loop whose body runs both layers -> one op per layer, the upper reading the lower's y
+    "MultiRNNCell of two LSTMCell layers (one loop)": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.lstm())), {"DynamicRNN": 2}, 1),
+    "MultiRNNCell LSTMCell + GRUCell (one loop)": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru())), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
+    "two dynamic_rnn calls, BasicLSTMCell then GRUCell (two loops)": (
+        lambda: lm.dynamic_rnn(rm.basic_lstm(), rm.gru()), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 2),
+}
+
+
+@functools.cache
+def model(form: str) -> rm.RnnModel:
+    builders = {**{k: v[0] for k, v in LOOPS.items()},
+                "sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]),
+                "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
+                "control flow v1": lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True),
+                "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu"))}
+    return builders[form]()
+
+
+def fuse(m: rm.RnnModel, passes: str = PASSES, **options):
+    return scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=passes, hints=False, **options)
+
+
+def counts(graph_def, *ops: str) -> dict[str, int]:
+    found = {op: sum(n.op == op for n in graph_def.node) for op in ops}
+    return {op: k for op, k in found.items() if k}
+
+
+def verify(m: rm.RnnModel, fused_graph_def):
+    return scopefusion.verify(m.graph_def, fused_graph_def, fused_ops=REGISTRY.fused_ops,
+                              input_shapes=m.input_shapes, runs=2)
+
+
+def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
+    check = verify(m, fused_graph_def)
+    assert check.passed, check.table()
+    assert len(check.outputs) == len(m.outputs)
+    assert all(o.max_abs_error <= 1e-4 for o in check.outputs), check.table()
+
+
+def loop_report(result):
+    return result.report.pass_report("ScopeDynamicRNNPass")
+
+
+# ------------------------------------------------------------------------------ fused
+@pytest.mark.parametrize("form", list(LOOPS))
+def test_each_loop_becomes_one_op_per_layer(form):
+    m = model(form)
+    _, expected, loops = LOOPS[form]
+    assert counts(m.graph_def, "While", "StatelessWhile") == {"StatelessWhile": loops}
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN", "DynamicGRUV2", "BasicLSTMCell", "GRUCell") == expected
+    assert counts(fused, *LOOP_NODES) == {}
+    report = loop_report(result)
+    assert len(report.fused) == loops and not report.refused, report.refused
+    for node in fused.node:
+        if node.op in ("DynamicRNN", "DynamicGRUV2"):
+            assert node.attr["time_major"].b and node.attr["activation"].s == b"tanh"
+    assert_verifies(m, fused)
+
+
+def test_layers_of_one_loop_are_chained():
+    """The upper layer of a MultiRNNCell reads the lower layer's y; the final states of both
+    layers are outputs of the graph."""
+    result = fuse(model("MultiRNNCell of two LSTMCell layers (one loop)"))
+    ops = [n for n in result.fused_graph_def.node if n.op == "DynamicRNN"]
+    lower, upper = sorted(ops, key=lambda n: n.name)
+    assert upper.input[0] == lower.name
+    assert not lower.input[0].startswith(upper.name)
+
+
+def test_cell_attributes_carry_over():
+    m = model("forget_bias 0.5, relu")
+    fused = fuse(m).fused_graph_def
+    (node,) = [n for n in fused.node if n.op == "DynamicRNN"]
+    assert node.attr["forget_bias"].f == pytest.approx(0.5) and node.attr["activation"].s == b"relu"
+    assert_verifies(m, fused)
+
+
+def test_verify_sees_a_wrong_attribute():
+    """The verification runs DynamicRNN's reference: another forget_bias gives other outputs."""
+    m = model("BasicLSTMCell")
+    fused = fuse(m).fused_graph_def
+    (node,) = [n for n in fused.node if n.op == "DynamicRNN"]
+    node.attr["forget_bias"].f = 0.0
+    assert not verify(m, fused).passed
+
+
+def test_tf_form_runs_the_reference():
+    m = model("GRUCell")
+    tf_form = fuse(m, emit="tf").graph_def
+    assert counts(tf_form, "DynamicGRUV2", "GRUCell", *LOOP_NODES) == {}
+    calls = [n.attr["_scopefusion_op"].s for n in tf_form.node if n.op == "PartitionedCall"]
+    assert calls == [b"DynamicGRUV2"]
+    assert_verifies(m, tf_form)
+
+
+def test_pass_off_leaves_the_loop():
+    m = model("BasicLSTMCell")
+    fused = fuse(m, passes="ScopeBasicLSTMCellPass").fused_graph_def
+    assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+
+
+# ------------------------------------------------------------------------------ refused
+def test_sequence_length_is_refused():
+    """With sequence_length the body copies the state through past each sequence's end (Select):
+    no DynamicRNN without a sequence length input; the step inside the body is still fused."""
+    m = model("sequence_length")
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = loop_report(result).refused
+    assert refusal.name == "rnn" and "does more than fused cells and the loop's plumbing" in refusal.reason
+    assert "(Select" in refusal.reason or "(SelectV2" in refusal.reason, refusal.reason
+    assert_verifies(m, fused)
+
+
+def test_peepholes_are_refused():
+    """LSTMCell with peepholes: the cell pass refuses the step, so the body holds no fused cell."""
+    m = model("peepholes")
+    result = fuse(m)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = loop_report(result).refused
+    assert "does more than fused cells" in refusal.reason, refusal.reason
+
+
+def test_unfused_library_is_refused():
+    """functions=False: the body keeps the cell's own ops, which the pass does not read."""
+    m = model("BasicLSTMCell")
+    result = fuse(m, functions=False)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = loop_report(result).refused
+    assert "does more than fused cells" in refusal.reason and "(MatMul)" in refusal.reason, refusal.reason
+
+
+def test_control_flow_v1_loop_is_not_matched():
+    """A TF1 while loop (Enter / Merge / Switch / Exit) is no functional While: left as it is."""
+    m = model("control flow v1")
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN") == {} and counts(fused, "Enter")
+    assert not loop_report(result).fused and not loop_report(result).refused
+    assert_verifies(m, fused)

@@ -31,6 +31,14 @@ _LOOPS = ("While", "StatelessWhile")
 LOOP_OPS = {"BasicLSTMCell": DYNAMIC_RNN.name, "GRUCell": DYNAMIC_GRU_V2.name}
 
 
+def _no_loop(scope: "Scope") -> str:
+    if scope.count("Enter") or scope.count("Exit"):
+        return ("a TF1 while loop (control flow v1: Enter / Merge / Switch / Exit): only functional While "
+                "loops (control flow v2) are fused whole")
+    return (f"no While / StatelessWhile node is named {scope.name!r}: the scope is a loop's body or condition "
+            "seen as a graph of its own (the loop is fused, or refused, in the graph running it) or no loop")
+
+
 class ScopeDynamicRNNPass(ScopeBasePass):
     """dynamic_rnn loops (control flow v2) of fused BasicLSTMCell / GRUCell steps -> DynamicRNN /
     DynamicGRUV2, one per layer."""
@@ -45,12 +53,9 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         self._refused: dict[str, str] = {}
 
     def define_patterns(self) -> list[PatternSet]:
-        # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and its counter's start
-        # (``rnn/while/loop_counter``); its body and condition as graphs of their own, and a TF1 loop's
-        # frame, hold the reads of the input list or the comparisons of the condition
-        pattern = (ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")
-                   .add_node_op_type_feature("TensorListGetItem", -1).add_node_op_type_feature("Less", -1))
-        return [[[pattern]]]
+        # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and of its counter's start
+        # (``rnn/while/loop_counter``); the loop node is named like the scope
+        return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         index = scope_graph.index
@@ -60,7 +65,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
             outer = scope.parent if scope.parent is not None else scope
             loop = index.index.get(scope.name)
             if loop is None or index.ops[loop] not in _LOOPS:
-                self._refused[scope.name] = f"no While node is named {scope.name!r}"
+                self._refused[scope.name] = _no_loop(scope)
                 groups.append(ScopesResult([scope]))
                 continue
             try:
@@ -82,7 +87,8 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         attrs = scope_graph.index.nodes[loop].attr
         body_fn, cond_fn = (functions.get(attrs[a].func.name) for a in ("body", "cond"))
         if body_fn is None or cond_fn is None:
-            raise LoopRefused("the loop's body or condition is not in the graph's library")
+            raise LoopRefused("the loop's body or condition is not in this graph's library (a loop inside a "
+                              "function: only the loops of the graph itself are fused whole)")
         body = read_body(body_fn)
         return body, read_plumbing(scope_graph.index, loop, body, read_bounds(cond_fn, body))
 

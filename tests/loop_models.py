@@ -33,3 +33,11 @@ def dynamic_rnn(*makers: Callable[[], Any], sequence_length: Sequence[int] | Non
 
     with tf1_graph_mode(control_flow_v1):
         return rm.freeze(build, inputs=INPUTS, steps=STEPS)
+
+
+def keras(library: str, kind: str, **options: Any) -> RnnModel:
+    """Stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers, not unrolled
+    (``function_models.keras_loop``), at this module's sizes: each layer's loop is a ``While``."""
+    import function_models as fm
+
+    return fm.keras_loop(library, kind, inputs=INPUTS, steps=STEPS, **options)

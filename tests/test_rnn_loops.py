@@ -31,6 +31,11 @@ LOOPS = {
         lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru())), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
     "two dynamic_rnn calls, BasicLSTMCell then GRUCell (two loops)": (
         lambda: lm.dynamic_rnn(rm.basic_lstm(), rm.gru()), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 2),
+    # Keras 3 layers not unrolled: a While per layer whose body also puts the weights in the cell's
+    # layout each step (the preparation, run once inside the fused result)
+    "Keras 3 LSTM, two layers (two loops)": (lambda: lm.keras("keras", "LSTM"), {"DynamicRNN": 2}, 2),
+    "Keras 3 GRU(reset_after=False)": (lambda: lm.keras("keras", "GRU", layers=1, reset_after=False),
+                                       {"DynamicGRUV2": 1}, 1),
 }
 
 
@@ -40,7 +45,9 @@ def model(form: str) -> rm.RnnModel:
                 "sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]),
                 "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
                 "control flow v1": lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True),
-                "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu"))}
+                "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
+                "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
+                "tf_keras LSTM": lambda: lm.keras("tf_keras", "LSTM", layers=1)}
     return builders[form]()
 
 
@@ -83,7 +90,7 @@ def graph_refusals(result) -> list:
 def test_each_loop_becomes_one_op_per_layer(form):
     m = model(form)
     _, expected, loops = LOOPS[form]
-    assert counts(m.graph_def, "While", "StatelessWhile") == {"StatelessWhile": loops}
+    assert sum(counts(m.graph_def, "While", "StatelessWhile").values()) == loops
     result = fuse(m)
     fused = result.fused_graph_def
     assert counts(fused, "DynamicRNN", "DynamicGRUV2", "BasicLSTMCell", "GRUCell") == expected
@@ -180,3 +187,29 @@ def test_control_flow_v1_loop_is_refused():
     assert refusal.name == "rnn/while" and "a TF1 while loop (control flow v1" in refusal.reason, refusal.reason
     assert not loop_report(result).fused
     assert_verifies(m, fused)
+
+
+def test_keras_weight_preparation_runs_once():
+    """The Keras cell's weights, rearranged in the loop body each step, are rearranged once in the
+    fused result, outside any loop."""
+    m = model("Keras 3 LSTM, two layers (two loops)")
+    fused = fuse(m).fused_graph_def
+    assert counts(fused, "While", "StatelessWhile") == {}
+    rnn = [n for n in fused.node if n.op == "DynamicRNN"]
+    producers = {n.name: n.op for n in fused.node}
+    for node in rnn:
+        assert node.attr["forget_bias"].f == 0.0
+        assert [producers[t.split(":")[0]] for t in node.input[1:3]] == ["ConcatV2", "ConcatV2"]
+
+
+@pytest.mark.parametrize("form, reason", [
+    ("Keras 3 GRU", "does more than fused cells"),  # reset_after=True: the cell pass refuses the step
+    ("tf_keras LSTM", "(MatMul)"),  # its loop body is standard_lstm's, with no cell scope
+])
+def test_keras_loops_refused(form, reason):
+    m = model(form)
+    result = fuse(m)
+    assert counts(result.fused_graph_def, "DynamicRNN", "DynamicGRUV2") == {}
+    (refusal,) = graph_refusals(result)
+    assert reason in refusal.reason, refusal.reason
+    assert_verifies(m, result.fused_graph_def)

@@ -20,15 +20,14 @@ from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .body import LoopBody, LoopRefused, read_body, read_bounds
-from .ops import DYNAMIC_GRU_V2, DYNAMIC_RNN
+from .inner import LOOP_OPS, fused_inputs, write_inner_graph
+from .ops import DYNAMIC_RNN
 from .plumbing import LoopPlumbing, add_feeders, read_plumbing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 _LOOPS = ("While", "StatelessWhile")
-#: fused cell -> the whole-loop op of its layers
-LOOP_OPS = {"BasicLSTMCell": DYNAMIC_RNN.name, "GRUCell": DYNAMIC_GRU_V2.name}
 
 
 def _no_loop(scope: "Scope") -> str:
@@ -75,8 +74,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
                 groups.append(ScopesResult([outer]))
                 continue
             ins = [t for t in index.inputs[loop] if t[1] >= 0]
-            keep = {plumbing.x[0]} | {ins[p][0] for layer in body.layers for p in layer.weights + layer.state}
-            add_feeders(index, plumbing.members, keep)
+            add_feeders(index, plumbing.members, {t[0] for t in fused_inputs(body, ins, plumbing.x)})
             part = ScopePart(outer, plumbing.members)
             self._loops[id(part)] = (loop, body, plumbing)
             groups.append(ScopesResult([outer], part=part))
@@ -90,7 +88,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
             raise LoopRefused("the loop's body or condition is not in this graph's library (a loop inside a "
                               "function: only the loops of the graph itself are fused whole)")
         body = read_body(body_fn)
-        return body, read_plumbing(scope_graph.index, loop, body, read_bounds(cond_fn, body))
+        return body, read_plumbing(scope_graph, loop, body, read_bounds(cond_fn, body))
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         if result.part is None:
@@ -100,9 +98,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         sg = scopes[0].graph
         index = sg.index
         ins = [t for t in index.inputs[loop] if t[1] >= 0]
-        tensors = [plumbing.x]
-        for layer in body.layers:
-            tensors.extend(ins[p] for p in layer.weights + layer.state if ins[p] not in tensors)
+        tensors = fused_inputs(body, ins, plumbing.x)
         for reader, slots in input_slots(sg, plumbing.members, tensors).items():
             result.insert_inputs(reader, slots)
         result.set_name(index.names[loop])
@@ -111,22 +107,5 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         result.set_description(f"dynamic_rnn loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
         result.insert_outputs(index.names[plumbing.stack], [0])
         ports: list[int | None] = [None] * len(ins)
-        below: Any = result.fused_input(0)
-        for k, layer in enumerate(body.layers):
-            node = f"layer_{k}"
-            fused = [result.fused_input(tensors.index(ins[p])) for p in layer.weights + layer.state]
-            result.add_inner_node(node, LOOP_OPS[layer.op], [below, *fused], {**layer.attrs, "time_major": True})
-            below = f"{node}:0"
-        self._set_outputs(result, body, ports)
+        write_inner_graph(result, body, ins, tensors, ports)
         result.insert_outputs(index.names[loop], ports)
-
-    @staticmethod
-    def _set_outputs(result: FusionScopesResult, body: LoopBody, ports: list[int | None]) -> None:
-        """Fused output 0 is the top layer's y; then each layer's final state in order."""
-        result.set_inner_output(0, f"layer_{len(body.layers) - 1}:0")
-        k = 1
-        for n, layer in enumerate(body.layers):
-            for j, p in enumerate(layer.state):
-                ports[p] = k
-                result.set_inner_output(k, f"layer_{n}:{j + 1}")
-                k += 1

@@ -6,18 +6,21 @@
     y       = TensorListStack(Identity(While:outputs), shape)
 
 with ``m`` either ``n`` or ``Minimum(n, Maximum(1, n))`` (dynamic_rnn's bound on its time), so
-the loop runs once per element of the output list.  These nodes are what the fused op replaces.
+the loop runs once per element of the output list; a Keras layer's loop compares its time with a
+constant in its condition and its counter with ``maximum_iterations``: their smaller value must be
+``n``'s.  These nodes are what the fused op replaces.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ....core.graph.vocabulary import CONTROL
-from .body import LoopBody, LoopRefused
+from .body import Bound, LoopBody, LoopRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.graph.index import GraphIndex
+    from ....core.graph.view import GraphView
 
 Tensor = tuple[int, int]
 
@@ -58,14 +61,46 @@ def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
     return n in _data_inputs(index, other[0][0])
 
 
-def read_plumbing(index: "GraphIndex", loop: int, body: LoopBody, bounds: tuple[int, int]) -> LoopPlumbing:
+def _value(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
+    """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum), or None."""
+    import numpy as np
+
+    index = view.index
+    value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
+    op = index.ops[tensor[0]]
+    if value is not None or depth > 4 or op not in ("Range", "Max", "Min", "Maximum", "Minimum"):
+        return value
+    values = [_value(view, t, depth + 1) for t in _data_inputs(index, tensor[0])]
+    if any(v is None for v in values):
+        return None
+    if op == "Range":
+        return np.arange(*[int(v) for v in values])
+    if op in ("Max", "Min"):
+        reduce = np.max if op == "Max" else np.min
+        return reduce(values[0], axis=tuple(int(a) for a in np.atleast_1d(values[1])))
+    return (np.maximum if op == "Maximum" else np.minimum)(values[0], values[1])
+
+
+def _check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
+    """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`."""
+    index = view.index
+    counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
+    if counter == n and time is not None and _is_time_bound(index, time, n):
+        return
+    values = [b[1] if b[0] == "value" else _value(view, ins[b[1]]) for b in bounds]
+    elements = _value(view, n)
+    if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
+            min(int(v) for v in values) != int(elements):
+        raise LoopRefused("the loop does not run once per element of its output list")
+
+
+def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound, Bound]) -> LoopPlumbing:
     """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
+    index = view.index
     ins = _data_inputs(index, loop)
     unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
     reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
-    n = _data_inputs(index, reserve)[1]
-    if ins[bounds[0]] != n or not _is_time_bound(index, ins[bounds[1]], n):
-        raise LoopRefused("the loop does not run once per element of its output list")
+    _check_bounds(view, ins, bounds, _data_inputs(index, reserve)[1])
     stack, identity = None, None
     readers = _readers(index, loop, body.outputs)
     if len(readers) == 1 and index.ops[readers[0]] == "Identity":

@@ -36,6 +36,10 @@ LOOPS = {
     "Keras 3 LSTM, two layers (two loops)": (lambda: lm.keras("keras", "LSTM"), {"DynamicRNN": 2}, 2),
     "Keras 3 GRU(reset_after=False)": (lambda: lm.keras("keras", "GRU", layers=1, reset_after=False),
                                        {"DynamicGRUV2": 1}, 1),
+    "Keras 3 Bidirectional LSTM (two loops, the backward one on the reversed input)": (
+        lambda: lm.keras("keras", "LSTM", layers=1, bidirectional=True), {"DynamicRNN": 2}, 2),
+    "Keras 3 LSTM mixed_float16 (the preparation casts the float32 weights)": (
+        lambda: lm.keras("keras", "LSTM", layers=1, policy="mixed_float16"), {"DynamicRNN": 1}, 1),
 }
 
 
@@ -66,10 +70,12 @@ def verify(m: rm.RnnModel, fused_graph_def):
 
 
 def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
+    """Every output agrees: float32 within 1e-4, float16 (mixed precision) within 1e-2."""
     check = verify(m, fused_graph_def)
     assert check.passed, check.table()
     assert len(check.outputs) == len(m.outputs)
-    assert all(o.max_abs_error <= 1e-4 for o in check.outputs), check.table()
+    bound = {"float32": 1e-4, "float16": 1e-2}
+    assert all(o.max_abs_error <= bound[o.dtype] for o in check.outputs), check.table()
 
 
 def loop_report(result):
@@ -100,6 +106,7 @@ def test_each_loop_becomes_one_op_per_layer(form):
     for node in fused.node:
         if node.op in ("DynamicRNN", "DynamicGRUV2"):
             assert node.attr["time_major"].b and node.attr["activation"].s == b"tanh"
+            assert node.attr["T"].type == (19 if "mixed_float16" in form else 1)  # float16, float32
     assert_verifies(m, fused)
 
 

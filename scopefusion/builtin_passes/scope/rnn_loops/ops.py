@@ -82,7 +82,8 @@ DYNAMIC_RNN = FusedOpDef(
     name="DynamicRNN",
     inputs=(
         _X,
-        TensorArg("w", type_attr="T", description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
+        TensorArg("w", type_attr="T",
+                  description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
         TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the output before the first step"),
         TensorArg("init_c", type_attr="T", description="[batch, hidden] the cell state before the first step"),

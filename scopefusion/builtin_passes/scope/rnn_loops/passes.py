@@ -4,8 +4,10 @@
 ``While`` / ``StatelessWhile`` named ``<scope>/while`` (its outputs read through
 ``<scope>/while/Identity_k``, the scope the pattern matches).  Fusion inside the library runs
 before the graph's passes, so the loop's body already holds one fused ``BasicLSTMCell`` or
-``GRUCell`` per layer when this pass reads it (:mod:`.body`); the loop, its input and output
-lists and the stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
+``GRUCell`` per layer when this pass reads it (:mod:`.body`); a Keras 3 ``LSTM`` / ``GRU`` layer
+that is not unrolled has the same loop, its body also putting the weights in the cell's layout
+(run once in the fused result, :mod:`.inner`).  The loop, its input and output lists and the
+stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
 LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
 ``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
 as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).
@@ -39,13 +41,14 @@ def _no_loop(scope: "Scope") -> str:
 
 
 class ScopeDynamicRNNPass(ScopeBasePass):
-    """dynamic_rnn loops (control flow v2) of fused BasicLSTMCell / GRUCell steps -> DynamicRNN /
-    DynamicGRUV2, one per layer."""
+    """dynamic_rnn and Keras 3 LSTM / GRU loops (control flow v2) of fused BasicLSTMCell / GRUCell
+    steps -> DynamicRNN / DynamicGRUV2, one per layer."""
 
     name = "ScopeDynamicRNNPass"
     general = False
-    description = ("tf.compat.v1 dynamic_rnn loops (control flow v2, functional While) whose body is fused "
-                   "BasicLSTMCell / GRUCell steps -> DynamicRNN / DynamicGRUV2 per layer, time-major")
+    description = ("tf.compat.v1 dynamic_rnn and Keras 3 LSTM / GRU loops (control flow v2, functional While) "
+                   "whose body is fused BasicLSTMCell / GRUCell steps -> DynamicRNN / DynamicGRUV2 per layer, "
+                   "time-major")
 
     def __init__(self) -> None:
         self._loops: dict[int, tuple[int, LoopBody, LoopPlumbing]] = {}  # by id of the result's part
@@ -104,7 +107,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         result.set_name(index.names[loop])
         result.set_type(LOOP_OPS[body.layers[-1].op])
         kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
-        result.set_description(f"dynamic_rnn loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
+        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
         result.insert_outputs(index.names[plumbing.stack], [0])
         ports: list[int | None] = [None] * len(ins)
         write_inner_graph(result, body, ins, tensors, ports)

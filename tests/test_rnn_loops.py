@@ -220,3 +220,22 @@ def test_keras_loops_refused(form, reason):
     (refusal,) = graph_refusals(result)
     assert reason in refusal.reason, refusal.reason
     assert_verifies(m, result.fused_graph_def)
+
+
+def test_a_loop_over_fewer_steps_than_its_input_is_refused():
+    """The real loop with its step count (``shape(x)[0]``, a constant once frozen) changed to 3 of
+    the input's 5 rows: a DynamicRNN would run all 5, so the loop is left as it is."""
+    import numpy as np
+    from tensorflow.python.framework import tensor_util
+
+    m = model("BasicLSTMCell")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    (shape,) = [n for n in graph_def.node if n.name == "rnn/Shape"]
+    value = tensor_util.MakeNdarray(shape.attr["value"].tensor)
+    assert list(value) == [lm.STEPS, rm.BATCH, lm.INPUTS]
+    shape.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(np.array([3, rm.BATCH, lm.INPUTS], np.int32)))
+    result = scopefusion.fuse(graph_def, registry=REGISTRY, enable_scope_fusion_passes=PASSES, hints=False)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = graph_refusals(result)
+    assert "the loop runs 3 steps over an input of 5" in refusal.reason, refusal.reason

@@ -62,23 +62,38 @@ def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
 
 
 def _value(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
-    """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum), or None."""
+    """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum, an
+    element of a vector), or None."""
     import numpy as np
 
     index = view.index
     value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
     op = index.ops[tensor[0]]
-    if value is not None or depth > 4 or op not in ("Range", "Max", "Min", "Maximum", "Minimum"):
+    if value is not None or depth > 4 or op not in ("Range", "Max", "Min", "Maximum", "Minimum", "StridedSlice"):
         return value
     values = [_value(view, t, depth + 1) for t in _data_inputs(index, tensor[0])]
     if any(v is None for v in values):
         return None
+    if op == "StridedSlice":
+        return _element(index.nodes[tensor[0]], values)
     if op == "Range":
         return np.arange(*[int(v) for v in values])
     if op in ("Max", "Min"):
         reduce = np.max if op == "Max" else np.min
         return reduce(values[0], axis=tuple(int(a) for a in np.atleast_1d(values[1])))
     return (np.maximum if op == "Maximum" else np.minimum)(values[0], values[1])
+
+
+def _element(node: Any, values: list[Any]) -> Any:
+    """``vector[k]`` written as a StridedSlice (``shape(x)[0]``), or None for any other slice."""
+    vector, begin, end, strides = values
+    attrs = node.attr
+    masks = [attrs[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")]
+    if vector.ndim != 1 or any(v.shape != (1,) for v in (begin, end, strides)) or any(masks) \
+            or attrs["shrink_axis_mask"].i != 1 or int(strides[0]) != 1 or int(end[0]) != int(begin[0]) + 1:
+        return None
+    k = int(begin[0])
+    return vector[k] if -len(vector) <= k < len(vector) else None
 
 
 def _check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
@@ -115,7 +130,12 @@ def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bo
         if _readers(index, node, 0) != [loop]:
             raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
     members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
-    return LoopPlumbing(members, _data_inputs(index, unstack)[0], stack)
+    x = _data_inputs(index, unstack)[0]
+    shape, elements = view.static_shape(x), _value(view, _data_inputs(index, reserve)[1])
+    if shape and shape[0] is not None and elements is not None and getattr(elements, "size", 1) == 1 \
+            and int(elements) != shape[0]:
+        raise LoopRefused(f"the loop runs {int(elements)} steps over an input of {shape[0]}")
+    return LoopPlumbing(members, x, stack)
 
 
 def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:

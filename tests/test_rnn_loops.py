@@ -6,6 +6,7 @@ original within 1e-4; loops it cannot express are left as they are with the reas
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 
@@ -14,6 +15,7 @@ import rnn_models as rm
 from pass_checks import REGISTRY
 
 import scopefusion
+from scopefusion.cli import main
 
 PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
 LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack")
@@ -239,3 +241,16 @@ def test_a_loop_over_fewer_steps_than_its_input_is_refused():
     assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
     (refusal,) = graph_refusals(result)
     assert "the loop runs 3 steps over an input of 5" in refusal.reason, refusal.reason
+
+
+def test_list_shows_the_pass_and_its_ops(capsys):
+    assert main(["list", "--ops", "--json"]) == 0
+    ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)}
+    assert [a["name"] for a in ops["DynamicRNN"]["inputs"]] == ["x", "w", "b", "init_h", "init_c"]
+    assert [a["name"] for a in ops["DynamicGRUV2"]["outputs"]] == ["y", "h"]
+    assert ops["DynamicRNN"]["reference"] and ops["DynamicGRUV2"]["reference"]
+    assert main(["list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (loop_pass,) = [p for p in data["passes"] if p["name"] == "ScopeDynamicRNNPass"]
+    assert not loop_pass["general"] and not loop_pass["enabled"] and loop_pass["origin"] == "built-in"
+    assert data["fused_ops"]["DynamicRNN"] == data["fused_ops"]["DynamicGRUV2"] == "built-in"

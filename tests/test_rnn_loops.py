@@ -18,7 +18,8 @@ import scopefusion
 from scopefusion.cli import main
 
 PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
-LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack")
+LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack",
+              "Enter", "Merge", "Switch", "NextIteration", "Exit", "LoopCond", "TensorArrayV3")
 
 #: form -> (builder, fused ops expected in the graph, loops in the original)
 LOOPS = {
@@ -33,6 +34,15 @@ LOOPS = {
         lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru())), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
     "two dynamic_rnn calls, BasicLSTMCell then GRUCell (two loops)": (
         lambda: lm.dynamic_rnn(rm.basic_lstm(), rm.gru()), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 2),
+    # control flow v1: a TF1 while loop (Enter / Merge / Switch / NextIteration / Exit, TensorArrays) whose
+    # cells are their own ops (the cell passes leave steps inside TF1 loops alone)
+    "TF1 loop, BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True), {"DynamicRNN": 1}, 1),
+    "TF1 loop, GRUCell": (lambda: lm.dynamic_rnn(rm.gru(), control_flow_v1=True), {"DynamicGRUV2": 1}, 1),
+    "TF1 loop, MultiRNNCell LSTMCell + GRUCell": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru()), control_flow_v1=True),
+        {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
+    "TF1 loops, two dynamic_rnn calls": (lambda: lm.dynamic_rnn(rm.lstm(), rm.lstm(), control_flow_v1=True),
+                                         {"DynamicRNN": 2}, 2),
     # Keras 3 layers not unrolled: a While per layer whose body also puts the weights in the cell's
     # layout each step (the preparation, run once inside the fused result)
     "Keras 3 LSTM, two layers (two loops)": (lambda: lm.keras("keras", "LSTM"), {"DynamicRNN": 2}, 2),
@@ -50,7 +60,9 @@ def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
                 "sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]),
                 "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
-                "control flow v1": lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True),
+                "TF1 loop, sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3],
+                                                                   control_flow_v1=True),
+                "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
                 "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
                 "tf_keras LSTM": lambda: lm.keras("tf_keras", "LSTM", layers=1)}
@@ -98,7 +110,7 @@ def graph_refusals(result) -> list:
 def test_each_loop_becomes_one_op_per_layer(form):
     m = model(form)
     _, expected, loops = LOOPS[form]
-    assert sum(counts(m.graph_def, "While", "StatelessWhile").values()) == loops
+    assert sum(counts(m.graph_def, "While", "StatelessWhile", "LoopCond").values()) == loops
     result = fuse(m)
     fused = result.fused_graph_def
     assert counts(fused, "DynamicRNN", "DynamicGRUV2", "BasicLSTMCell", "GRUCell") == expected
@@ -186,15 +198,17 @@ def test_unfused_library_is_refused():
     assert "does more than fused cells" in refusal.reason and "(MatMul)" in refusal.reason, refusal.reason
 
 
-def test_control_flow_v1_loop_is_refused():
-    """A TF1 while loop (Enter / Merge / Switch / Exit) is no functional While: left as it is."""
-    m = model("control flow v1")
+@pytest.mark.parametrize("form, reason", [
+    ("TF1 loop, sequence_length", "does not carry the BasicLSTMCell step's state into its next step"),
+    ("TF1 loop, peepholes", "has peephole connections"),
+])
+def test_tf1_loops_refused(form, reason):
+    m = model(form)
     result = fuse(m)
     fused = result.fused_graph_def
-    assert counts(fused, "DynamicRNN") == {} and counts(fused, "Enter")
+    assert counts(fused, "DynamicRNN") == {} and counts(fused, "LoopCond") == {"LoopCond": 1}
     (refusal,) = graph_refusals(result)
-    assert refusal.name == "rnn/while" and "a TF1 while loop (control flow v1" in refusal.reason, refusal.reason
-    assert not loop_report(result).fused
+    assert refusal.name == "rnn" and reason in refusal.reason, refusal.reason
     assert_verifies(m, fused)
 
 

@@ -14,6 +14,7 @@ as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
@@ -24,7 +25,8 @@ from ....core.scope.results import FusionScopesResult, ScopesResult
 from .body import LoopBody, LoopRefused, read_body, read_bounds
 from .inner import LOOP_OPS, fused_inputs, write_inner_graph
 from .ops import DYNAMIC_RNN
-from .plumbing import LoopPlumbing, add_feeders, read_plumbing
+from .plumbing import LoopPlumbing, Tensor, add_feeders, read_plumbing
+from .tf1_loop import read_tf1_loop
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -32,10 +34,28 @@ if TYPE_CHECKING:  # pragma: no cover
 _LOOPS = ("While", "StatelessWhile")
 
 
+@dataclass
+class _Loop:
+    """A loop to fuse: its name, body, plumbing, inputs by position and final values by position."""
+
+    name: str
+    body: LoopBody
+    plumbing: LoopPlumbing
+    ins: list[Tensor]
+    #: position -> the (node, port) giving that loop variable's value after the loop
+    finals: dict[int, Tensor]
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        return fused_inputs(self.body, self.ins, self.plumbing.x)
+
+
+def _tf1(scope_graph: "ScopeGraph", scope: "Scope") -> _Loop:
+    loop = read_tf1_loop(scope_graph, scope)
+    return _Loop(scope.name, loop.body, loop.plumbing, loop.ins, {p: (e, 0) for p, e in loop.exits.items()})
+
+
 def _no_loop(scope: "Scope") -> str:
-    if scope.count("Enter") or scope.count("Exit"):
-        return ("a TF1 while loop (control flow v1: Enter / Merge / Switch / Exit): only functional While "
-                "loops (control flow v2) are fused whole")
     return (f"no While / StatelessWhile node is named {scope.name!r}: the scope is a loop's body or condition "
             "seen as a graph of its own (the loop is fused, or refused, in the graph running it) or no loop")
 
@@ -51,12 +71,12 @@ class ScopeDynamicRNNPass(ScopeBasePass):
                    "time-major")
 
     def __init__(self) -> None:
-        self._loops: dict[int, tuple[int, LoopBody, LoopPlumbing]] = {}  # by id of the result's part
+        self._loops: dict[int, _Loop] = {}  # by id of the result's part
         self._refused: dict[str, str] = {}
 
     def define_patterns(self) -> list[PatternSet]:
         # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and of its counter's start
-        # (``rnn/while/loop_counter``); the loop node is named like the scope
+        # (``rnn/while/loop_counter``), the loop node named like it; a TF1 loop's frame
         return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
@@ -66,49 +86,58 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         for scope in self.matched_scopes(scope_graph):
             outer = scope.parent if scope.parent is not None else scope
             loop = index.index.get(scope.name)
-            if loop is None or index.ops[loop] not in _LOOPS:
+            functional = loop is not None and index.ops[loop] in _LOOPS
+            if not functional and not (scope.count("Enter") and scope.count("Exit")):
                 self._refused[scope.name] = _no_loop(scope)
                 groups.append(ScopesResult([scope]))
                 continue
             try:
-                body, plumbing = self._read(scope_graph, loop, functions)
+                found = self._read(scope_graph, loop, functions) if functional else _tf1(scope_graph, scope)
             except LoopRefused as why:
                 self._refused[outer.name] = str(why)
                 groups.append(ScopesResult([outer]))
                 continue
-            ins = [t for t in index.inputs[loop] if t[1] >= 0]
-            add_feeders(index, plumbing.members, {t[0] for t in fused_inputs(body, ins, plumbing.x)})
-            part = ScopePart(outer, plumbing.members)
-            self._loops[id(part)] = (loop, body, plumbing)
+            add_feeders(index, found.plumbing.members, {t[0] for t in found.tensors})
+            part = ScopePart(outer, found.plumbing.members)
+            self._loops[id(part)] = found
             groups.append(ScopesResult([outer], part=part))
         return groups
 
     @staticmethod
-    def _read(scope_graph: "ScopeGraph", loop: int, functions: dict[str, Any]) -> tuple[LoopBody, LoopPlumbing]:
+    def _read(scope_graph: "ScopeGraph", loop: int, functions: dict[str, Any]) -> "_Loop":
         attrs = scope_graph.index.nodes[loop].attr
         body_fn, cond_fn = (functions.get(attrs[a].func.name) for a in ("body", "cond"))
         if body_fn is None or cond_fn is None:
             raise LoopRefused("the loop's body or condition is not in this graph's library (a loop inside a "
                               "function: only the loops of the graph itself are fused whole)")
         body = read_body(body_fn)
-        return body, read_plumbing(scope_graph, loop, body, read_bounds(cond_fn, body))
+        plumbing = read_plumbing(scope_graph, loop, body, read_bounds(cond_fn, body))
+        ins = [t for t in scope_graph.index.inputs[loop] if t[1] >= 0]
+        return _Loop(scope_graph.index.names[loop], body, plumbing, ins, {p: (loop, p) for p in range(len(ins))})
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         if result.part is None:
             result.reject(self._refused[scopes[0].name])
             return
-        loop, body, plumbing = self._loops[id(result.part)]
+        found = self._loops[id(result.part)]
+        body, plumbing, tensors = found.body, found.plumbing, found.tensors
         sg = scopes[0].graph
-        index = sg.index
-        ins = [t for t in index.inputs[loop] if t[1] >= 0]
-        tensors = fused_inputs(body, ins, plumbing.x)
+        names = sg.index.names
         for reader, slots in input_slots(sg, plumbing.members, tensors).items():
             result.insert_inputs(reader, slots)
-        result.set_name(index.names[loop])
+        result.set_name(found.name)
         result.set_type(LOOP_OPS[body.layers[-1].op])
         kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
         result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
-        result.insert_outputs(index.names[plumbing.stack], [0])
-        ports: list[int | None] = [None] * len(ins)
-        write_inner_graph(result, body, ins, tensors, ports)
-        result.insert_outputs(index.names[loop], ports)
+        result.insert_outputs(names[plumbing.stack], [0])
+        ports: list[int | None] = [None] * len(found.ins)
+        write_inner_graph(result, body, found.ins, tensors, ports)
+        by_node: dict[int, list[int | None]] = {}
+        for p, k in enumerate(ports):
+            if k is not None and p in found.finals:
+                node, port = found.finals[p]
+                slots = by_node.setdefault(node, [])
+                slots.extend([None] * (port + 1 - len(slots)))
+                slots[port] = k
+        for node, slots in by_node.items():
+            result.insert_outputs(names[node], slots)

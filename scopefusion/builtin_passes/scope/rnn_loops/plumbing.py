@@ -34,11 +34,11 @@ class LoopPlumbing:
     stack: int
 
 
-def _data_inputs(index: "GraphIndex", node: int) -> list[Tensor]:
+def data_inputs(index: "GraphIndex", node: int) -> list[Tensor]:
     return [t for t in index.inputs[node] if t[1] != CONTROL]
 
 
-def _readers(index: "GraphIndex", node: int, port: int) -> list[int]:
+def readers_of(index: "GraphIndex", node: int, port: int) -> list[int]:
     return [c for c, p, _ in index.consumers[node] if p == port]
 
 
@@ -54,14 +54,14 @@ def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
         return True
     if index.ops[bound[0]] != "Minimum":
         return False
-    ins = _data_inputs(index, bound[0])
+    ins = data_inputs(index, bound[0])
     other = [t for t in ins if t != n]
     if len(ins) != 2 or len(other) != 1 or index.ops[other[0][0]] != "Maximum":
         return False
-    return n in _data_inputs(index, other[0][0])
+    return n in data_inputs(index, other[0][0])
 
 
-def _value(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
+def value_of(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
     """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum, an
     element of a vector), or None."""
     import numpy as np
@@ -71,7 +71,7 @@ def _value(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
     op = index.ops[tensor[0]]
     if value is not None or depth > 4 or op not in ("Range", "Max", "Min", "Maximum", "Minimum", "StridedSlice"):
         return value
-    values = [_value(view, t, depth + 1) for t in _data_inputs(index, tensor[0])]
+    values = [value_of(view, t, depth + 1) for t in data_inputs(index, tensor[0])]
     if any(v is None for v in values):
         return None
     if op == "StridedSlice":
@@ -96,14 +96,14 @@ def _element(node: Any, values: list[Any]) -> Any:
     return vector[k] if -len(vector) <= k < len(vector) else None
 
 
-def _check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
+def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
     """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`."""
     index = view.index
     counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
     if counter == n and time is not None and _is_time_bound(index, time, n):
         return
-    values = [b[1] if b[0] == "value" else _value(view, ins[b[1]]) for b in bounds]
-    elements = _value(view, n)
+    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds]
+    elements = value_of(view, n)
     if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
             min(int(v) for v in values) != int(elements):
         raise LoopRefused("the loop does not run once per element of its output list")
@@ -112,30 +112,35 @@ def _check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bou
 def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound, Bound]) -> LoopPlumbing:
     """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
     index = view.index
-    ins = _data_inputs(index, loop)
+    ins = data_inputs(index, loop)
     unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
     reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
-    _check_bounds(view, ins, bounds, _data_inputs(index, reserve)[1])
+    check_bounds(view, ins, bounds, data_inputs(index, reserve)[1])
     stack, identity = None, None
-    readers = _readers(index, loop, body.outputs)
+    readers = readers_of(index, loop, body.outputs)
     if len(readers) == 1 and index.ops[readers[0]] == "Identity":
         identity = readers[0]
-        readers = _readers(index, identity, 0)
+        readers = readers_of(index, identity, 0)
     if len(readers) != 1 or index.ops[readers[0]] != "TensorListStack":
         raise LoopRefused("the loop's output list is not stacked into one tensor after the loop (and only that)")
     stack = readers[0]
-    if _data_inputs(index, stack)[0][1] != (0 if identity is not None else body.outputs):
+    if data_inputs(index, stack)[0][1] != (0 if identity is not None else body.outputs):
         raise LoopRefused("the loop's output list is read other than by one TensorListStack")
     for node, what in ((unstack, "input list"), (reserve, "output list")):
-        if _readers(index, node, 0) != [loop]:
+        if readers_of(index, node, 0) != [loop]:
             raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
     members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
-    x = _data_inputs(index, unstack)[0]
-    shape, elements = view.static_shape(x), _value(view, _data_inputs(index, reserve)[1])
+    x = data_inputs(index, unstack)[0]
+    check_rows(view, x, data_inputs(index, reserve)[1])
+    return LoopPlumbing(members, x, stack)
+
+
+def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:
+    """The loop's ``n`` steps are ``x``'s rows, when both are known; raises :class:`LoopRefused`."""
+    shape, elements = view.static_shape(x), value_of(view, n)
     if shape and shape[0] is not None and elements is not None and getattr(elements, "size", 1) == 1 \
             and int(elements) != shape[0]:
         raise LoopRefused(f"the loop runs {int(elements)} steps over an input of {shape[0]}")
-    return LoopPlumbing(members, x, stack)
 
 
 def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:

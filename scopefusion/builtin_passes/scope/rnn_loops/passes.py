@@ -10,7 +10,8 @@ that is not unrolled has the same loop, its body also putting the weights in the
 stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
 LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
 ``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
-as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).
+as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).  Under control flow
+v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops.
 """
 from __future__ import annotations
 
@@ -56,19 +57,20 @@ def _tf1(scope_graph: "ScopeGraph", scope: "Scope") -> _Loop:
 
 
 def _no_loop(scope: "Scope") -> str:
-    return (f"no While / StatelessWhile node is named {scope.name!r}: the scope is a loop's body or condition "
-            "seen as a graph of its own (the loop is fused, or refused, in the graph running it) or no loop")
+    return (f"no While / StatelessWhile node is named {scope.name!r} and no TF1 loop runs in it: the scope is a "
+            "loop's body or condition seen as a graph of its own (the loop is fused, or refused, in the graph "
+            "running it) or no loop")
 
 
 class ScopeDynamicRNNPass(ScopeBasePass):
-    """dynamic_rnn and Keras 3 LSTM / GRU loops (control flow v2) of fused BasicLSTMCell / GRUCell
-    steps -> DynamicRNN / DynamicGRUV2, one per layer."""
+    """dynamic_rnn loops (control flow v2 and v1) and Keras 3 LSTM / GRU loops of BasicLSTMCell /
+    GRUCell steps -> DynamicRNN / DynamicGRUV2, one per layer."""
 
     name = "ScopeDynamicRNNPass"
     general = False
-    description = ("tf.compat.v1 dynamic_rnn and Keras 3 LSTM / GRU loops (control flow v2, functional While) "
-                   "whose body is fused BasicLSTMCell / GRUCell steps -> DynamicRNN / DynamicGRUV2 per layer, "
-                   "time-major")
+    description = ("tf.compat.v1 dynamic_rnn loops (functional While whose body is fused BasicLSTMCell / GRUCell "
+                   "steps, or a TF1 while loop of those cells) and Keras 3 LSTM / GRU loops -> DynamicRNN / "
+                   "DynamicGRUV2 per layer, time-major")
 
     def __init__(self) -> None:
         self._loops: dict[int, _Loop] = {}  # by id of the result's part

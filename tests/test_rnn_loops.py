@@ -268,3 +268,19 @@ def test_list_shows_the_pass_and_its_ops(capsys):
     (loop_pass,) = [p for p in data["passes"] if p["name"] == "ScopeDynamicRNNPass"]
     assert not loop_pass["general"] and not loop_pass["enabled"] and loop_pass["origin"] == "built-in"
     assert data["fused_ops"]["DynamicRNN"] == data["fused_ops"]["DynamicGRUV2"] == "built-in"
+
+
+def test_a_loop_inside_a_called_function_is_refused():
+    """dynamic_rnn inside a tf.function called from a TF1 graph: the loop lives in a library function,
+    whose graph does not hold the loop's body; its step is still fused inside the body."""
+    import function_models as fm
+
+    m = fm.called_dynamic_rnn(rm.basic_lstm())
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN") == {}
+    inside = [r for r in loop_report(result).refused if r.function and "no While" not in r.reason]
+    assert len(inside) == 1 and "a loop inside a function" in inside[0].reason, inside
+    cells = [n for f in fused.library.function for n in f.node_def if n.op == "BasicLSTMCell"]
+    assert len(cells) == 1
+    assert_verifies(m, fused)

@@ -11,7 +11,7 @@ from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
-from .core.functions import fuse_library
+from .core.functions import fuse_library, join_reports
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
@@ -194,9 +194,11 @@ def fuse(
     declared = declare_input_shapes(loaded.graph_def, run.shapes)
     if run.mixed is not None:
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
+    # the library first: a pass over the graph's loops (DynamicRNN) reads their bodies fused
+    library_report = _fuse_functions(loaded.graph_def, run, progress) if functions else None
     outcome = pipeline.run(loaded.graph_def)
-    if functions:
-        _fuse_functions(outcome, run, progress)
+    if library_report is not None:
+        join_reports(outcome.report, library_report)
     report = _complete_report(outcome, run, loaded, declared)
     if hints:
         t0 = time.perf_counter()
@@ -207,22 +209,26 @@ def fuse(
     return _result(outcome.graph_def, report, run, emit)
 
 
-def _fuse_functions(outcome: Any, run: "_Settings", progress: Callable[[str], None] | None) -> None:
+def _fuse_functions(graph_def: "GraphDef", run: "_Settings",
+                    progress: Callable[[str], None] | None) -> FusionReport | None:
     """Fuse inside the library's functions with the run's passes and options (no outputs of the
-    graph's own: each body's results are its outputs).  A mixed run leaves them alone: the
-    placement covers the graph's nodes only."""
-    if not outcome.graph_def.library.function:
-        return
+    graph's own: each body's results are its outputs), before the graph itself; what was done
+    is in the returned report.  A mixed run leaves them alone: the placement covers the graph's
+    nodes only."""
+    if not graph_def.library.function:
+        return None
+    report = FusionReport()
     if run.mixed is not None:
-        outcome.report.warnings.append("mixed computation places the graph's own nodes only: the functions of "
-                                       "its library were left alone")
-        return
+        report.warnings.append("mixed computation places the graph's own nodes only: the functions of "
+                               "its library were left alone")
+        return report
     options = dataclasses.replace(run.options, outputs=[], fusible_nodes=None)
 
     def fuse_body(body: "GraphDef") -> Any:
         return build_pipeline(run.registry, options, run.switch).run(body)
 
-    fuse_library(outcome.graph_def, fuse_body, run.registry.fused_ops, outcome.report, progress)
+    fuse_library(graph_def, fuse_body, run.registry.fused_ops, report, progress)
+    return report
 
 
 @dataclass

@@ -34,7 +34,7 @@ def _freeze_random(graph: Any, seed: int) -> Any:
 
 
 def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
-               bidirectional: bool = False, policy: str = "float32", **options: Any) -> RnnModel:
+               bidirectional: bool = False, policy: str = "float32", steps: int = STEPS, **options: Any) -> RnnModel:
     """``layers`` stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers
     (``return_sequences``, not unrolled, ``options``; each in ``Bidirectional``), built under the
     dtype ``policy``, traced on a float32 input and frozen with their loops kept as ``While`` nodes."""
@@ -52,15 +52,15 @@ def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, see
     lib.mixed_precision.set_global_policy(policy)
     try:
         model = lib.Sequential([layer() for _ in range(layers)])
-        model.build((BATCH, STEPS, inputs))
+        model.build((BATCH, steps, inputs))
     finally:
         lib.mixed_precision.set_global_policy("float32")
     rng = np.random.default_rng(seed)
     model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])
-    spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
+    spec = tf.TensorSpec([BATCH, steps, inputs], tf.float32, name="x")
     concrete = tf.function(lambda x: model(x)).get_concrete_function(spec)
     frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
-    return RnnModel(frozen.graph.as_graph_def(), {"x": [BATCH, STEPS, inputs]}, [t.name for t in frozen.outputs])
+    return RnnModel(frozen.graph.as_graph_def(), {"x": [BATCH, steps, inputs]}, [t.name for t in frozen.outputs])
 
 
 def dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5) -> RnnModel:

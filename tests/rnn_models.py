@@ -30,8 +30,9 @@ def rnn_cell_module() -> Any:
     return rnn_cell
 
 
-def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0, dtype: str = "float32") -> RnnModel:
-    """Build ``build(x) -> outputs`` on a [BATCH, STEPS, inputs] placeholder in a TF1 graph,
+def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0, dtype: str = "float32",
+           steps: int = STEPS) -> RnnModel:
+    """Build ``build(x) -> outputs`` on a [BATCH, steps, inputs] placeholder in a TF1 graph,
     initialise its variables randomly (biases too) and freeze it."""
     import numpy as np
     import tensorflow as tf
@@ -40,7 +41,7 @@ def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0,
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(seed)
-        x = tf1.placeholder(dtype, [BATCH, STEPS, inputs], name="x")
+        x = tf1.placeholder(dtype, [BATCH, steps, inputs], name="x")
         outputs = [tf.identity(t, name=f"out_{k}") for k, t in enumerate(build(x))]
         rng = np.random.default_rng(seed)
         with tf1.Session() as session:
@@ -49,7 +50,7 @@ def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0,
                 v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(dtype), session)
             names = [t.op.name for t in outputs]
             graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), names)
-    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, [f"{n}:0" for n in names])
+    return RnnModel(graph_def, {"x": [BATCH, steps, inputs]}, [f"{n}:0" for n in names])
 
 
 def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True,

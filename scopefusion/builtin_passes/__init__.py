@@ -23,6 +23,7 @@ from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
+from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
 
 #: Registration order: general passes first, then the non-general ones.  Of
 #: the detection passes, NMS results contain clip results and win over them.
@@ -34,6 +35,7 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeBatchMultiClassNMSPass,
     ScopeBasicLSTMCellPass,
     ScopeGRUCellPass,
+    ScopeDynamicRNNPass,
 )
 #: Graph passes run after scope fusion, on the scope-fused graph, each once.
 BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
@@ -51,7 +53,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
-    RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL,
+    RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 
 

@@ -115,28 +115,52 @@ def _merge_pass(into: PassReport, inner: PassReport, function: str) -> None:
     for record in inner.fused:
         record.name, record.function = _in_function(record.name, function), function
         record.scopes = [_in_function(s, function) for s in record.scopes]
+    _tag(inner.refused, function)
+    _tag(inner.dropped, function)
+    _tag(inner.near_misses, function)
+    inner.matched_scopes = [_in_function(s, function) for s in inner.matched_scopes]
+    if inner.error:
+        inner.error = f"in function {function}: {inner.error}"
+    _join_pass(into, inner)
+
+
+def _join_pass(into: PassReport, inner: PassReport) -> None:
     into.fused.extend(inner.fused)
-    into.refused.extend(_tag(inner.refused, function))
-    into.dropped.extend(_tag(inner.dropped, function))
-    into.near_misses.extend(_tag(inner.near_misses, function))
-    into.matched_scopes.extend(_in_function(s, function) for s in inner.matched_scopes)
+    into.refused.extend(inner.refused)
+    into.dropped.extend(inner.dropped)
+    into.near_misses.extend(inner.near_misses)
+    into.matched_scopes.extend(inner.matched_scopes)
     for counter in ("match_times", "candidates", "near_miss_count", "results", "matches", "seconds"):
         setattr(into, counter, getattr(into, counter) + getattr(inner, counter))
     if inner.error and not into.error:
-        into.error = f"in function {function}: {inner.error}"
+        into.error = inner.error
+
+
+def _add_pass(report: FusionReport, by_name: dict[str, PassReport], p: PassReport) -> PassReport:
+    """The report's record of pass ``p``, added (empty) when the report has none."""
+    if p.name not in by_name:
+        by_name[p.name] = PassReport(p.name, p.general, p.origin, p.engine, p.fusion_type, p.switch)
+        report.passes.append(by_name[p.name])
+    return by_name[p.name]
 
 
 def merge_function_report(report: FusionReport, inner: FusionReport, function: str) -> None:
     """Add what the passes did inside ``function`` (``inner``) to the run's ``report``, pass by pass."""
     by_name = {p.name: p for p in report.passes}
     for p in inner.passes:
-        if p.name in by_name:
-            _merge_pass(by_name[p.name], p, function)
-        else:
-            fresh = PassReport(p.name, p.general, p.origin, p.engine, p.fusion_type, p.switch)
-            _merge_pass(fresh, p, function)
-            report.passes.append(fresh)
-            by_name[p.name] = fresh
+        _merge_pass(_add_pass(report, by_name, p), p, function)
+
+
+def join_reports(report: FusionReport, library: FusionReport) -> None:
+    """Add the report of the fusion inside the library (``library``, run before the graph's own
+    stages) to the run's ``report``: its passes' records, function records, warnings and time."""
+    by_name = {p.name: p for p in report.passes}
+    for p in library.passes:
+        _join_pass(_add_pass(report, by_name, p), p)
+    report.functions.extend(library.functions)
+    report.warnings.extend(library.warnings)
+    for stage, seconds in library.stage_seconds.items():
+        report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
 
 
 def fuse_library(graph_def: "GraphDef", run: RunPipeline, fused_ops: Mapping[str, FusedOpDef],

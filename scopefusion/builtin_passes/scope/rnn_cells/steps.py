@@ -101,6 +101,11 @@ def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
     return sorted(steps, key=lambda s: (s.time, s.nodes["root"]))
 
 
+def match_steps(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> list[CellStep]:
+    """Every step of ``form`` among the nodes ``inside`` (whatever frame they run in), unordered."""
+    return _match_roots(sg, inside, form)[0]
+
+
 def _in_loop(scope: "Scope") -> str | None:
     """A TF1 while loop's body (``dynamic_rnn``) brings the weights in through Enter nodes."""
     enter = scope.nodes_by_op("Enter")

@@ -1,0 +1,261 @@
+"""Reading a loop's body and condition functions: the loop of ``dynamic_rnn`` under control
+flow v2 once fusion inside the library has fused its step.
+
+The body of such a loop holds nothing but its plumbing and a chain of fused cells::
+
+    x_t  = TensorListGetItem(inputs, time)          the step's input, read from the input list
+    h, c = BasicLSTMCell(x_t, h, c, w, b)            one cell per layer (GRUCell: h only), each
+    ...                                              layer's input the layer below's output
+    out  = TensorListSetItem(outputs, time, h)       the top layer's output, written at time
+    time + 1, counter + 1
+
+and returns each state the cell computed in its argument's place, every other argument (the
+weights, the input list, the bounds) unchanged.  ``Identity`` nodes are looked through; nodes
+computing only from unchanged arguments and constants (a Keras cell's weights put in the fused
+cell's layout each step) are the loop's *weight preparation*, which the fused op runs once.
+The condition is ``counter < n and time < m`` (each bound an argument or a constant).
+Anything else in the body (a ``sequence_length`` copy-through, a projection, an unfused step)
+is a reason to leave the loop alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ....core.graph.tf_ops import tensorflow_op_def
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.function_pb2 import FunctionDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+#: fused cell op -> (its state inputs by position, its weight inputs by position, its outputs)
+CELLS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]] = {
+    "BasicLSTMCell": ((1, 2), (3, 4), ("h", "c")),
+    "GRUCell": ((1,), (2, 3, 4, 5), ("h",)),
+}
+_PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem", "AddV2", "Add", "Const", "Identity", "NoOp"})
+_NOT_PREPARATION = frozenset({"TensorListGetItem", "TensorListSetItem", "Identity", "NoOp"}) | frozenset(CELLS)
+
+
+class LoopRefused(Exception):
+    """The loop is not a recurrence this pass fuses; the message says why."""
+
+
+@dataclass
+class LoopLayer:
+    """One fused cell of the body: its op, attributes, and what it reads."""
+
+    op: str
+    attrs: dict[str, Any]
+    #: its weights: an unchanged argument's name, or an output (``node:arg:index``) of the preparation
+    weights: list[str]
+    #: the loop arguments holding its state (h, c / h), each returned as the cell's new state
+    state: list[int]
+
+
+@dataclass
+class LoopBody:
+    """Positions of the loop's arguments by role, its layers bottom up and its weight preparation."""
+
+    counter: int
+    time: int
+    inputs: int
+    outputs: int
+    args: list[str]
+    layers: list[LoopLayer] = field(default_factory=list)
+    #: the nodes preparing the weights, in an order that runs (inputs first)
+    preparation: list["NodeDef"] = field(default_factory=list)
+    #: their data inputs, Identity nodes looked through
+    preparation_inputs: dict[str, list[str]] = field(default_factory=dict)
+
+
+class _Reader:
+    """Names in one function: arguments by position, nodes by name, Identity nodes looked through."""
+
+    def __init__(self, function: "FunctionDef") -> None:
+        self.function = function
+        self.names = [a.name for a in function.signature.input_arg]
+        self.args = {name: k for k, name in enumerate(self.names)}
+        self.nodes = {n.name: n for n in function.node_def}
+
+    def resolve(self, ref: str) -> str:
+        node = self.nodes.get(ref.partition(":")[0]) if ":" in ref else None
+        while node is not None and node.op == "Identity" and node.input:
+            ref = node.input[0]
+            node = self.nodes.get(ref.partition(":")[0]) if ":" in ref else None
+        return ref
+
+    def arg(self, ref: str) -> int | None:
+        ref = self.resolve(ref)
+        return self.args.get(ref) if ":" not in ref else None
+
+    def node(self, ref: str) -> "NodeDef | None":
+        ref = self.resolve(ref)
+        return self.nodes.get(ref.partition(":")[0]) if ":" in ref else None
+
+    def data(self, node: "NodeDef") -> list[str]:
+        return [self.resolve(t) for t in node.input if not t.startswith("^")]
+
+
+def _const_one(node: Any) -> bool:
+    from tensorflow.python.framework import tensor_util
+
+    if node is None or node.op != "Const" or "value" not in node.attr:
+        return False
+    value = tensor_util.MakeNdarray(node.attr["value"].tensor)
+    return value.size == 1 and value.reshape(-1)[0] == 1
+
+
+def _preparation(reader: _Reader, invariant: set[int]) -> dict[str, "NodeDef"]:
+    """The stateless nodes computing from unchanged arguments and constants only, inputs first."""
+    found: dict[str, "NodeDef"] = {}
+    changed = True
+    while changed:
+        changed = False
+        for node in reader.function.node_def:
+            if node.name in found or node.op in _NOT_PREPARATION:
+                continue
+            op_def = tensorflow_op_def(node.op)
+            if op_def is None or op_def.is_stateful:
+                continue
+            if all(reader.args.get(t) in invariant if ":" not in t else t.partition(":")[0] in found
+                   for t in reader.data(node)):
+                found[node.name] = node
+                changed = True
+    return found
+
+
+def _check_ops(function: "FunctionDef", preparation: dict[str, "NodeDef"]) -> None:
+    extra = [f"{n.name!r} ({n.op})" for n in function.node_def
+             if n.op not in _PLUMBING and n.op not in CELLS and n.name not in preparation]
+    if extra:
+        more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        raise LoopRefused(f"the loop body does more than fused cells and the loop's plumbing: {', '.join(extra[:3])}"
+                          f"{more} (a sequence_length, a cell option or a step that did not fuse)")
+    if not any(n.op in CELLS for n in function.node_def):
+        raise LoopRefused("the loop body holds no fused cell (BasicLSTMCell, GRUCell)")
+
+
+def _one(function: "FunctionDef", op: str) -> Any:
+    found = [n for n in function.node_def if n.op == op]
+    if len(found) != 1:
+        raise LoopRefused(f"the loop body holds {len(found)} {op} nodes, not one")
+    return found[0]
+
+
+def _increment(reader: _Reader, ref: str) -> int | None:
+    """The argument ``ref`` (an ``Add`` output) adds 1 to, or None."""
+    node = reader.node(ref)
+    if node is None or node.op not in ("Add", "AddV2"):
+        return None
+    data = reader.data(node)
+    if len(data) == 2 and reader.arg(data[0]) is not None and _const_one(reader.node(data[1])):
+        return reader.arg(data[0])
+    return None
+
+
+def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str, "NodeDef"],
+            invariant: set[int]) -> tuple[list[LoopLayer], str]:
+    """The chain of cells from the step's input ``start``; also the top layer's output."""
+    cells = [n for n in reader.function.node_def if n.op in CELLS]
+    layers, current = [], start
+    while cells:
+        cell = next((n for n in cells if n.input and reader.resolve(n.input[0]) == current), None)
+        if cell is None:
+            raise LoopRefused(f"the fused cells are no chain from the step's input (e.g. {cells[0].name!r})")
+        cells.remove(cell)
+        states, weight_slots, outs = CELLS[cell.op]
+        data = reader.data(cell)
+        state = [reader.arg(data[k]) for k in states]
+        if any(p is None for p in state):
+            raise LoopRefused(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
+        for position, out in zip(state, outs):
+            if rets[position] != f"{cell.name}:{out}:0":
+                raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
+        weights = [data[k] for k in weight_slots]
+        if not all(reader.args.get(w) in invariant if ":" not in w else w.partition(":")[0] in preparation
+                   for w in weights):
+            raise LoopRefused(f"cell {cell.name!r}'s weights change from step to step")
+        attrs = {"activation": cell.attr["activation"].s.decode(), "T": cell.attr["T"].type}
+        if cell.op == "BasicLSTMCell":
+            attrs["forget_bias"] = cell.attr["forget_bias"].f
+        layers.append(LoopLayer(cell.op, attrs, weights, [p for p in state if p is not None]))
+        current = f"{cell.name}:h:0"
+    return layers, current
+
+
+def _needed(reader: _Reader, layers: list[LoopLayer], preparation: dict[str, "NodeDef"]) -> list["NodeDef"]:
+    """The preparation nodes the layers' weights need, in ``preparation``'s order."""
+    wanted, stack = set(), [w.partition(":")[0] for layer in layers for w in layer.weights if ":" in w]
+    while stack:
+        name = stack.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        stack.extend(t.partition(":")[0] for t in reader.data(preparation[name]) if ":" in t)
+    return [node for name, node in preparation.items() if name in wanted]
+
+
+def read_body(function: "FunctionDef") -> LoopBody:
+    """The roles of the loop's arguments and its layers; raises :class:`LoopRefused`."""
+    reader = _Reader(function)
+    names = reader.names
+    if len(function.signature.output_arg) != len(names):
+        raise LoopRefused("the loop body returns other values than it takes")
+    rets = [reader.resolve(function.ret.get(a.name, "")) for a in function.signature.output_arg]
+    invariant = {k for k, name in enumerate(names) if rets[k] == name}
+    preparation = _preparation(reader, invariant)
+    _check_ops(function, preparation)
+    get, put = _one(function, "TensorListGetItem"), _one(function, "TensorListSetItem")
+    got, written = reader.data(get), reader.data(put)
+    inputs, time, outputs = reader.arg(got[0]), reader.arg(got[1]), reader.arg(written[0])
+    if inputs is None or time is None or outputs is None or reader.arg(written[1]) != time:
+        raise LoopRefused("the step does not read its input list and write its output list at the loop's time")
+    if _increment(reader, rets[time]) != time:
+        raise LoopRefused("the loop's time does not advance by one per step")
+    counters = [k for k in range(len(names)) if k != time and _increment(reader, rets[k]) == k]
+    if len(counters) != 1:
+        raise LoopRefused("the loop has no counter advancing by one per step")
+    layers, top = _layers(reader, rets, f"{get.name}:item:0", preparation, invariant)
+    if written[2] != top or rets[outputs] != f"{put.name}:output_handle:0":
+        raise LoopRefused("the loop does not write the top layer's output to its output list at each step")
+    needed = _needed(reader, layers, preparation)
+    body = LoopBody(counters[0], time, inputs, outputs, names, layers, needed,
+                    {node.name: reader.data(node) for node in needed})
+    _check_invariants(names, rets, body)
+    return body
+
+
+def _check_invariants(names: list[str], rets: list[str], body: LoopBody) -> None:
+    changing = {body.counter, body.time, body.outputs} | {p for layer in body.layers for p in layer.state}
+    for k, name in enumerate(names):
+        if k not in changing and rets[k] != name:
+            raise LoopRefused(f"the loop changes its argument {name!r} from step to step besides the cells' state")
+
+
+#: a bound of the loop's condition: ("arg", position) or ("value", the constant)
+Bound = tuple[str, Any]
+
+
+def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound, Bound]:
+    """What ``counter < n and time < m`` compare with: (n, m); raises :class:`LoopRefused`."""
+    from tensorflow.python.framework import tensor_util
+
+    reader = _Reader(cond)
+    bounds: dict[int, Bound] = {}
+    for node in cond.node_def:
+        data = reader.data(node)
+        if node.op == "Less" and len(data) == 2 and reader.arg(data[0]) in (body.counter, body.time):
+            other, const = reader.arg(data[1]), reader.node(data[1])
+            if other is not None:
+                bounds[reader.arg(data[0])] = ("arg", other)
+            elif const is not None and const.op == "Const":
+                bounds[reader.arg(data[0])] = ("value", tensor_util.MakeNdarray(const.attr["value"].tensor))
+            continue
+        if node.op not in ("LogicalAnd", "Identity", "Const"):
+            raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")
+    ands = [n for n in cond.node_def if n.op == "LogicalAnd"]
+    rets = [reader.resolve(r) for r in cond.ret.values()]
+    if set(bounds) != {body.counter, body.time} or len(ands) != 1 or rets != [f"{ands[0].name}:z:0"]:
+        raise LoopRefused("the loop's condition is not counter < n and time < m")
+    return bounds[body.counter], bounds[body.time]

@@ -1,0 +1,76 @@
+"""The fused result of one loop: its inputs, and an inner graph of one op per layer.
+
+Fused input 0 is the loop's input sequence, then the loop's inputs the layers read (the arguments
+their weights come from, then their initial states), each once.  The weight preparation of the
+body (:mod:`.body`) is copied into the inner graph, so it runs once instead of once per step.
+Fused output 0 is the top layer's ``y``, then each layer's final state (h, c / h) bottom up.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ....core.functions.layout import OutputLayouts
+from .body import LoopBody
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.results import FusionScopesResult
+
+Tensor = tuple[int, int]
+#: fused cell -> the whole-loop op of its layers
+LOOP_OPS = {"BasicLSTMCell": "DynamicRNN", "GRUCell": "DynamicGRUV2"}
+
+
+def fused_inputs(body: LoopBody, ins: list[Tensor], x: Tensor) -> list[Tensor]:
+    """The fused op's input tensors in order, each once."""
+    args = {name: k for k, name in enumerate(body.args)}
+    positions = [args[t] for node in body.preparation for t in body.preparation_inputs[node.name] if t in args]
+    positions += [args[w] for layer in body.layers for w in layer.weights if w in args]
+    positions += [p for layer in body.layers for p in layer.state]
+    tensors = [x]
+    for p in positions:
+        if ins[p] not in tensors:
+            tensors.append(ins[p])
+    return tensors
+
+
+class _Inner:
+    """Names of the inner graph: a body tensor (argument or preparation output) -> an inner input."""
+
+    def __init__(self, result: "FusionScopesResult", body: LoopBody, ins: list[Tensor], tensors: list[Tensor]):
+        self.result, self.ins, self.tensors = result, ins, tensors
+        self.args = {name: k for k, name in enumerate(body.args)}
+        self.names = {node.name: f"prepare_{k}" for k, node in enumerate(body.preparation)}
+        layouts = OutputLayouts({}, {})
+        self.ports = {node.name: {slot: port for port, slot in enumerate(layouts.layout(node))}
+                      for node in body.preparation}
+
+    def tensor(self, ref: str) -> Any:
+        if ref in self.args:
+            return self.result.fused_input(self.tensors.index(self.ins[self.args[ref]]))
+        node, arg, index = ref.split(":")
+        port = self.ports[node][(arg, int(index))]
+        return f"{self.names[node]}:{port}" if port else self.names[node]
+
+
+def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Tensor], tensors: list[Tensor],
+                      ports: list[int | None]) -> None:
+    """The preparation, one op per layer, the fused outputs; ``ports[p]`` (the loop's output
+    port ``p``) becomes the fused output it is."""
+    inner = _Inner(result, body, ins, tensors)
+    for node in body.preparation:
+        inputs = [inner.tensor(t) for t in body.preparation_inputs[node.name]]
+        result.add_inner_node(inner.names[node.name], node.op, inputs, dict(node.attr))
+    below: Any = result.fused_input(0)
+    k = 1
+    for n, layer in enumerate(body.layers):
+        name = f"layer_{n}"
+        weights = [inner.tensor(w) for w in layer.weights]
+        states = [result.fused_input(tensors.index(ins[p])) for p in layer.state]
+        result.add_inner_node(name, LOOP_OPS[layer.op], [below, *weights, *states],
+                              {**layer.attrs, "time_major": True})
+        for j, p in enumerate(layer.state):
+            ports[p] = k
+            result.set_inner_output(k, f"{name}:{j + 1}")
+            k += 1
+        below = f"{name}:0"
+    result.set_inner_output(0, below)

@@ -1,0 +1,145 @@
+"""``ScopeDynamicRNNPass``: a recurrent layer's whole loop -> ``DynamicRNN`` / ``DynamicGRUV2``.
+
+``tf.compat.v1.nn.dynamic_rnn`` under control flow v2 writes its time loop as a functional
+``While`` / ``StatelessWhile`` named ``<scope>/while`` (its outputs read through
+``<scope>/while/Identity_k``, the scope the pattern matches).  Fusion inside the library runs
+before the graph's passes, so the loop's body already holds one fused ``BasicLSTMCell`` or
+``GRUCell`` per layer when this pass reads it (:mod:`.body`); a Keras 3 ``LSTM`` / ``GRU`` layer
+that is not unrolled has the same loop, its body also putting the weights in the cell's layout
+(run once in the fused result, :mod:`.inner`).  The loop, its input and output lists and the
+stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
+LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
+``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
+as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).  Under control flow
+v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
+from ....core.scope.patterns import PatternSet, ScopePattern
+from ....core.scope.port_maps import input_slots
+from ....core.scope.results import FusionScopesResult, ScopesResult
+from .body import LoopBody, LoopRefused, read_body, read_bounds
+from .inner import LOOP_OPS, fused_inputs, write_inner_graph
+from .ops import DYNAMIC_RNN
+from .plumbing import LoopPlumbing, Tensor, add_feeders, read_plumbing
+from .tf1_loop import read_tf1_loop
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+_LOOPS = ("While", "StatelessWhile")
+
+
+@dataclass
+class _Loop:
+    """A loop to fuse: its name, body, plumbing, inputs by position and final values by position."""
+
+    name: str
+    body: LoopBody
+    plumbing: LoopPlumbing
+    ins: list[Tensor]
+    #: position -> the (node, port) giving that loop variable's value after the loop
+    finals: dict[int, Tensor]
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        return fused_inputs(self.body, self.ins, self.plumbing.x)
+
+
+def _tf1(scope_graph: "ScopeGraph", scope: "Scope") -> _Loop:
+    loop = read_tf1_loop(scope_graph, scope)
+    return _Loop(scope.name, loop.body, loop.plumbing, loop.ins, {p: (e, 0) for p, e in loop.exits.items()})
+
+
+def _no_loop(scope: "Scope") -> str:
+    return (f"no While / StatelessWhile node is named {scope.name!r} and no TF1 loop runs in it: the scope is a "
+            "loop's body or condition seen as a graph of its own (the loop is fused, or refused, in the graph "
+            "running it) or no loop")
+
+
+class ScopeDynamicRNNPass(ScopeBasePass):
+    """dynamic_rnn loops (control flow v2 and v1) and Keras 3 LSTM / GRU loops of BasicLSTMCell /
+    GRUCell steps -> DynamicRNN / DynamicGRUV2, one per layer."""
+
+    name = "ScopeDynamicRNNPass"
+    general = False
+    description = ("tf.compat.v1 dynamic_rnn loops (functional While whose body is fused BasicLSTMCell / GRUCell "
+                   "steps, or a TF1 while loop of those cells) and Keras 3 LSTM / GRU loops -> DynamicRNN / "
+                   "DynamicGRUV2 per layer, time-major")
+
+    def __init__(self) -> None:
+        self._loops: dict[int, _Loop] = {}  # by id of the result's part
+        self._refused: dict[str, str] = {}
+
+    def define_patterns(self) -> list[PatternSet]:
+        # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and of its counter's start
+        # (``rnn/while/loop_counter``), the loop node named like it; a TF1 loop's frame
+        return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
+
+    def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
+        index = scope_graph.index
+        functions = {f.signature.name: f for f in index.graph_def.library.function}
+        groups = []
+        for scope in self.matched_scopes(scope_graph):
+            outer = scope.parent if scope.parent is not None else scope
+            loop = index.index.get(scope.name)
+            functional = loop is not None and index.ops[loop] in _LOOPS
+            if not functional and not (scope.count("Enter") and scope.count("Exit")):
+                self._refused[scope.name] = _no_loop(scope)
+                groups.append(ScopesResult([scope]))
+                continue
+            try:
+                found = self._read(scope_graph, loop, functions) if functional else _tf1(scope_graph, scope)
+            except LoopRefused as why:
+                self._refused[outer.name] = str(why)
+                groups.append(ScopesResult([outer]))
+                continue
+            add_feeders(index, found.plumbing.members, {t[0] for t in found.tensors})
+            part = ScopePart(outer, found.plumbing.members)
+            self._loops[id(part)] = found
+            groups.append(ScopesResult([outer], part=part))
+        return groups
+
+    @staticmethod
+    def _read(scope_graph: "ScopeGraph", loop: int, functions: dict[str, Any]) -> "_Loop":
+        attrs = scope_graph.index.nodes[loop].attr
+        body_fn, cond_fn = (functions.get(attrs[a].func.name) for a in ("body", "cond"))
+        if body_fn is None or cond_fn is None:
+            raise LoopRefused("the loop's body or condition is not in this graph's library (a loop inside a "
+                              "function: only the loops of the graph itself are fused whole)")
+        body = read_body(body_fn)
+        plumbing = read_plumbing(scope_graph, loop, body, read_bounds(cond_fn, body))
+        ins = [t for t in scope_graph.index.inputs[loop] if t[1] >= 0]
+        return _Loop(scope_graph.index.names[loop], body, plumbing, ins, {p: (loop, p) for p in range(len(ins))})
+
+    def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
+        if result.part is None:
+            result.reject(self._refused[scopes[0].name])
+            return
+        found = self._loops[id(result.part)]
+        body, plumbing, tensors = found.body, found.plumbing, found.tensors
+        sg = scopes[0].graph
+        names = sg.index.names
+        for reader, slots in input_slots(sg, plumbing.members, tensors).items():
+            result.insert_inputs(reader, slots)
+        result.set_name(found.name)
+        result.set_type(LOOP_OPS[body.layers[-1].op])
+        kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
+        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
+        result.insert_outputs(names[plumbing.stack], [0])
+        ports: list[int | None] = [None] * len(found.ins)
+        write_inner_graph(result, body, found.ins, tensors, ports)
+        by_node: dict[int, list[int | None]] = {}
+        for p, k in enumerate(ports):
+            if k is not None and p in found.finals:
+                node, port = found.finals[p]
+                slots = by_node.setdefault(node, [])
+                slots.extend([None] * (port + 1 - len(slots)))
+                slots[port] = k
+        for node, slots in by_node.items():
+            result.insert_outputs(names[node], slots)

@@ -1,0 +1,156 @@
+"""The graph around a ``dynamic_rnn`` loop (control flow v2)::
+
+    inputs  = TensorListFromTensor(x, shape)        x time-major, [steps, batch, input]
+    outputs = TensorListReserve(shape, n)
+    ... = While(counter0, n, time0, outputs, states..., m, inputs, weights...)
+    y       = TensorListStack(Identity(While:outputs), shape)
+
+with ``m`` either ``n`` or ``Minimum(n, Maximum(1, n))`` (dynamic_rnn's bound on its time), so
+the loop runs once per element of the output list; a Keras layer's loop compares its time with a
+constant in its condition and its counter with ``maximum_iterations``: their smaller value must be
+``n``'s.  These nodes are what the fused op replaces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ....core.graph.vocabulary import CONTROL
+from .body import Bound, LoopBody, LoopRefused
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.graph.index import GraphIndex
+    from ....core.graph.view import GraphView
+
+Tensor = tuple[int, int]
+
+
+@dataclass
+class LoopPlumbing:
+    """The loop's nodes outside its body: its members, its input x and its stacked output."""
+
+    members: set[int]
+    x: Tensor
+    stack: int
+
+
+def data_inputs(index: "GraphIndex", node: int) -> list[Tensor]:
+    return [t for t in index.inputs[node] if t[1] != CONTROL]
+
+
+def readers_of(index: "GraphIndex", node: int, port: int) -> list[int]:
+    return [c for c, p, _ in index.consumers[node] if p == port]
+
+
+def _producer(index: "GraphIndex", tensor: Tensor, op: str, what: str) -> int:
+    if index.ops[tensor[0]] != op:
+        raise LoopRefused(f"the loop's {what} is not a {op} but {index.names[tensor[0]]!r} ({index.ops[tensor[0]]})")
+    return tensor[0]
+
+
+def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
+    """``n`` itself, or ``Minimum(n, Maximum(_, n))`` in either order."""
+    if bound == n:
+        return True
+    if index.ops[bound[0]] != "Minimum":
+        return False
+    ins = data_inputs(index, bound[0])
+    other = [t for t in ins if t != n]
+    if len(ins) != 2 or len(other) != 1 or index.ops[other[0][0]] != "Maximum":
+        return False
+    return n in data_inputs(index, other[0][0])
+
+
+def value_of(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
+    """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum, an
+    element of a vector), or None."""
+    import numpy as np
+
+    index = view.index
+    value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
+    op = index.ops[tensor[0]]
+    if value is not None or depth > 4 or op not in ("Range", "Max", "Min", "Maximum", "Minimum", "StridedSlice"):
+        return value
+    values = [value_of(view, t, depth + 1) for t in data_inputs(index, tensor[0])]
+    if any(v is None for v in values):
+        return None
+    if op == "StridedSlice":
+        return _element(index.nodes[tensor[0]], values)
+    if op == "Range":
+        return np.arange(*[int(v) for v in values])
+    if op in ("Max", "Min"):
+        reduce = np.max if op == "Max" else np.min
+        return reduce(values[0], axis=tuple(int(a) for a in np.atleast_1d(values[1])))
+    return (np.maximum if op == "Maximum" else np.minimum)(values[0], values[1])
+
+
+def _element(node: Any, values: list[Any]) -> Any:
+    """``vector[k]`` written as a StridedSlice (``shape(x)[0]``), or None for any other slice."""
+    vector, begin, end, strides = values
+    attrs = node.attr
+    masks = [attrs[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")]
+    if vector.ndim != 1 or any(v.shape != (1,) for v in (begin, end, strides)) or any(masks) \
+            or attrs["shrink_axis_mask"].i != 1 or int(strides[0]) != 1 or int(end[0]) != int(begin[0]) + 1:
+        return None
+    k = int(begin[0])
+    return vector[k] if -len(vector) <= k < len(vector) else None
+
+
+def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
+    """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`."""
+    index = view.index
+    counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
+    if counter == n and time is not None and _is_time_bound(index, time, n):
+        return
+    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds]
+    elements = value_of(view, n)
+    if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
+            min(int(v) for v in values) != int(elements):
+        raise LoopRefused("the loop does not run once per element of its output list")
+
+
+def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound, Bound]) -> LoopPlumbing:
+    """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
+    index = view.index
+    ins = data_inputs(index, loop)
+    unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
+    reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
+    check_bounds(view, ins, bounds, data_inputs(index, reserve)[1])
+    stack, identity = None, None
+    readers = readers_of(index, loop, body.outputs)
+    if len(readers) == 1 and index.ops[readers[0]] == "Identity":
+        identity = readers[0]
+        readers = readers_of(index, identity, 0)
+    if len(readers) != 1 or index.ops[readers[0]] != "TensorListStack":
+        raise LoopRefused("the loop's output list is not stacked into one tensor after the loop (and only that)")
+    stack = readers[0]
+    if data_inputs(index, stack)[0][1] != (0 if identity is not None else body.outputs):
+        raise LoopRefused("the loop's output list is read other than by one TensorListStack")
+    for node, what in ((unstack, "input list"), (reserve, "output list")):
+        if readers_of(index, node, 0) != [loop]:
+            raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
+    members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
+    x = data_inputs(index, unstack)[0]
+    check_rows(view, x, data_inputs(index, reserve)[1])
+    return LoopPlumbing(members, x, stack)
+
+
+def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:
+    """The loop's ``n`` steps are ``x``'s rows, when both are known; raises :class:`LoopRefused`."""
+    shape, elements = view.static_shape(x), value_of(view, n)
+    if shape and shape[0] is not None and elements is not None and getattr(elements, "size", 1) == 1 \
+            and int(elements) != shape[0]:
+        raise LoopRefused(f"the loop runs {int(elements)} steps over an input of {shape[0]}")
+
+
+def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:
+    """Add to ``members`` every node only they read (the loop's bounds, counters and shapes),
+    up to the nodes in ``keep`` (those producing the fused op's inputs)."""
+    stack = list(members)
+    while stack:
+        for node, _ in index.inputs[stack.pop()]:
+            if node in members or node in keep:
+                continue
+            if all(c in members for c, _, _ in index.consumers[node]):
+                members.add(node)
+                stack.append(node)

@@ -1,0 +1,286 @@
+"""ScopeDynamicRNNPass on ``tf.compat.v1.nn.dynamic_rnn`` loops built by the real library (control
+flow v2, batch 2, input 3, hidden 4, 5 steps, random weights, frozen): the loop, its input and
+output lists and the stack after it become one ``DynamicRNN`` (LSTM) or ``DynamicGRUV2`` (GRU) per
+layer, time-major; the fused graph runs (the ops' reference implementations) and agrees with the
+original within 1e-4; loops it cannot express are left as they are with the reason."""
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import loop_models as lm
+import rnn_models as rm
+from pass_checks import REGISTRY
+
+import scopefusion
+from scopefusion.cli import main
+
+PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
+LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack",
+              "Enter", "Merge", "Switch", "NextIteration", "Exit", "LoopCond", "TensorArrayV3")
+
+#: form -> (builder, fused ops expected in the graph, loops in the original)
+LOOPS = {
+    "BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm()), {"DynamicRNN": 1}, 1),
+    "LSTMCell": (lambda: lm.dynamic_rnn(rm.lstm()), {"DynamicRNN": 1}, 1),
+    "GRUCell": (lambda: lm.dynamic_rnn(rm.gru()), {"DynamicGRUV2": 1}, 1),
+    "time_major BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm(), time_major=True), {"DynamicRNN": 1}, 1),
+    # MultiRNNCell: one loop whose body runs both layers -> one op per layer, the upper reading the lower's y
+    "MultiRNNCell of two LSTMCell layers (one loop)": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.lstm())), {"DynamicRNN": 2}, 1),
+    "MultiRNNCell LSTMCell + GRUCell (one loop)": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru())), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
+    "two dynamic_rnn calls, BasicLSTMCell then GRUCell (two loops)": (
+        lambda: lm.dynamic_rnn(rm.basic_lstm(), rm.gru()), {"DynamicRNN": 1, "DynamicGRUV2": 1}, 2),
+    # control flow v1: a TF1 while loop (Enter / Merge / Switch / NextIteration / Exit, TensorArrays) whose
+    # cells are their own ops (the cell passes leave steps inside TF1 loops alone)
+    "TF1 loop, BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True), {"DynamicRNN": 1}, 1),
+    "TF1 loop, GRUCell": (lambda: lm.dynamic_rnn(rm.gru(), control_flow_v1=True), {"DynamicGRUV2": 1}, 1),
+    "TF1 loop, MultiRNNCell LSTMCell + GRUCell": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru()), control_flow_v1=True),
+        {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
+    "TF1 loops, two dynamic_rnn calls": (lambda: lm.dynamic_rnn(rm.lstm(), rm.lstm(), control_flow_v1=True),
+                                         {"DynamicRNN": 2}, 2),
+    # Keras 3 layers not unrolled: a While per layer whose body also puts the weights in the cell's
+    # layout each step (the preparation, run once inside the fused result)
+    "Keras 3 LSTM, two layers (two loops)": (lambda: lm.keras("keras", "LSTM"), {"DynamicRNN": 2}, 2),
+    "Keras 3 GRU(reset_after=False)": (lambda: lm.keras("keras", "GRU", layers=1, reset_after=False),
+                                       {"DynamicGRUV2": 1}, 1),
+    "Keras 3 Bidirectional LSTM (two loops, the backward one on the reversed input)": (
+        lambda: lm.keras("keras", "LSTM", layers=1, bidirectional=True), {"DynamicRNN": 2}, 2),
+    "Keras 3 LSTM mixed_float16 (the preparation casts the float32 weights)": (
+        lambda: lm.keras("keras", "LSTM", layers=1, policy="mixed_float16"), {"DynamicRNN": 1}, 1),
+}
+
+
+@functools.cache
+def model(form: str) -> rm.RnnModel:
+    builders = {**{k: v[0] for k, v in LOOPS.items()},
+                "sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]),
+                "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
+                "TF1 loop, sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3],
+                                                                   control_flow_v1=True),
+                "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
+                "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
+                "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
+                "tf_keras LSTM": lambda: lm.keras("tf_keras", "LSTM", layers=1)}
+    return builders[form]()
+
+
+def fuse(m: rm.RnnModel, passes: str = PASSES, **options):
+    return scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=passes, hints=False, **options)
+
+
+def counts(graph_def, *ops: str) -> dict[str, int]:
+    found = {op: sum(n.op == op for n in graph_def.node) for op in ops}
+    return {op: k for op, k in found.items() if k}
+
+
+def verify(m: rm.RnnModel, fused_graph_def):
+    return scopefusion.verify(m.graph_def, fused_graph_def, fused_ops=REGISTRY.fused_ops,
+                              input_shapes=m.input_shapes, runs=2)
+
+
+def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
+    """Every output agrees: float32 within 1e-4, float16 (mixed precision) within 1e-2."""
+    check = verify(m, fused_graph_def)
+    assert check.passed, check.table()
+    assert len(check.outputs) == len(m.outputs)
+    bound = {"float32": 1e-4, "float16": 1e-2}
+    assert all(o.max_abs_error <= bound[o.dtype] for o in check.outputs), check.table()
+
+
+def loop_report(result):
+    return result.report.pass_report("ScopeDynamicRNNPass")
+
+
+def graph_refusals(result) -> list:
+    """The pass's refusals in the graph itself; inside the library it sees each loop's body and
+    condition as a graph of its own, whose ``while`` scope it refuses as no loop."""
+    refused = loop_report(result).refused
+    inside = [r for r in refused if r.function]
+    assert all("no While / StatelessWhile node is named" in r.reason for r in inside), inside
+    return [r for r in refused if not r.function]
+
+
+# ------------------------------------------------------------------------------ fused
+@pytest.mark.parametrize("form", list(LOOPS))
+def test_each_loop_becomes_one_op_per_layer(form):
+    m = model(form)
+    _, expected, loops = LOOPS[form]
+    assert sum(counts(m.graph_def, "While", "StatelessWhile", "LoopCond").values()) == loops
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN", "DynamicGRUV2", "BasicLSTMCell", "GRUCell") == expected
+    assert counts(fused, *LOOP_NODES) == {}
+    report = loop_report(result)
+    assert len(report.fused) == loops and not graph_refusals(result), report.refused
+    for node in fused.node:
+        if node.op in ("DynamicRNN", "DynamicGRUV2"):
+            assert node.attr["time_major"].b and node.attr["activation"].s == b"tanh"
+            assert node.attr["T"].type == (19 if "mixed_float16" in form else 1)  # float16, float32
+    assert_verifies(m, fused)
+
+
+def test_layers_of_one_loop_are_chained():
+    """The upper layer of a MultiRNNCell reads the lower layer's y; the final states of both
+    layers are outputs of the graph."""
+    result = fuse(model("MultiRNNCell of two LSTMCell layers (one loop)"))
+    ops = [n for n in result.fused_graph_def.node if n.op == "DynamicRNN"]
+    lower, upper = sorted(ops, key=lambda n: n.name)
+    assert upper.input[0] == lower.name
+    assert not lower.input[0].startswith(upper.name)
+
+
+def test_cell_attributes_carry_over():
+    m = model("forget_bias 0.5, relu")
+    fused = fuse(m).fused_graph_def
+    (node,) = [n for n in fused.node if n.op == "DynamicRNN"]
+    assert node.attr["forget_bias"].f == pytest.approx(0.5) and node.attr["activation"].s == b"relu"
+    assert_verifies(m, fused)
+
+
+def test_verify_sees_a_wrong_attribute():
+    """The verification runs DynamicRNN's reference: another forget_bias gives other outputs."""
+    m = model("BasicLSTMCell")
+    fused = fuse(m).fused_graph_def
+    (node,) = [n for n in fused.node if n.op == "DynamicRNN"]
+    node.attr["forget_bias"].f = 0.0
+    assert not verify(m, fused).passed
+
+
+def test_tf_form_runs_the_reference():
+    m = model("GRUCell")
+    tf_form = fuse(m, emit="tf").graph_def
+    assert counts(tf_form, "DynamicGRUV2", "GRUCell", *LOOP_NODES) == {}
+    calls = [n.attr["_scopefusion_op"].s for n in tf_form.node if n.op == "PartitionedCall"]
+    assert calls == [b"DynamicGRUV2"]
+    assert_verifies(m, tf_form)
+
+
+def test_pass_off_leaves_the_loop():
+    m = model("BasicLSTMCell")
+    fused = fuse(m, passes="ScopeBasicLSTMCellPass").fused_graph_def
+    assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+
+
+# ------------------------------------------------------------------------------ refused
+def test_sequence_length_is_refused():
+    """With sequence_length the body copies the state through past each sequence's end (Select):
+    no DynamicRNN without a sequence length input; the step inside the body is still fused."""
+    m = model("sequence_length")
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = graph_refusals(result)
+    assert refusal.name == "rnn" and "does more than fused cells and the loop's plumbing" in refusal.reason
+    assert "(Select" in refusal.reason or "(SelectV2" in refusal.reason, refusal.reason
+    assert_verifies(m, fused)
+
+
+def test_peepholes_are_refused():
+    """LSTMCell with peepholes: the cell pass refuses the step, so the body holds no fused cell."""
+    m = model("peepholes")
+    result = fuse(m)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = graph_refusals(result)
+    assert "does more than fused cells" in refusal.reason, refusal.reason
+
+
+def test_unfused_library_is_refused():
+    """functions=False: the body keeps the cell's own ops, which the pass does not read."""
+    m = model("BasicLSTMCell")
+    result = fuse(m, functions=False)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = graph_refusals(result)
+    assert "does more than fused cells" in refusal.reason and "(MatMul)" in refusal.reason, refusal.reason
+
+
+@pytest.mark.parametrize("form, reason", [
+    ("TF1 loop, sequence_length", "does not carry the BasicLSTMCell step's state into its next step"),
+    ("TF1 loop, peepholes", "has peephole connections"),
+])
+def test_tf1_loops_refused(form, reason):
+    m = model(form)
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN") == {} and counts(fused, "LoopCond") == {"LoopCond": 1}
+    (refusal,) = graph_refusals(result)
+    assert refusal.name == "rnn" and reason in refusal.reason, refusal.reason
+    assert_verifies(m, fused)
+
+
+def test_keras_weight_preparation_runs_once():
+    """The Keras cell's weights, rearranged in the loop body each step, are rearranged once in the
+    fused result, outside any loop."""
+    m = model("Keras 3 LSTM, two layers (two loops)")
+    fused = fuse(m).fused_graph_def
+    assert counts(fused, "While", "StatelessWhile") == {}
+    rnn = [n for n in fused.node if n.op == "DynamicRNN"]
+    producers = {n.name: n.op for n in fused.node}
+    for node in rnn:
+        assert node.attr["forget_bias"].f == 0.0
+        assert [producers[t.split(":")[0]] for t in node.input[1:3]] == ["ConcatV2", "ConcatV2"]
+
+
+@pytest.mark.parametrize("form, reason", [
+    ("Keras 3 GRU", "does more than fused cells"),  # reset_after=True: the cell pass refuses the step
+    ("tf_keras LSTM", "(MatMul)"),  # its loop body is standard_lstm's, with no cell scope
+])
+def test_keras_loops_refused(form, reason):
+    m = model(form)
+    result = fuse(m)
+    assert counts(result.fused_graph_def, "DynamicRNN", "DynamicGRUV2") == {}
+    (refusal,) = graph_refusals(result)
+    assert reason in refusal.reason, refusal.reason
+    assert_verifies(m, result.fused_graph_def)
+
+
+def test_a_loop_over_fewer_steps_than_its_input_is_refused():
+    """The real loop with its step count (``shape(x)[0]``, a constant once frozen) changed to 3 of
+    the input's 5 rows: a DynamicRNN would run all 5, so the loop is left as it is."""
+    import numpy as np
+    from tensorflow.python.framework import tensor_util
+
+    m = model("BasicLSTMCell")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    (shape,) = [n for n in graph_def.node if n.name == "rnn/Shape"]
+    value = tensor_util.MakeNdarray(shape.attr["value"].tensor)
+    assert list(value) == [lm.STEPS, rm.BATCH, lm.INPUTS]
+    shape.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(np.array([3, rm.BATCH, lm.INPUTS], np.int32)))
+    result = scopefusion.fuse(graph_def, registry=REGISTRY, enable_scope_fusion_passes=PASSES, hints=False)
+    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    (refusal,) = graph_refusals(result)
+    assert "the loop runs 3 steps over an input of 5" in refusal.reason, refusal.reason
+
+
+def test_list_shows_the_pass_and_its_ops(capsys):
+    assert main(["list", "--ops", "--json"]) == 0
+    ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)}
+    assert [a["name"] for a in ops["DynamicRNN"]["inputs"]] == ["x", "w", "b", "init_h", "init_c"]
+    assert [a["name"] for a in ops["DynamicGRUV2"]["outputs"]] == ["y", "h"]
+    assert ops["DynamicRNN"]["reference"] and ops["DynamicGRUV2"]["reference"]
+    assert main(["list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (loop_pass,) = [p for p in data["passes"] if p["name"] == "ScopeDynamicRNNPass"]
+    assert not loop_pass["general"] and not loop_pass["enabled"] and loop_pass["origin"] == "built-in"
+    assert data["fused_ops"]["DynamicRNN"] == data["fused_ops"]["DynamicGRUV2"] == "built-in"
+
+
+def test_a_loop_inside_a_called_function_is_refused():
+    """dynamic_rnn inside a tf.function called from a TF1 graph: the loop lives in a library function,
+    whose graph does not hold the loop's body; its step is still fused inside the body."""
+    import function_models as fm
+
+    m = fm.called_dynamic_rnn(rm.basic_lstm())
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert counts(fused, "DynamicRNN") == {}
+    inside = [r for r in loop_report(result).refused if r.function and "no While" not in r.reason]
+    assert len(inside) == 1 and "a loop inside a function" in inside[0].reason, inside
+    cells = [n for f in fused.library.function for n in f.node_def if n.op == "BasicLSTMCell"]
+    assert len(cells) == 1
+    assert_verifies(m, fused)

@@ -257,18 +257,24 @@ def test_cli_no_functions_and_the_report(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ left alone
-def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason(tmp_path, capsys):
-    """An op neither TensorFlow nor the fused ops define: its output arguments, and so the
-    tensors read from it, cannot be told; the function is left exactly as it was, and the run
-    summary says why."""
+def _edited_step(edit):
+    """A copy of the dynamic_rnn graph whose loop body's first Sigmoid ``edit`` changed:
+    ``(graph, body name, the node, the body's bytes)``."""
     m = model("dynamic_rnn BasicLSTMCell")
     graph = type(m.graph_def)()
     graph.CopyFrom(m.graph_def)
     (body,) = bodies(graph)
     target = functions(graph)[body]
     sigmoid = next(n for n in target.node_def if n.op == "Sigmoid")
-    sigmoid.op = "VendorSigmoid"
-    before = target.SerializeToString(deterministic=True)
+    edit(sigmoid)
+    return graph, body, sigmoid, target.SerializeToString(deterministic=True)
+
+
+def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason(tmp_path, capsys):
+    """An op neither TensorFlow nor the fused ops define: its output arguments, and so the
+    tensors read from it, cannot be told; the function is left exactly as it was, and the run
+    summary says why."""
+    graph, body, sigmoid, before = _edited_step(lambda node: setattr(node, "op", "VendorSigmoid"))
     result = scopefusion.fuse(graph, registry=REGISTRY, enable_scope_fusion_passes=CELLS, hints=False)
     record = next(r for r in result.report.functions if r.name == body)
     assert record.status == "left alone" and record.fused == 0
@@ -284,14 +290,7 @@ def test_a_body_whose_outputs_cannot_be_named_is_left_alone_with_the_reason(tmp_
 
 def test_a_body_that_is_no_valid_graph_is_left_alone_with_the_reason():
     """A node reading its own output (a cycle TensorFlow refuses as well): the function is left as it was."""
-    m = model("dynamic_rnn BasicLSTMCell")
-    graph = type(m.graph_def)()
-    graph.CopyFrom(m.graph_def)
-    (body,) = bodies(graph)
-    target = functions(graph)[body]
-    sigmoid = next(n for n in target.node_def if n.op == "Sigmoid")
-    sigmoid.input[0] = f"{sigmoid.name}:y:0"
-    before = target.SerializeToString(deterministic=True)
+    graph, body, sigmoid, before = _edited_step(lambda node: node.input.__setitem__(0, f"{node.name}:y:0"))
     result = scopefusion.fuse(graph, registry=REGISTRY, enable_scope_fusion_passes=CELLS, hints=False)
     record = next(r for r in result.report.functions if r.name == body)
     assert record.status == "left alone" and record.reason.startswith("its body is not a valid graph:")

@@ -151,3 +151,21 @@ def test_hints_can_be_left_out(slim_instance_norm):
     result = scopefusion.fuse(slim_instance_norm, hints=False)
     assert result.report.hints == [] and "hints" not in result.report.stage_seconds
     assert all(r.hint == "" for _, r in _all_notes(result.report)) and _all_notes(result.report)
+
+
+def test_the_command_line_can_leave_hints_out(slim_instance_norm, tmp_path, capsys):
+    from scopefusion.cli import main
+    from scopefusion.core.graph.io import save_graph
+
+    model = tmp_path / "inst.pb"
+    save_graph(slim_instance_norm, model)
+    assert main(["run", str(model), "-o", str(tmp_path / "a.pb"), "--report", str(tmp_path / "a.json")]) == 0
+    assert "would fuse" in capsys.readouterr().out
+    assert main(["run", str(model), "-o", str(tmp_path / "b.pb"), "--report", str(tmp_path / "b.json"),
+                 "--no-hints"]) == 0
+    assert "would fuse" not in capsys.readouterr().out
+    import json
+
+    assert json.loads((tmp_path / "a.json").read_text())["hints"] != []
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["hints"] == [] and "hints" not in report["stage_seconds"]

@@ -12,6 +12,7 @@ from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
 from .core.functions import fuse_library, join_reports
+from .core.functions.prune import called_functions, drop_uncalled
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
 from .core.graph.output_ports import check_tensor_names
@@ -195,11 +196,14 @@ def fuse(
     if run.mixed is not None:
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
     # the library first: a pass over the graph's loops (DynamicRNN) reads their bodies fused
+    called = called_functions(loaded.graph_def)
     library_report = _fuse_functions(loaded.graph_def, run, progress) if functions else None
     outcome = pipeline.run(loaded.graph_def)
+    removed = drop_uncalled(outcome.graph_def, called)
     if library_report is not None:
         join_reports(outcome.report, library_report)
     report = _complete_report(outcome, run, loaded, declared)
+    report.removed_functions = removed
     if hints:
         t0 = time.perf_counter()
         if progress is not None:

@@ -67,6 +67,8 @@ def print_functions(report: "FusionReport", out: Any, verbose: bool) -> None:
             out.print(f"  function {f.name}: {line(f)}", markup=False)
         if len(group) > len(shown):
             out.print(f"  and {len(group) - len(shown)} more (-v lists all)", markup=False)
+    if report.removed_functions:
+        out.print(f"  no longer called, removed: {', '.join(report.removed_functions)}", markup=False)
 
 
 def print_op_changes(report: "FusionReport", out: Any) -> None:

@@ -15,6 +15,7 @@ import rnn_models as rm
 from pass_checks import REGISTRY
 
 import scopefusion
+from scopefusion.core.functions.prune import called_functions
 from scopefusion.cli import main
 
 PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
@@ -121,6 +122,11 @@ def test_each_loop_becomes_one_op_per_layer(form):
         if node.op in ("DynamicRNN", "DynamicGRUV2"):
             assert node.attr["time_major"].b and node.attr["activation"].s == b"tanh"
             assert node.attr["T"].type == (19 if "mixed_float16" in form else 1)  # float16, float32
+    # the fused loops' bodies and conditions left the library; nothing left in it is uncalled
+    assert {f.signature.name for f in fused.library.function} == called_functions(fused)
+    before = {f.signature.name for f in m.graph_def.library.function}
+    assert result.report.removed_functions == sorted(before - {f.signature.name for f in fused.library.function})
+    assert bool(result.report.removed_functions) == bool(before)
     assert_verifies(m, fused)
 
 

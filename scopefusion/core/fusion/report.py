@@ -132,6 +132,8 @@ class FusionReport:
     options_node: str | None = None
     #: one record per function of the graph's library that fusion looked inside (``functions=True``)
     functions: list[FunctionRecord] = field(default_factory=list)
+    #: library functions a fusion left uncalled (a fused loop's body and condition), removed
+    removed_functions: list[str] = field(default_factory=list)
 
     def pass_report(self, name: str) -> PassReport:
         for p in self.passes:

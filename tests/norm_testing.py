@@ -85,3 +85,31 @@ def assert_attrs(node, expected: dict) -> None:
             assert got == pytest.approx(want, rel=1e-6), (node.name, key)
         else:
             assert got == want, (node.name, key, got)
+
+
+def assert_fused_as_built(key: str, pass_name: str, op: str, count: int):
+    """``pass_name`` fused exactly ``count`` norms of the model (its own count, from the builder),
+    refused nothing, and the graph holds ``count`` ``op`` nodes; returns ``(model, result, nodes)``."""
+    m, result = model(key), fused(key)
+    report = pass_report(result, pass_name)
+    assert len(report.fused) == count, refusals(result, pass_name)
+    assert report.refused == []
+    found = nodes(result.fused_graph_def, op)
+    assert len(found) == count
+    return m, result, found
+
+
+def assert_look_alike(key: str, pass_name: str, refusal: str | None) -> tuple[nm.NormModel, object]:
+    """``pass_name`` fused nothing of a look-alike; it refused it with ``refusal`` in every reason,
+    or (None) did not match it at all; the graph still computes what it did.  Returns
+    ``(model, result)`` for the caller's own checks."""
+    m, result = model(key), fused(key)
+    report = pass_report(result, pass_name)
+    assert report.fused == []
+    if refusal is None:
+        assert report.refused == [], refusals(result, pass_name)
+    else:
+        reasons = refusals(result, pass_name)
+        assert reasons and all(refusal in r for r in reasons), reasons
+    assert_verifies(m, result)
+    return m, result

@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 from norm_testing import (
-    GROUP_NORM_DECOYS, GROUP_NORM_FORMS, REGISTRY, assert_attrs, assert_builds, assert_verifies, fused, model, nodes,
-    op_count, pass_report, refusals,
+    GROUP_NORM_DECOYS, GROUP_NORM_FORMS, REGISTRY, assert_attrs, assert_builds, assert_fused_as_built,
+    assert_look_alike, assert_verifies, fused, model, nodes, op_count,
 )
 
 PASS = "GroupNormFusionPass"
@@ -33,13 +33,7 @@ def test_builder_makes_its_form(key):
 
 @pytest.mark.parametrize("key", FORMS)
 def test_group_norm_is_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert len(report.fused) == m.group_norms, refusals(result, PASS)
-    assert report.refused == []
-    groups = nodes(result.fused_graph_def, "GroupNorm")
-    assert len(groups) == m.group_norms
+    m, result, groups = assert_fused_as_built(key, PASS, "GroupNorm", model(key).group_norms)
     expected = dict(m.attrs)
     num_groups = expected.pop("num_groups")
     for node in groups:
@@ -80,18 +74,9 @@ def test_instance_norm_pass_keeps_the_tf_slim_instance_norm():
 
 @pytest.mark.parametrize("key", DECOYS)
 def test_look_alike_is_not_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert report.fused == []
+    m, result = assert_look_alike(key, PASS, model(key).refusal)
     assert nodes(result.fused_graph_def, "GroupNorm") == []
     assert len(nodes(result.fused_graph_def, "LayerNorm")) == m.layer_norms
-    if m.refusal is None:
-        assert report.refused == [], refusals(result, PASS)
-    else:
-        reasons = refusals(result, PASS)
-        assert reasons and all(m.refusal in r for r in reasons), reasons
-    assert_verifies(m, result)
 
 
 def test_registered_with_its_fused_op():

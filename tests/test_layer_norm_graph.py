@@ -17,8 +17,8 @@ import pytest
 
 from norm_models import HIDDEN
 from norm_testing import (
-    LAYER_NORM_DECOYS, LAYER_NORM_FORMS, REGISTRY, assert_attrs, assert_builds, assert_verifies, fused, model, nodes,
-    op_count, pass_report, refusals,
+    LAYER_NORM_DECOYS, LAYER_NORM_FORMS, REGISTRY, assert_attrs, assert_builds, assert_fused_as_built,
+    assert_look_alike, assert_verifies, fused, model, nodes, op_count, pass_report,
 )
 
 PASS = "LayerNormFusionPass"
@@ -35,14 +35,9 @@ def test_builder_makes_its_form(key):
 
 @pytest.mark.parametrize("key", FORMS)
 def test_layer_norm_without_a_scope_is_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert len(report.fused) == m.graph_layer_norms, refusals(result, PASS)
-    assert report.refused == []
-    graph_fused = {f.name for f in report.fused}
-    layer_norms = nodes(result.fused_graph_def, "LayerNorm")
-    assert len(layer_norms) == m.layer_norms == m.graph_layer_norms
+    m, result, layer_norms = assert_fused_as_built(key, PASS, "LayerNorm", model(key).graph_layer_norms)
+    assert m.layer_norms == m.graph_layer_norms
+    graph_fused = {f.name for f in pass_report(result, PASS).fused}
     for node in layer_norms:
         assert node.name in graph_fused
         assert_attrs(node, {**m.attrs, "T": 1})
@@ -85,18 +80,9 @@ def test_what_the_scope_pass_fused_is_not_matched_again():
 
 @pytest.mark.parametrize("key", DECOYS)
 def test_look_alike_is_not_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert report.fused == []
+    expected = model(key).refusal if key.split(":")[1].startswith("refusal_") else OTHER_REFUSALS.get(key)
+    m, result = assert_look_alike(key, PASS, expected)
     assert len(nodes(result.fused_graph_def, "LayerNorm")) == m.layer_norms  # the scope pass's, if any
-    expected = m.refusal if key.split(":")[1].startswith("refusal_") else OTHER_REFUSALS.get(key)
-    if expected is None:
-        assert report.refused == [], refusals(result, PASS)
-    else:
-        reasons = refusals(result, PASS)
-        assert reasons and all(expected in r for r in reasons), reasons
-    assert_verifies(m, result)
 
 
 def test_registered_as_a_built_in_graph_pass():

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from norm_testing import (
-    RMS_NORM_DECOYS, RMS_NORM_FORMS, REGISTRY, assert_attrs, assert_builds, assert_verifies, fused, model, nodes,
-    op_count, pass_report, refusals,
+    REGISTRY, RMS_NORM_DECOYS, RMS_NORM_FORMS, assert_attrs, assert_builds, assert_fused_as_built,
+    assert_look_alike, assert_verifies, fused, model, nodes, op_count,
 )
 
 PASS = "RMSNormFusionPass"
@@ -31,13 +31,7 @@ def test_builder_makes_its_form(key):
 
 @pytest.mark.parametrize("key", FORMS)
 def test_rms_norm_is_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert len(report.fused) == m.rms_norms, refusals(result, PASS)
-    assert report.refused == []
-    rms = nodes(result.fused_graph_def, "RMSNorm")
-    assert len(rms) == m.rms_norms
+    m, result, rms = assert_fused_as_built(key, PASS, "RMSNorm", model(key).rms_norms)
     for node in rms:
         assert_attrs(node, m.attrs)
         assert len([i for i in node.input if not i.startswith("^")]) == 2
@@ -72,17 +66,8 @@ def test_mixed_precision_casts_stay_around_a_float32_op():
 
 @pytest.mark.parametrize("key", DECOYS)
 def test_look_alike_is_not_fused(key):
-    m = model(key)
-    result = fused(key)
-    report = pass_report(result, PASS)
-    assert report.fused == []
+    _, result = assert_look_alike(key, PASS, model(key).refusal)
     assert nodes(result.fused_graph_def, "RMSNorm") == []
-    if m.refusal is None:
-        assert report.refused == [], refusals(result, PASS)
-    else:
-        reasons = refusals(result, PASS)
-        assert reasons and all(m.refusal in r for r in reasons), reasons
-    assert_verifies(m, result)
 
 
 def test_registered_with_its_fused_op():

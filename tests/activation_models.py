@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -316,8 +316,9 @@ def keras_hub_bert(num_layers: int = 2, seed: int = 0) -> ActivationModel:
                    int_range=(0, 2), signature=("Tanh", "Pow"))
 
 
-def tf_slim_gelu(layers: int = 2, seed: int = 0) -> ActivationModel:
-    """``tf_slim.fully_connected(activation_fn=tf.nn.gelu)`` in a TF1 graph."""
+def tf_slim_dense_stack(activation: Callable, widths: Sequence[int], seed: int = 0) -> Callable:
+    """The ``build`` of a TF1 graph: ``tf_slim.fully_connected(activation_fn=activation)`` layers of
+    ``widths`` units on an input [2, 8], seeded weights, the output ``out``."""
     import tensorflow as tf
     import tf_slim
 
@@ -327,12 +328,20 @@ def tf_slim_gelu(layers: int = 2, seed: int = 0) -> ActivationModel:
     def build():
         x = tf1.placeholder(tf.float32, [2, 8], name="x")
         h = x
-        for i in range(layers):
+        for i, width in enumerate(widths):
             kernel, bias = _initializers(seed + i)
-            h = tf_slim.fully_connected(h, 16 if i % 2 == 0 else 8, activation_fn=tf.nn.gelu,
-                                        weights_initializer=kernel, biases_initializer=bias, scope=f"fc{i}")
+            h = tf_slim.fully_connected(h, width, activation_fn=activation, weights_initializer=kernel,
+                                        biases_initializer=bias, scope=f"fc{i}")
         return {x: rng.normal(size=(2, 8)).astype(np.float32)}, [tf.identity(h, name="out")]
 
+    return build
+
+
+def tf_slim_gelu(layers: int = 2, seed: int = 0) -> ActivationModel:
+    """``tf_slim.fully_connected(activation_fn=tf.nn.gelu)`` in a TF1 graph."""
+    import tensorflow as tf
+
+    build = tf_slim_dense_stack(tf.nn.gelu, [16 if i % 2 == 0 else 8 for i in range(layers)], seed)
     return _tf1("tf_slim", build, seed, gelus=layers, approximate=False, matmul_bias_adds=layers,
                 signature=("Erfc", "BiasAdd"))
 

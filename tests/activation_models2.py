@@ -66,20 +66,8 @@ def tf_slim_silu(layers: int = 2, seed: int = 0) -> PassModel:
     """``tf_slim.fully_connected(activation_fn=tf.nn.silu)`` in a TF1 graph (the custom
     gradient's IdentityN is there in graph mode too)."""
     import tensorflow as tf
-    import tf_slim
 
-    tf1 = tf.compat.v1
-    rng = np.random.default_rng(seed)
-
-    def build():
-        x = tf1.placeholder(tf.float32, [2, 8], name="x")
-        h = x
-        for i in range(layers):
-            kernel, bias = am._initializers(seed + i)
-            h = tf_slim.fully_connected(h, 8, activation_fn=tf.nn.silu, weights_initializer=kernel,
-                                        biases_initializer=bias, scope=f"fc{i}")
-        return {x: rng.normal(size=(2, 8)).astype(np.float32)}, [tf.identity(h, name="out")]
-
+    build = am.tf_slim_dense_stack(tf.nn.silu, [8] * layers, seed)
     return PassModel.of(am._tf1("tf_slim_silu", build, seed, signature=("IdentityN", "Sigmoid")), layers, beta=1.0)
 
 

@@ -36,7 +36,10 @@ def _called_by(nodes: Iterable["NodeDef"], library: set[str]) -> set[str]:
 
 
 def called_functions(graph_def: "GraphDef") -> set[str]:
-    """The library functions the graph reaches, directly or through other functions."""
+    """The library functions the graph reaches, directly or through other functions (nothing to
+    look for, and no node read, when the library is empty: most frozen graphs)."""
+    if not graph_def.library.function:
+        return set()
     bodies = {f.signature.name: f for f in graph_def.library.function}
     names = set(bodies)
     todo = list(_called_by(graph_def.node, names) & names)
@@ -52,6 +55,8 @@ def called_functions(graph_def: "GraphDef") -> set[str]:
 
 def drop_uncalled(graph_def: "GraphDef", called_before: set[str]) -> list[str]:
     """Remove the functions called before fusion and no longer called; their names, sorted."""
+    if not called_before:
+        return []
     kept_for_gradients = {g.function_name for g in graph_def.library.gradient} | {
         g.gradient_func for g in graph_def.library.gradient}
     dead = (called_before - called_functions(graph_def)) - kept_for_gradients

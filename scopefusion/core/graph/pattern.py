@@ -193,12 +193,17 @@ def as_var(expr: Any) -> Any:
 
 
 def walk(expr: Any, defs: Mapping[str, Any] | None = None) -> list[Any]:
-    """Every sub-expression of ``expr`` (definitions of variables included, each once)."""
+    """Every distinct sub-expression of ``expr`` (definitions of variables included), each once:
+    a sub-expression shared by several branches is walked once, not once per path to it."""
     out: list[Any] = []
     seen_vars: set[str] = set()
+    seen: set[int] = set()
     stack = [expr]
     while stack:
         e = as_var(stack.pop())
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
         out.append(e)
         if isinstance(e, Op) and e.inputs:
             stack.extend(reversed(e.inputs))

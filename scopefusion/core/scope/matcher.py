@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .patterns import Feature, PatternSet, ScopeFeature, ScopePattern
+import numpy as np
+
+from .arrays import ScopeArrays
+from .patterns import Feature, NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
 #: Near misses kept per pass (all are counted).
@@ -34,13 +37,18 @@ class MatchStats:
     candidates: int = 0
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
-    _tested: set[int] = field(default_factory=set, repr=False)
-    _misses: dict[int, tuple[Scope, str, bool]] = field(default_factory=dict, repr=False)
+    _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
+    _misses: dict[int, tuple[Scope, "str | _Reason", bool]] = field(default_factory=dict, repr=False)
 
-    def tested(self, scope: Scope) -> None:
-        if id(scope) not in self._tested:
-            self._tested.add(id(scope))
-            self.candidates += 1
+    def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
+        """Every scope of ``arrays`` where ``mask`` is true was tested."""
+        known = self._tested_masks.get(id(arrays))
+        if known is None:
+            self.candidates += int(np.count_nonzero(mask))
+            self._tested_masks[id(arrays)] = (arrays, mask.copy())
+        else:
+            self.candidates += int(np.count_nonzero(mask & ~known[1]))
+            known[1][...] |= mask
 
     def near_miss(self, scope: Scope, pattern: ScopePattern, feature: Feature) -> None:
         """``scope`` missed ``pattern`` by ``feature`` only.  Of several misses of one scope the
@@ -48,7 +56,9 @@ class MatchStats:
         known = self._misses.get(id(scope))
         by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
         if known is None or (known[2] and not by_name):
-            self._misses[id(scope)] = (scope, f"pattern {pattern.sub_type}: {feature.explain(scope)}", by_name)
+            # the text is written when kept (finish), but a label count's now: labels change
+            reason = _Reason(pattern, feature, scope)
+            self._misses[id(scope)] = (scope, reason.text() if not ScopeArrays.is_static(feature) else reason, by_name)
 
     def finish(self, matches: Sequence[Scope]) -> None:
         """Settle the near misses against the pass's final ``matches``."""
@@ -60,12 +70,24 @@ class MatchStats:
                 related.add(id(s))
                 s = s.parent
         within = _Within(matches)
-        kept = [(scope.name, reason) for scope, reason, _ in self._misses.values()
-                if id(scope) not in related and not within(scope)]
+        kept = [(scope.name, reason if isinstance(reason, str) else reason.text())
+                for scope, reason, _ in self._misses.values() if id(scope) not in related and not within(scope)]
         self.near_miss_count = len(kept)
         self.near_misses = kept[:MAX_NEAR_MISSES]
         self._misses = {}
-        self._tested = set()
+        self._tested_masks = {}
+
+
+@dataclass(frozen=True)
+class _Reason:
+    """Why a scope missed a pattern, written out only for the near misses reported."""
+
+    pattern: ScopePattern
+    feature: Feature
+    scope: Scope
+
+    def text(self) -> str:
+        return f"pattern {self.pattern.sub_type}: {self.feature.explain(self.scope)}"
 
 
 class _Within:
@@ -96,34 +118,65 @@ class _Within:
 
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
-    """Outermost scopes matching ``pattern``, in deterministic pre-order."""
-    found: list[Scope] = []
-    stack = [tree.root]
-    # Without stats, a subtree that cannot have one feature is skipped; with
-    # stats it is skipped only when it lacks two, so near misses are seen.
-    prune_at = 1 if stats is None or len(pattern.features) < 2 else 2
-    while stack:
-        scope = stack.pop()
-        if pattern.subtree_misses(scope, prune_at) >= prune_at:
-            continue
-        if stats is not None:
-            stats.tested(scope)
-            if not pattern.can_match(scope):
-                failed = None
-            else:
-                failed = pattern.failures(scope)
-                if not failed:
-                    found.append(scope)
-                    continue
-            if failed is not None and len(failed) == 1 and len(pattern.features) > 1:
-                stats.near_miss(scope, pattern, failed[0])
-        elif pattern.match(scope):
-            found.append(scope)
-            continue
-        children = scope.children
-        if children:
-            stack.extend(reversed(list(children.values())))
-    return found
+    """Outermost scopes matching ``pattern``, in deterministic pre-order.
+
+    The walk goes depth first from the root and does not descend into a match.  Without
+    stats, a subtree that cannot have one feature is skipped; with stats it is skipped only
+    when it lacks two, so near misses are seen.  Every feature that does not read labels is
+    tested on all scopes at once (:class:`.arrays.ScopeArrays`); label counts, which change
+    as patterns are applied, only on the scopes that pass the rest.
+    """
+    arrays = tree.arrays
+    n = len(arrays)
+    features = pattern.features
+    near_misses = stats is not None and len(features) > 1
+    prune_at = 2 if near_misses else 1
+    ruled_out = np.zeros(n, dtype=np.int8)
+    failing = np.zeros(n, dtype=np.int8)
+    tests: list[np.ndarray | None] = []
+    for feature in features:
+        if isinstance(feature, NodeOpTypeFeature):
+            ruled_out += arrays.rules_out(feature)
+        elif isinstance(feature, NodeAttrFeature):
+            ruled_out += arrays.counts(feature.op_type) == -1
+        if arrays.is_static(feature):
+            holds = arrays.static_holds(feature)
+            failing += ~holds
+            tests.append(holds)
+        else:
+            tests.append(None)
+    reached = ruled_out < prune_at  # counts only shrink downwards: a skipped subtree is skipped whole
+    to_test = np.flatnonzero(reached & arrays.open & (failing < prune_at))
+    found: list[int] = []
+    covered_until = -1
+    order, end = arrays.order, arrays.end
+    for i in to_test.tolist():
+        if i < covered_until:
+            continue  # inside a match
+        scope = order[i]
+        failed = []
+        for feature, holds in zip(features, tests):
+            if not (holds[i] if holds is not None else feature.match(scope)):
+                failed.append(feature)
+                if len(failed) == 2:
+                    break
+        if not failed:
+            found.append(i)
+            covered_until = int(end[i])
+        elif near_misses and len(failed) == 1:
+            stats.near_miss(scope, pattern, failed[0])  # type: ignore[union-attr]
+    if stats is not None:
+        stats.tested_all(arrays, reached & ~_inside(found, end, n))
+    return [order[i] for i in found]
+
+
+def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
+    """Scopes strictly inside the subtrees rooted at ``starts`` (disjoint, as outermost matches are)."""
+    marks = np.zeros(n + 1, dtype=np.int64)
+    for i in starts:
+        marks[i + 1] += 1
+        marks[end[i]] -= 1
+    return np.cumsum(marks[:n]) > 0  # type: ignore[no-any-return]
 
 
 def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStats | None = None) -> list[Scope]:

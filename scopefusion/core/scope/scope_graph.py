@@ -12,6 +12,7 @@ from ..graph.index import GraphIndex, no_gc
 from ..graph.tf_shapes import ShapeRules
 from ..graph.view import GraphView
 from ..graph.vocabulary import FORWARDING_OPS, RETURN_OPS
+from .arrays import ScopeArrays
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -156,7 +157,15 @@ class ScopeTree:
         self.node_scope: list[Scope] = []
         self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
         self.graph: ScopeGraph | None = None
+        self._arrays: ScopeArrays | None = None
         self._build()
+
+    @property
+    def arrays(self) -> ScopeArrays:
+        """The tree in pre-order as arrays (built on first use; the tree's scopes never change)."""
+        if self._arrays is None:
+            self._arrays = ScopeArrays(self)
+        return self._arrays
 
     def _scope_for(self, path: str) -> Scope:
         """The scope called ``path``, created with every missing ancestor (outermost first,
@@ -265,6 +274,7 @@ class ScopeGraph(GraphView):
             scope._all_sub_scopes = None
             scope._tree = None  # type: ignore[assignment]
         self.tree.labelled = {}
+        self.tree._arrays = None
         self.tree.graph = None
         self.matches = {}
 

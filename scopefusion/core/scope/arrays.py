@@ -1,0 +1,132 @@
+"""The scope tree as arrays, so that a pattern's features are one test over all scopes.
+
+Scopes are numbered in the pre-order a search walks them (the root first, sub-scopes in order
+of first appearance), so a scope's subtree is the range ``[i, end[i])``.  Per op type a
+pattern asks about, one integer array holds every scope's count of it (-1 where the subtree
+has none, as :func:`..patterns.count_holds` wants), built on first use and kept: counts never
+change once the tree is built.  So do not names, sub-scope names and attributes: every feature
+but a label count (``ScopeFeature(sub_type=...)``, whose labels change as patterns are applied)
+is "static" and answered for all scopes at once, once per tree.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .patterns import Feature, NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, count_requires_presence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .scope_graph import Scope, ScopeTree
+
+
+class ScopeArrays:
+    """Pre-order numbering, subtree ends, "may match" flags and op-type count columns."""
+
+    def __init__(self, tree: "ScopeTree") -> None:
+        order: list[Scope] = []
+        parents: list[int] = []
+        stack: list[tuple[Scope, int]] = [(tree.root, -1)]
+        while stack:
+            scope, parent = stack.pop()
+            here = len(order)
+            order.append(scope)
+            parents.append(parent)
+            if scope.children:
+                stack.extend((child, here) for child in reversed(list(scope.children.values())))
+        size = [1] * len(order)
+        for i in range(len(order) - 1, 0, -1):  # children come after their parent
+            size[parents[i]] += size[i]
+        #: every scope, in pre-order
+        self.order = order
+        #: one past the last scope of each subtree
+        self.end = np.arange(len(order), dtype=np.int64) + np.asarray(size, dtype=np.int64)
+        #: scopes a pattern may match (not the root, holding no return node)
+        self.open = np.fromiter((s.parent is not None and not s.contains_return for s in order), dtype=bool,
+                                count=len(order))
+        self._counts: dict[str, np.ndarray] = {}
+        self._static: dict[Feature, np.ndarray] = {}
+        self._last_names: np.ndarray | None = None
+        self._named_below: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def counts(self, op_type: str) -> np.ndarray:
+        """Every scope's count of ``op_type`` over its subtree, -1 where there is none."""
+        column = self._counts.get(op_type)
+        if column is None:
+            column = np.fromiter((s.op_counts.get(op_type, -1) for s in self.order), dtype=np.int64,
+                                 count=len(self.order))
+            self._counts[op_type] = column
+        return column
+
+    def holds(self, feature: NodeOpTypeFeature) -> np.ndarray:
+        """Where ``feature`` holds (:func:`..patterns.count_holds`, for every scope at once)."""
+        count = self.counts(feature.op_type)
+        if feature.step == 0:
+            return count == feature.num  # type: ignore[no-any-return]
+        return (count != -1) & (count % feature.step == feature.num)  # type: ignore[no-any-return]
+
+    def rules_out(self, feature: NodeOpTypeFeature) -> np.ndarray:
+        """Where no scope of the subtree can have ``feature`` (a required op type is absent)."""
+        if not count_requires_presence(feature.num, feature.step):
+            return np.zeros(len(self.order), dtype=bool)
+        return self.counts(feature.op_type) == -1  # type: ignore[no-any-return]
+
+    @staticmethod
+    def is_static(feature: Feature) -> bool:
+        """Does ``feature`` hold or not whatever the labels are?"""
+        return not (isinstance(feature, ScopeFeature) and feature.sub_type)
+
+    def static_holds(self, feature: Feature) -> np.ndarray:
+        """Where a static feature holds, for every scope (kept per feature)."""
+        try:
+            known = self._static.get(feature)
+        except TypeError:  # an attribute feature with a list value: not hashable, not kept
+            return self._compute(feature)
+        if known is None:
+            known = self._static[feature] = self._compute(feature)
+        return known
+
+    def _compute(self, feature: Feature) -> np.ndarray:
+        if isinstance(feature, NodeOpTypeFeature):
+            return self.holds(feature)
+        if isinstance(feature, NodeAttrFeature):  # tested where the op lies directly in the scope
+            out = np.zeros(len(self.order), dtype=bool)
+            for i in np.flatnonzero(self.counts(feature.op_type) > 0).tolist():
+                out[i] = feature.match(self.order[i])
+            return out
+        if not isinstance(feature, ScopeFeature) or feature.sub_type:
+            raise ValueError(f"{feature!r} depends on labels: it is tested per scope")
+        out = np.ones(len(self.order), dtype=bool)
+        if feature.suffix:
+            out &= self.last_names() == feature.suffix
+        if feature.sub_scope_mask:
+            out &= self.named_below(feature.sub_scope_mask)
+        return out
+
+    def last_names(self) -> np.ndarray:
+        """Every scope's last name (an object array)."""
+        if self._last_names is None:
+            names = np.empty(len(self.order), dtype=object)
+            names[:] = [s.last_name for s in self.order]
+            self._last_names = names
+        return self._last_names
+
+    def named_below(self, mask: str) -> np.ndarray:
+        """Where some scope strictly below has a last name containing ``mask``."""
+        known = self._named_below.get(mask)
+        if known is None:
+            named = [mask in s.last_name for s in self.order]
+            below = [False] * len(self.order)
+            end = self.end.tolist()
+            for i in range(len(self.order) - 1, -1, -1):  # children follow their parent
+                j = i + 1
+                while j < end[i]:  # each child: itself named, or named below it
+                    if named[j] or below[j]:
+                        below[i] = True
+                        break
+                    j = end[j]
+            known = self._named_below[mask] = np.asarray(below, dtype=bool)
+        return known

@@ -39,6 +39,7 @@ from .errors import NotLayerNorm
 from .fused_batch_norm import FUSED_BATCH_NORM, analyse_fused_batch_norm
 from .moments import analyse_moments
 from .op import LAYER_NORM, layer_norm_reference
+from .structure import AnalysisCache
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -101,6 +102,14 @@ class ScopeLayerNormPass(ScopeBasePass):
                  .add_node_op_type_feature("Reshape", 0, 1))
         return [[[slim]], [flat], [[fused]], [nn_forms], _several_calls()]
 
+    def _analyses(self, graph: "ScopeGraph") -> AnalysisCache:
+        """The analyses of ``graph`` so far: each distinct layer-norm structure is analysed once."""
+        cache: AnalysisCache | None = getattr(self, "_analysis_cache", None)
+        if cache is None or cache.graph is not graph:
+            cache = AnalysisCache(graph)
+            self._analysis_cache = cache
+        return cache
+
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         """One result per layer norm, in the tightest scope holding its statistics: a
         matched parent scope (say a Keras model holding one layer norm and a Dense)
@@ -116,7 +125,7 @@ class ScopeLayerNormPass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = result.part or scopes[0]
         try:
-            match = analyse(scope)
+            match = self._analyses(scope.graph).analyse(scope, analyse)
         except NotLayerNorm as why:
             result.reject(str(why))
             return

@@ -77,8 +77,8 @@ def probe(graph_def: "GraphDef", registry: "Registry", options: FusionOptions, s
     copy.CopyFrom(graph_def)
     probe_options = dataclasses.replace(options, enable_scope_fusion_passes=[s.name for s in scope], strict=False,
                                         keep_places=False)  # the probe's report is read for hints only
-    engines: list[Any] = [ScopePassManager(scope, registry.fused_ops, probe_options)]
-    for fusion_type in FUSION_TYPES:
+    engines: list[Any] = [ScopePassManager(scope, registry.fused_ops, probe_options)] if scope else []
+    for fusion_type in FUSION_TYPES if graph else ():  # a stage with no pass to try is not run
         engines.append(GraphFusionEngine(graph, registry.fused_ops, probe_options, FusionSwitch.default(),
                                          fusion_type))
     return FusionPipeline(engines, registry.fused_ops, probe_options).run(copy).report

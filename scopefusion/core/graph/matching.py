@@ -431,11 +431,11 @@ def find_matches(view: GraphView, pattern: OpPattern,
     """Every match of ``pattern``, trying as roots only the nodes of its root types (by
     the index's op-type table), in graph order; ``on_failure`` hears about the rest."""
     index = view.index
-    if any(not any(index.nodes_of_type(t) for t in group) for group in pattern.required_types()):
-        return []  # the graph lacks an op type every match has: no node can be a root
     roots: list[int] = []
     for t in pattern.root_types:
-        roots.extend(view.index.nodes_of_type(t))
+        roots.extend(index.nodes_of_type(t))
+    if not roots or any(not any(index.nodes_of_type(t) for t in group) for group in pattern.required_types()):
+        return []  # no root, or the graph lacks an op type every match has: nothing can match
     if len(pattern.root_types) > 1:
         roots.sort()
     found = []

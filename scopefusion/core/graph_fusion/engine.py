@@ -121,8 +121,7 @@ class GraphFusionEngine:
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
-            threshold = max(NEAR_MISS_MIN_OPS, (pattern.op_count() + 1) // 2)
-            found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why, threshold))
+            found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why))
             matches.extend(_not_seen(found, matches))
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})
@@ -200,9 +199,11 @@ class _NearMisses:
         self.tried: set[int] = set()
         self._best: dict[int, tuple[int, str]] = {}
 
-    def add(self, pattern: OpPattern, root: int, why: MatchFailure, threshold: int) -> None:
+    def add(self, pattern: OpPattern, root: int, why: MatchFailure) -> None:
+        """A failed match: kept when it got through half the pattern's ops (at least
+        NEAR_MISS_MIN_OPS; the pattern's size is computed only then)."""
         self.tried.add(root)
-        if why.progress < threshold:
+        if why.progress < NEAR_MISS_MIN_OPS or why.progress < (pattern.op_count() + 1) // 2:
             return
         best = self._best.get(root)
         if best is None or why.progress > best[0]:

@@ -124,3 +124,22 @@ def test_the_runnable_form_names_a_node_whose_inputs_do_not_match(inputs, listed
     with pytest.raises(EmitError, match=r"^bad: ") as caught:
         to_tf_runnable(_graph([("bad", inputs, listed)]), {"ScaledShift": SCALED})
     assert message in str(caught.value)
+
+
+def test_shapes_flow_through_a_node_with_or_without_its_optional_inputs():
+    """``same_shape`` names a required input, which keeps its position whatever optional inputs
+    follow: a later stage sees the shape of ``x`` behind either node."""
+    from tensorflow.core.framework import node_def_pb2
+
+    from scopefusion.core.fusion.fused_ops import shape_rules
+    from scopefusion.core.graph.view import GraphView
+
+    graph_def = _graph([("all", ["x", "s", "b"], ["scale", "shift"]), ("none", ["x"], None)])
+    for name in ("all", "none"):
+        graph_def.node.append(node_def_pb2.NodeDef(name=f"{name}_relu", op="Relu", input=[name]))
+        graph_def.node[-1].attr["T"].type = 1
+    view = GraphView(graph_def, same_shape=shape_rules({"ScaledShift": SCALED}))
+    index = view.index.index
+    assert view.static_shape((index["all_relu"], 0)) == [2]
+    assert view.static_shape((index["none_relu"], 0)) == [2]
+    assert GraphView(graph_def).static_shape((index["all_relu"], 0)) is None

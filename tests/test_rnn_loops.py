@@ -23,8 +23,9 @@ PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
 LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack",
               "Enter", "Merge", "Switch", "NextIteration", "Exit", "LoopCond", "TensorArrayV3")
 
-#: sequence_length forms: (builder, fused ops expected, loops); the lengths are shorter than the 5
-#: steps ([3, 2]: the loop stops after 3) or fed (placeholder ``lengths``, verified with lengths below 4)
+#: sequence_length and bidirectional_dynamic_rnn forms: (builder, fused ops expected, loops); the
+#: lengths are constants, some shorter than the 5 steps ([3, 2]: the loop stops after 3), or fed
+#: (placeholder ``lengths``, verified with lengths below 4)
 SEQUENCE_LOOPS = {
     "sequence_length, BasicLSTMCell": (
         lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]), {"DynamicRNN": 1}, 1),

@@ -274,7 +274,7 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     check_rows(sg, x, n)
     names = [f"var_{k}" for k in range(len(variables))] + [f"weight_{j}" for j in range(len(weights))]
     body = LoopBody(counters[0], time, -1, flow, names, layers, copy=copy)
-    if copy is not None:  # positions among the loop's inputs: the variables first
-        copy.lengths, copy.zeros = (len(variables) + p if p is not None else None for p in (copy.lengths, copy.zeros))
+    if copy is not None and copy.zeros is not None:  # positions among the loop's inputs: the variables first
+        copy.lengths, copy.zeros = copy.lengths + len(variables), copy.zeros + len(variables)
     exits = {k: v.exit for k, v in enumerate(variables) if v.exit is not None}
     return TF1Loop(body, LoopPlumbing(frame | arrays, x, gather), [v.init for v in variables] + weights, exits)

@@ -14,7 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .plugins.registry import Registry
 
 def _tensor(arg: TensorArg) -> dict[str, Any]:
-    return {"name": arg.name, "type_attr": arg.type_attr, "dtype": arg.dtype, "description": arg.description}
+    return {"name": arg.name, "type_attr": arg.type_attr, "dtype": arg.dtype, "optional": arg.optional,
+            "description": arg.description}
 
 
 def _attr(attr: AttrDef) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def fused_op_rows(registry: "Registry") -> list[dict[str, Any]]:
 
 
 def _tensor_text(t: dict[str, Any]) -> str:
-    return f"{t['name']}: {t['type_attr'] or t['dtype']}"
+    return f"{t['name']}: {t['type_attr'] or t['dtype']}" + (" (optional)" if t["optional"] else "")
 
 
 def _attr_text(a: dict[str, Any]) -> str:
@@ -60,6 +61,9 @@ def print_fused_ops(rows: list[dict[str, Any]], out: Any) -> None:
         out.print(f"  attributes: {'; '.join(_attr_text(a) for a in r['attrs']) or '-'}", markup=False)
     out.print(f"{len(rows)} fused op(s). A tensor's type is the name of the type attribute that sets it (T) or a "
               "fixed dtype; an attribute without '= value' is required.", markup=False)
+    if any(t["optional"] for r in rows for t in r["inputs"]):
+        out.print("A node has an (optional) input when its optional_inputs attribute names it; its inputs are the "
+                  "required ones, then the optional ones it names, in order.", markup=False)
 
 
 def list_ops(registry: "Registry", as_json: bool) -> int:

@@ -53,7 +53,7 @@ def test_every_built_in_op_is_listed_with_its_declaration(capsys, monkeypatch):
     assert list(rows) == list(declared) and {"LayerNorm", "Gelu", "InstanceNorm"} <= set(rows)
     for name, op in declared.items():
         row = rows[name]
-        assert [i["name"] for i in row["inputs"]] == [i.name for i in op.inputs], name
+        assert [(i["name"], i["optional"]) for i in row["inputs"]] == [(i.name, i.optional) for i in op.inputs], name
         assert [(o["type_attr"], o["dtype"]) for o in row["outputs"]] == [(o.type_attr, o.dtype) for o in op.outputs]
         assert [(a["name"], a["type"], a["required"]) for a in row["attrs"]] == \
             [(a.name, a.type, a.default is REQUIRED) for a in op.attrs], name
@@ -67,6 +67,25 @@ def test_every_built_in_op_is_listed_with_its_declaration(capsys, monkeypatch):
     assert "outputs:    nmsed_boxes: float32, nmsed_scores: float32, nmsed_classes: float32, num_detections: int32" \
         in text
     assert "approximate: bool = False" in text and f"{len(declared)} fused op(s)." in text
+
+
+def test_optional_inputs_are_marked(capsys, monkeypatch):
+    """DynamicRNN's seq_length is optional: marked in the text, flagged in the JSON, with the
+    attribute that lists a node's optional inputs."""
+    monkeypatch.setenv("SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert main(["list", "--ops"]) == 0
+    text = capsys.readouterr().out
+    assert "  inputs:     x: T, w: T, b: T, init_h: T, init_c: T, seq_length: int32 (optional)\n" in text
+    assert "; T: type; optional_inputs: list(string) = []\n" in text
+    assert "A node has an (optional) input when its optional_inputs attribute names it" in text
+    assert main(["list", "--ops", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    row = rows["DynamicGRUV2"]
+    assert [i["name"] for i in row["inputs"] if i["optional"]] == ["seq_length"]
+    assert row["signature"] == ("DynamicGRUV2(x, gate_kernel, gate_bias, candidate_kernel, candidate_bias, "
+                                "init_h[, seq_length]) -> (y, h)")
+    assert row["attrs"][-1]["name"] == "optional_inputs" and row["attrs"][-1]["default"] == []
+    assert not any(i["optional"] for i in rows["LayerNorm"]["inputs"])
 
 
 def test_a_plugin_op_names_its_distribution(tmp_path):

@@ -1,8 +1,9 @@
 """ScopeDynamicRNNPass on ``tf.compat.v1.nn.dynamic_rnn`` loops built by the real library (control
 flow v2, batch 2, input 3, hidden 4, 5 steps, random weights, frozen): the loop, its input and
 output lists and the stack after it become one ``DynamicRNN`` (LSTM) or ``DynamicGRUV2`` (GRU) per
-layer, time-major; the fused graph runs (the ops' reference implementations) and agrees with the
-original within 1e-4; loops it cannot express are left as they are with the reason."""
+layer, time-major; with ``sequence_length`` every op also reads the lengths (``seq_length``); the
+fused graph runs (the ops' reference implementations) and agrees with the original within 1e-4;
+loops it cannot express are left as they are with the reason."""
 from __future__ import annotations
 
 import functools
@@ -21,6 +22,39 @@ from scopefusion.cli import main
 PASSES = "ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass"
 LOOP_NODES = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListReserve", "TensorListStack",
               "Enter", "Merge", "Switch", "NextIteration", "Exit", "LoopCond", "TensorArrayV3")
+
+#: sequence_length and bidirectional_dynamic_rnn forms: (builder, fused ops expected, loops); the
+#: lengths are constants, some shorter than the 5 steps ([3, 2]: the loop stops after 3), or fed
+#: (placeholder ``lengths``, verified with lengths below 4)
+SEQUENCE_LOOPS = {
+    "sequence_length, BasicLSTMCell": (
+        lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]), {"DynamicRNN": 1}, 1),
+    "sequence_length shorter than the steps, LSTMCell": (
+        lambda: lm.dynamic_rnn(rm.lstm(), sequence_length=[3, 2]), {"DynamicRNN": 1}, 1),
+    "sequence_length fed, GRUCell": (
+        lambda: lm.dynamic_rnn(rm.gru(), sequence_length=lm.FED), {"DynamicGRUV2": 1}, 1),
+    "sequence_length fed, time_major BasicLSTMCell": (
+        lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=lm.FED, time_major=True), {"DynamicRNN": 1}, 1),
+    "sequence_length, MultiRNNCell LSTMCell + GRUCell (one loop)": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.gru()), sequence_length=[4, 1]),
+        {"DynamicRNN": 1, "DynamicGRUV2": 1}, 1),
+    "TF1 loop, sequence_length, BasicLSTMCell": (
+        lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3], control_flow_v1=True), {"DynamicRNN": 1}, 1),
+    "TF1 loop, sequence_length fed, GRUCell": (
+        lambda: lm.dynamic_rnn(rm.gru(), sequence_length=lm.FED, control_flow_v1=True), {"DynamicGRUV2": 1}, 1),
+    "TF1 loop, sequence_length shorter than the steps, time_major MultiRNNCell of two LSTMCell layers": (
+        lambda: lm.dynamic_rnn(rm.multi(rm.lstm(), rm.lstm()), sequence_length=[2, 3], time_major=True,
+                               control_flow_v1=True), {"DynamicRNN": 2}, 1),
+    # bidirectional_dynamic_rnn: a loop per direction, the backward one over the reversed input
+    "bidirectional_dynamic_rnn, LSTMCell": (lambda: lm.bidirectional(rm.lstm()), {"DynamicRNN": 2}, 2),
+    "bidirectional_dynamic_rnn, sequence_length fed, GRUCell": (
+        lambda: lm.bidirectional(rm.gru(), sequence_length=lm.FED), {"DynamicGRUV2": 2}, 2),
+    "TF1 loops, bidirectional_dynamic_rnn, sequence_length, time_major BasicLSTMCell": (
+        lambda: lm.bidirectional(rm.basic_lstm(), sequence_length=[4, 2], time_major=True, control_flow_v1=True),
+        {"DynamicRNN": 2}, 2),
+    "TF1 loops, bidirectional_dynamic_rnn, GRUCell": (
+        lambda: lm.bidirectional(rm.gru(), control_flow_v1=True), {"DynamicGRUV2": 2}, 2),
+}
 
 #: form -> (builder, fused ops expected in the graph, loops in the original)
 LOOPS = {
@@ -53,16 +87,16 @@ LOOPS = {
         lambda: lm.keras("keras", "LSTM", layers=1, bidirectional=True), {"DynamicRNN": 2}, 2),
     "Keras 3 LSTM mixed_float16 (the preparation casts the float32 weights)": (
         lambda: lm.keras("keras", "LSTM", layers=1, policy="mixed_float16"), {"DynamicRNN": 1}, 1),
+    # sequence_length: the body copies the state through past each sequence's end (Select) and the
+    # loop may stop at the longest sequence; every op reads the lengths as its seq_length
+    **SEQUENCE_LOOPS,
 }
 
 
 @functools.cache
 def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
-                "sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3]),
                 "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
-                "TF1 loop, sequence_length": lambda: lm.dynamic_rnn(rm.basic_lstm(), sequence_length=[5, 3],
-                                                                   control_flow_v1=True),
                 "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
                 "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
@@ -81,7 +115,7 @@ def counts(graph_def, *ops: str) -> dict[str, int]:
 
 def verify(m: rm.RnnModel, fused_graph_def):
     return scopefusion.verify(m.graph_def, fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                              input_shapes=m.input_shapes, runs=2)
+                              input_shapes=m.input_shapes, runs=2, int_range=m.info.get("int_range", (0, 10)))
 
 
 def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
@@ -172,20 +206,129 @@ def test_pass_off_leaves_the_loop():
     assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
 
 
-# ------------------------------------------------------------------------------ refused
-def test_sequence_length_is_refused():
-    """With sequence_length the body copies the state through past each sequence's end (Select):
-    no DynamicRNN without a sequence length input; the step inside the body is still fused."""
-    m = model("sequence_length")
+# ------------------------------------------------------------------------------ sequence_length
+def _source(graph_def, tensor: str):
+    """The node ``tensor`` comes from, Identity nodes (dynamic_rnn's ``CheckSeqLen``) looked through."""
+    nodes = {n.name: n for n in graph_def.node}
+    node = nodes[tensor.split(":")[0]]
+    while node.op == "Identity":
+        node = nodes[node.input[0].split(":")[0]]
+    return node
+
+
+def _loop_ops(graph_def) -> list:
+    return [n for n in graph_def.node if n.op in ("DynamicRNN", "DynamicGRUV2")]
+
+
+@pytest.mark.parametrize("form", list(SEQUENCE_LOOPS))
+def test_each_op_reads_the_sequence_lengths(form):
+    """With sequence_length every op lists seq_length and reads the lengths given to dynamic_rnn
+    (the placeholder, or the constant) as its last input; without, it has its required inputs only."""
+    from tensorflow.python.framework import tensor_util
+
+    fused = fuse(model(form)).fused_graph_def
+    for node in _loop_ops(fused):
+        declared = REGISTRY.fused_ops[node.op]
+        data = [t for t in node.input if not t.startswith("^")]
+        if "sequence_length" not in form:
+            assert "optional_inputs" not in node.attr and len(data) == len(declared.required_inputs)
+            continue
+        assert list(node.attr["optional_inputs"].list.s) == [b"seq_length"]
+        assert len(data) == len(declared.inputs)
+        lengths = _source(fused, data[-1])
+        if "fed" in form:
+            assert (lengths.name, lengths.op) == ("lengths", "Placeholder")
+        else:
+            value = tensor_util.MakeNdarray(lengths.attr["value"].tensor)
+            assert lengths.op == "Const" and value.dtype == "int32" and value.shape == (rm.BATCH,)
+        assert all(_source(fused, t).name != lengths.name for t in data[:-1])
+
+
+def test_verify_sees_a_missing_sequence_length():
+    """The lengths matter: the same op without its seq_length runs every step for every sequence."""
+    m = model("sequence_length shorter than the steps, LSTMCell")
+    fused = fuse(m).fused_graph_def
+    (node,) = _loop_ops(fused)
+    del node.attr["optional_inputs"]
+    del node.input[5]
+    assert not verify(m, fused).passed
+
+
+@pytest.mark.parametrize("form", [f for f in SEQUENCE_LOOPS if f.startswith(("bidirectional", "TF1 loops, bi"))])
+def test_bidirectional_has_one_op_per_direction(form):
+    """The forward op reads the input, the backward one the input reversed (ReverseSequence by the
+    lengths, else ReverseV2), each through dynamic_rnn's transpose unless time-major."""
+    fused = fuse(model(form)).fused_graph_def
+    ops = {n.name.split("/")[1]: n for n in _loop_ops(fused)}
+    assert sorted(ops) == ["bw", "fw"] and all(n.name.split("/")[2] == n.name.split("/")[1] for n in ops.values())
+    nodes = {n.name: n for n in fused.node}
+
+    def reads(node):
+        producer = nodes[node.input[0].split(":")[0]]
+        return nodes[producer.input[0].split(":")[0]] if producer.op == "Transpose" else producer
+
+    reverse = "ReverseSequence" if "sequence_length" in form else "ReverseV2"
+    assert reads(ops["bw"]).op == reverse and reads(ops["fw"]).op != reverse
+    assert reads(ops["fw"]).name == reads(reads(ops["bw"])).name  # both read the same input
+
+
+def _edited(form: str, edit) -> rm.RnnModel:
+    """The real model of ``form`` with ``edit(graph_def)`` applied to a copy of its graph."""
+    import dataclasses
+
+    m = model(form)
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    edit(graph_def)
+    return dataclasses.replace(m, graph_def=graph_def)
+
+
+def _node(graph_def, name: str):
+    nodes = [n for n in graph_def.node] + [n for f in graph_def.library.function for n in f.node_def]
+    (node,) = [n for n in nodes if n.name == name]
+    return node
+
+
+def _ones(graph_def) -> None:  # the output past a sequence's end: zeros -> ones
+    from tensorflow.python.framework import tensor_util
+
+    _node(graph_def, "rnn/zeros/Const").attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(1.0))
+
+
+def _min(graph_def) -> None:  # the loop stops at the shortest sequence, not the longest
+    _node(graph_def, "rnn/Max").op = "Min"
+
+
+def _swapped(name: str):
+    def swap(graph_def) -> None:  # Select(done, new, state): the new state kept past the end, not the old
+        node = _node(graph_def, name)
+        node.input[1], node.input[2] = node.input[2], node.input[1]
+    return swap
+
+
+@pytest.mark.parametrize("form, edit, reason", [
+    ("sequence_length, BasicLSTMCell", _ones, "is 'rnn/zeros', not zeros"),
+    ("TF1 loop, sequence_length, BasicLSTMCell", _ones, "is 'rnn/zeros', not zeros"),
+    ("sequence_length, BasicLSTMCell", _min, "it may stop before a sequence ends"),
+    ("TF1 loop, sequence_length, BasicLSTMCell", _min, "it may stop before a sequence ends"),
+    ("sequence_length, BasicLSTMCell", _swapped("Select_1"), "does not carry its argument 'placeholder_2' through"),
+    ("TF1 loop, sequence_length, BasicLSTMCell", _swapped("rnn/while/Select_1"),
+     "does not carry the BasicLSTMCell step's state into its next step (through its sequence_length's Select)"),
+])
+def test_a_sequence_length_look_alike_is_refused(form, edit, reason):
+    """dynamic_rnn's loops with one thing changed, so that a DynamicRNN with seq_length would
+    compute something else: each is left as it is, with the reason."""
+    m = _edited(form, edit)
     result = fuse(m)
     fused = result.fused_graph_def
-    assert counts(fused, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
+    assert counts(fused, "DynamicRNN") == {}
+    assert counts(fused, "StatelessWhile", "LoopCond") in ({"StatelessWhile": 1}, {"LoopCond": 1})
     (refusal,) = graph_refusals(result)
-    assert refusal.name == "rnn" and "does more than fused cells and the loop's plumbing" in refusal.reason
-    assert "(Select" in refusal.reason or "(SelectV2" in refusal.reason, refusal.reason
+    assert refusal.name == "rnn" and reason in refusal.reason, refusal.reason
     assert_verifies(m, fused)
 
 
+# ------------------------------------------------------------------------------ refused
 def test_peepholes_are_refused():
     """LSTMCell with peepholes: the cell pass refuses the step, so the body holds no fused cell."""
     m = model("peepholes")
@@ -205,7 +348,6 @@ def test_unfused_library_is_refused():
 
 
 @pytest.mark.parametrize("form, reason", [
-    ("TF1 loop, sequence_length", "does not carry the BasicLSTMCell step's state into its next step"),
     ("TF1 loop, peepholes", "has peephole connections"),
 ])
 def test_tf1_loops_refused(form, reason):
@@ -266,7 +408,8 @@ def test_a_loop_over_fewer_steps_than_its_input_is_refused():
 def test_list_shows_the_pass_and_its_ops(capsys):
     assert main(["list", "--ops", "--json"]) == 0
     ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)}
-    assert [a["name"] for a in ops["DynamicRNN"]["inputs"]] == ["x", "w", "b", "init_h", "init_c"]
+    assert [(a["name"], a["optional"]) for a in ops["DynamicRNN"]["inputs"]] == \
+        [("x", False), ("w", False), ("b", False), ("init_h", False), ("init_c", False), ("seq_length", True)]
     assert [a["name"] for a in ops["DynamicGRUV2"]["outputs"]] == ["y", "h"]
     assert ops["DynamicRNN"]["reference"] and ops["DynamicGRUV2"]["reference"]
     assert main(["list", "--json"]) == 0

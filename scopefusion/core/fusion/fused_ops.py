@@ -5,6 +5,18 @@ The reference implementation is what makes a fused graph runnable in stock
 TensorFlow (see :mod:`scopefusion.core.tf_form`) and therefore verifiable.
 It is called as ``reference(*inputs, **attrs)`` and returns a tuple of
 tensors, one per declared output.
+
+Optional inputs
+---------------
+An input declared ``TensorArg(..., optional=True)`` may be left out.  Optional inputs come after
+every required one.  An op with optional inputs has one more attribute, declared for it:
+``optional_inputs`` (``list(string)``, default empty), the names of the optional inputs a node
+has, in declaration order.  The node's data inputs are the required inputs, then the listed
+optional ones, in that order: ``DynamicRNN(x, w, b, init_h, init_c[, seq_length])`` with
+``optional_inputs = ["seq_length"]`` has six inputs, without the attribute five.  A node never
+guesses from its input count which optional inputs it has.  The reference implementation still
+takes every declared input by position, ``None`` for one the node does not have (the attribute
+itself is not passed to it).
 """
 from __future__ import annotations
 
@@ -20,6 +32,9 @@ class _Required:
 
 REQUIRED: Any = _Required()
 
+#: the attribute of an op with optional inputs listing those a node has
+OPTIONAL_INPUTS_ATTR = "optional_inputs"
+
 ATTR_TYPES = frozenset({
     "float", "int", "bool", "string", "type", "shape",
     "list(float)", "list(int)", "list(bool)", "list(string)", "list(type)",
@@ -34,6 +49,8 @@ class TensorArg:
     type_attr: str | None = None
     dtype: str | None = None
     description: str = ""
+    #: an input a node may leave out (see "Optional inputs" above); outputs are never optional
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if (self.type_attr is None) == (self.dtype is None):
@@ -71,10 +88,70 @@ class FusedOpDef:
     same_shape: Mapping[int, int] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        required = self.required_inputs
         for port, source in self.same_shape.items():
-            if not (0 <= port < len(self.outputs) and 0 <= source < len(self.inputs)):
+            if not (0 <= port < len(self.outputs) and 0 <= source < len(required)):
                 raise ValueError(f"FusedOpDef {self.name!r}: same_shape maps output {port} to input {source}, "
-                                 f"but the op has {len(self.outputs)} output(s) and {len(self.inputs)} input(s)")
+                                 f"but the op has {len(self.outputs)} output(s) and {len(required)} required "
+                                 "input(s)")
+        self._declare_optional_inputs()
+
+    def _declare_optional_inputs(self) -> None:
+        optional = [a.name for a in self.inputs if a.optional]
+        if any(not a.optional for a in self.inputs[len(self.inputs) - len(optional):]):
+            raise ValueError(f"FusedOpDef {self.name!r}: optional inputs ({', '.join(optional)}) must come after "
+                             "every required input")
+        if any(a.optional for a in self.outputs):
+            raise ValueError(f"FusedOpDef {self.name!r}: an output cannot be optional")
+        if not optional:
+            return
+        declared = self.attr_def(OPTIONAL_INPUTS_ATTR)
+        if declared is not None:  # by an earlier __post_init__ (dataclasses.replace) or by hand
+            if declared.type != "list(string)" or declared.default != []:
+                raise ValueError(f"FusedOpDef {self.name!r}: attribute {OPTIONAL_INPUTS_ATTR!r} is declared for an "
+                                 "op with optional inputs; leave it out, it is declared for you")
+            return
+        listing = AttrDef(OPTIONAL_INPUTS_ATTR, "list(string)", [],
+                          description="the optional inputs the node has, in declaration order "
+                                      f"({', '.join(optional)}), after the required ones")
+        object.__setattr__(self, "attrs", tuple(self.attrs) + (listing,))
+
+    @property
+    def required_inputs(self) -> tuple[TensorArg, ...]:
+        return tuple(a for a in self.inputs if not a.optional)
+
+    @property
+    def optional_inputs(self) -> tuple[TensorArg, ...]:
+        return tuple(a for a in self.inputs if a.optional)
+
+    def present_inputs(self, attrs: Mapping[str, Any]) -> tuple[TensorArg, ...]:
+        """The inputs a node with these attribute values has, in order (its data inputs).
+
+        ``attrs`` holds Python values or ``AttrValue`` messages; check them first
+        (:meth:`check_attrs`): an unknown name here is left out."""
+        listed = set(listed_optional_inputs(attrs))
+        return self.required_inputs + tuple(a for a in self.optional_inputs if a.name in listed)
+
+    def input_count(self, attrs: Mapping[str, Any]) -> int:
+        return len(self.present_inputs(attrs))
+
+    def check_optional_inputs(self, attrs: Mapping[str, Any]) -> list[str]:
+        """Problems with the ``optional_inputs`` attribute among ``attrs`` (empty when fine or unset)."""
+        if OPTIONAL_INPUTS_ATTR not in attrs or not self.optional_inputs:
+            return []
+        try:
+            listed = listed_optional_inputs(attrs)
+        except TypeError:
+            return [f"attribute {OPTIONAL_INPUTS_ATTR!r} of fused op {self.name} is not a list of input names"]
+        names = [a.name for a in self.optional_inputs]
+        unknown = [n for n in listed if n not in names]
+        if unknown:
+            return [f"attribute {OPTIONAL_INPUTS_ATTR!r} of fused op {self.name} lists {unknown[0]!r}, which is not "
+                    f"one of its optional inputs ({', '.join(names)})"]
+        if listed != [n for n in names if n in listed]:
+            return [f"attribute {OPTIONAL_INPUTS_ATTR!r} of fused op {self.name} must list each optional input "
+                    f"once, in declaration order ({', '.join(names)}), not {listed}"]
+        return []
 
     def attr_def(self, name: str) -> AttrDef | None:
         for a in self.attrs:
@@ -92,7 +169,7 @@ class FusedOpDef:
         for a in self.attrs:
             if a.name not in attrs and a.default is REQUIRED:
                 problems.append(f"required attribute {a.name!r} of fused op {self.name} is not set")
-        return problems
+        return problems + self.check_optional_inputs(attrs)
 
     def with_defaults(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         out = {a.name: a.default for a in self.attrs if a.default is not REQUIRED}
@@ -100,8 +177,9 @@ class FusedOpDef:
         return out
 
     def signature(self) -> str:
-        """A one-line signature, e.g. ``LayerNorm(x, gamma, beta) -> (y, mean, variance)``."""
-        ins = ", ".join(i.name for i in self.inputs)
+        """A one-line signature, e.g. ``LayerNorm(x, gamma, beta) -> (y, mean, variance)``; optional
+        inputs in brackets: ``DynamicRNN(x, w, b, init_h, init_c[, seq_length]) -> (y, h, c)``."""
+        ins = ", ".join(i.name for i in self.required_inputs) + "".join(f"[, {i.name}]" for i in self.optional_inputs)
         outs = ", ".join(o.name for o in self.outputs)
         return f"{self.name}({ins}) -> ({outs})"
 
@@ -109,3 +187,16 @@ class FusedOpDef:
 def shape_rules(fused_ops: Mapping[str, FusedOpDef]) -> dict[str, dict[int, int]]:
     """Per fused op type, which outputs have the shape of which input (see ``same_shape``)."""
     return {name: dict(op.same_shape) for name, op in fused_ops.items() if op.same_shape}
+
+
+def listed_optional_inputs(attrs: Mapping[str, Any]) -> list[str]:
+    """The names in an ``optional_inputs`` attribute (a Python list of str / bytes or an
+    ``AttrValue``), empty when it is not set; raises ``TypeError`` for another value."""
+    value = attrs.get(OPTIONAL_INPUTS_ATTR)
+    if value is None:
+        return []
+    if hasattr(value, "list"):  # an AttrValue
+        value = list(value.list.s)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{OPTIONAL_INPUTS_ATTR} must be a list of names, not {value!r}")
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in value]

@@ -89,7 +89,7 @@ def _signature(node: InnerNode, attrs: Mapping[str, Any], fused_ops: Mapping[str
         problems = declared.check_attrs(dict(attrs))
         if problems:
             raise Refused(f"inner node {node.name!r}: {'; '.join(problems)}")
-        return len(declared.inputs), len(declared.outputs)
+        return declared.input_count(attrs), len(declared.outputs)
     op_def = tensorflow_op_def(node.op)
     missing = [a.name for a in op_def.attr if not a.HasField("default_value") and a.name not in attrs]
     if missing:

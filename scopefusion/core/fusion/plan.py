@@ -109,7 +109,7 @@ def make_plan(
     attr_values = _written_attrs(candidate, op_def, fused_ops)
     if candidate.has_inner_graph:
         check_inner_signatures(candidate, attr_values, fused_ops)
-    n_inputs = len(op_def.inputs) if op_def is not None else candidate.num_inputs()
+    n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
     removed_set = candidate.members - kept
@@ -168,7 +168,8 @@ def _checked_inputs(
         raise Refused(f"fused input {bad[0]} is mapped, but the fused op has {n_inputs} input(s)")
     missing = [i for i in range(n_inputs) if i not in candidate.inputs]
     if missing:
-        label = [op_def.inputs[i].name for i in missing] if op_def is not None else missing
+        label = [op_def.present_inputs(candidate.attrs)[i].name for i in missing] if op_def is not None \
+            else missing
         raise Refused(f"fused input(s) {label} are not mapped to any inner node input")
     for i, (p, port) in candidate.inputs.items():
         if port < 0 or not 0 <= p < len(index):

@@ -3,6 +3,8 @@
 Every node whose op is a declared fused op (in the graph or in a function body of
 its library) becomes a ``PartitionedCall`` of a library function traced from the op's
 reference implementation (one function per op type, attribute values and input dtypes).
+An op with optional inputs calls a function of the inputs the node has (its ``optional_inputs``);
+the reference gets ``None`` for the others.
 The original op type and attributes stay on the node as ``_scopefusion_*`` attributes,
 which TensorFlow ignores, so the node can still be identified.  Inside a function body
 the tensors read from such a node are renamed to the call's outputs (``node:output:k``).
@@ -13,7 +15,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import EmitError
-from ..fusion.fused_ops import FusedOpDef
+from ..fusion.fused_ops import OPTIONAL_INPUTS_ATTR, FusedOpDef, listed_optional_inputs
 from ..graph.attrs import attr_value_to_python, make_attr_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,16 +49,21 @@ class _FunctionCache:
     def function_for(self, node: "NodeDef", op_def: FusedOpDef) -> tuple[str, list[int], list[int]]:
         import tensorflow as tf
 
-        in_types = [_arg_dtype(node, a, op_def) for a in op_def.inputs]
+        problems = op_def.check_optional_inputs(node.attr)
+        if problems:
+            raise EmitError(f"{node.name}: {problems[0]}")
+        present = op_def.present_inputs(node.attr)
+        in_types = [_arg_dtype(node, a, op_def) for a in present]
         out_types = [_arg_dtype(node, a, op_def) for a in op_def.outputs]
         attrs = {
             a.name: attr_value_to_python(node.attr[a.name]) if a.name in node.attr else a.default
-            for a in op_def.attrs
+            for a in op_def.attrs if a.name != OPTIONAL_INPUTS_ATTR
         }
+        given = [a in present for a in op_def.inputs]
         for a in op_def.attrs:
             if a.type == "type" and attrs.get(a.name) is not None:
                 attrs[a.name] = tf.dtypes.as_dtype(attrs[a.name])
-        key_text = repr((op_def.name, sorted((k, repr(v)) for k, v in attrs.items()), in_types))
+        key_text = repr((op_def.name, sorted((k, repr(v)) for k, v in attrs.items()), in_types, given))
         key = hashlib.sha1(key_text.encode()).hexdigest()[:12]
         if key in self.by_key:
             return self.by_key[key], in_types, out_types
@@ -66,10 +73,12 @@ class _FunctionCache:
         reference = op_def.reference
 
         def body(*args: Any) -> Any:
+            it = iter(args)
+            every = [next(it) if has else None for has in given]  # None for an optional input left out
             # Grappler inlines the call as "<node>/<body node>": a scope of the
             # reference's own keeps those names clear of nodes kept in the graph.
             with tf.name_scope(f"{op_def.name}_reference"):
-                outs = reference(*args, **attrs)
+                outs = reference(*every, **attrs)
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             if len(outs) != len(op_def.outputs):
                 raise EmitError(
@@ -147,10 +156,10 @@ def _to_call(node: "NodeDef", op_def: FusedOpDef, cache: _FunctionCache) -> None
             raise
         raise EmitError(f"{exc} (fused op {op_def.name} is declared by {op_def.origin})") from exc
     data_inputs = [i for i in node.input if not i.startswith("^")]
-    if len(data_inputs) != len(op_def.inputs):
-        raise EmitError(
-            f"{node.name}: {op_def.name} takes {len(op_def.inputs)} inputs, the node has {len(data_inputs)}"
-        )
+    expected = len(in_types)
+    if len(data_inputs) != expected:
+        listed = f" (with optional inputs {listed_optional_inputs(node.attr)})" if op_def.optional_inputs else ""
+        raise EmitError(f"{node.name}: {op_def.name}{listed} takes {expected} inputs, the node has {len(data_inputs)}")
     original = {}
     for key in node.attr:
         copy = AttrValue()

@@ -10,11 +10,13 @@ The body of such a loop holds nothing but its plumbing and a chain of fused cell
     time + 1, counter + 1
 
 and returns each state the cell computed in its argument's place, every other argument (the
-weights, the input list, the bounds) unchanged.  ``Identity`` nodes are looked through; nodes
-computing only from unchanged arguments and constants (a Keras cell's weights put in the fused
-cell's layout each step) are the loop's *weight preparation*, which the fused op runs once.
+weights, the input list, the bounds) unchanged.  With ``sequence_length`` the state returned and
+the output written go through ``Select(time >= lengths, ...)`` (:mod:`.copy_through`).
+``Identity`` nodes are looked through; nodes computing only from unchanged arguments and
+constants (a Keras cell's weights put in the fused cell's layout each step) are the loop's
+*weight preparation*, which the fused op runs once.
 The condition is ``counter < n and time < m`` (each bound an argument or a constant).
-Anything else in the body (a ``sequence_length`` copy-through, a projection, an unfused step)
+Anything else in the body (a projection, an unfused step, a ``Select`` doing something else)
 is a reason to leave the loop alone.
 """
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.tf_ops import tensorflow_op_def
+from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
+from .refusal import LoopRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -35,10 +39,6 @@ CELLS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]] = {
 }
 _PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem", "AddV2", "Add", "Const", "Identity", "NoOp"})
 _NOT_PREPARATION = frozenset({"TensorListGetItem", "TensorListSetItem", "Identity", "NoOp"}) | frozenset(CELLS)
-
-
-class LoopRefused(Exception):
-    """The loop is not a recurrence this pass fuses; the message says why."""
 
 
 @dataclass
@@ -67,6 +67,8 @@ class LoopBody:
     preparation: list["NodeDef"] = field(default_factory=list)
     #: their data inputs, Identity nodes looked through
     preparation_inputs: dict[str, list[str]] = field(default_factory=dict)
+    #: dynamic_rnn's sequence_length copy-through, when the loop has one
+    copy: CopyThrough[Any] | None = None
 
 
 class _Reader:
@@ -126,12 +128,13 @@ def _preparation(reader: _Reader, invariant: set[int]) -> dict[str, "NodeDef"]:
 
 
 def _check_ops(function: "FunctionDef", preparation: dict[str, "NodeDef"]) -> None:
+    """Only cells, plumbing, preparation and (read strictly later) a copy-through's ops."""
     extra = [f"{n.name!r} ({n.op})" for n in function.node_def
-             if n.op not in _PLUMBING and n.op not in CELLS and n.name not in preparation]
+             if n.op not in _PLUMBING and n.op not in CELLS and n.op not in COPY_OPS and n.name not in preparation]
     if extra:
         more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
         raise LoopRefused(f"the loop body does more than fused cells and the loop's plumbing: {', '.join(extra[:3])}"
-                          f"{more} (a sequence_length, a cell option or a step that did not fuse)")
+                          f"{more} (a cell option or a step that did not fuse)")
     if not any(n.op in CELLS for n in function.node_def):
         raise LoopRefused("the loop body holds no fused cell (BasicLSTMCell, GRUCell)")
 
@@ -154,8 +157,49 @@ def _increment(reader: _Reader, ref: str) -> int | None:
     return None
 
 
+def _copy_through(reader: _Reader, time: int, invariant: set[int]) -> CopyThrough[str] | None:
+    """The body's sequence_length copy-through, or None when it has no copy-through ops."""
+    ops = {n.name: n.op for n in reader.function.node_def if n.op in COPY_OPS}
+    if not ops:
+        return None
+    compare = reader.nodes[one_compare(ops)]
+    data = reader.data(compare)
+    lengths = reader.arg(data[1])
+    if reader.arg(data[0]) != time or lengths not in invariant:
+        raise LoopRefused(f"GreaterEqual {compare.name!r} does not compare the loop's time with an unchanged argument "
+                          "(dynamic_rnn's time >= sequence_length)")
+    selects = select_nodes({name: op for name, op in ops.items() if op != "GreaterEqual"},
+                           lambda name: reader.data(reader.nodes[name]), f"{compare.name}:z:0", str)
+    return CopyThrough(lengths, {f"{name}:output:0": pair for name, pair in selects.items()})
+
+
+def _carried(rets: list[str], names: list[str], copy: CopyThrough[str] | None, position: int) -> str:
+    """What the loop carries into argument ``position``'s next value, seen through the copy-through."""
+    if copy is None:
+        return rets[position]
+    new = copy.new_of(rets[position], names[position])
+    if new is None:
+        raise LoopRefused(f"the loop's sequence_length does not carry its argument {names[position]!r} through "
+                          "past a sequence's end")
+    return new
+
+
+def _step_output(reader: _Reader, copy: CopyThrough[str] | None, written: str, invariant: set[int]) -> str | None:
+    """The value the step writes to its output list, seen through the copy-through."""
+    if copy is None:
+        return written
+    kept = copy.selects.get(written, ("", ""))[0]
+    copy.zeros = reader.args.get(kept)
+    if copy.zeros not in invariant:
+        raise LoopRefused("the step's output past a sequence's end is not an unchanged argument of the loop "
+                          "(dynamic_rnn's zeros)")
+    new = copy.new_of(written, kept)
+    copy.check_all_used(lambda ref: ref.partition(":")[0])
+    return new
+
+
 def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str, "NodeDef"],
-            invariant: set[int]) -> tuple[list[LoopLayer], str]:
+            invariant: set[int], copy: CopyThrough[str] | None) -> tuple[list[LoopLayer], str]:
     """The chain of cells from the step's input ``start``; also the top layer's output."""
     cells = [n for n in reader.function.node_def if n.op in CELLS]
     layers, current = [], start
@@ -170,7 +214,7 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
         if any(p is None for p in state):
             raise LoopRefused(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
         for position, out in zip(state, outs):
-            if rets[position] != f"{cell.name}:{out}:0":
+            if _carried(rets, reader.names, copy, position) != f"{cell.name}:{out}:0":
                 raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
         weights = [data[k] for k in weight_slots]
         if not all(reader.args.get(w) in invariant if ":" not in w else w.partition(":")[0] in preparation
@@ -216,12 +260,13 @@ def read_body(function: "FunctionDef") -> LoopBody:
     counters = [k for k in range(len(names)) if k != time and _increment(reader, rets[k]) == k]
     if len(counters) != 1:
         raise LoopRefused("the loop has no counter advancing by one per step")
-    layers, top = _layers(reader, rets, f"{get.name}:item:0", preparation, invariant)
-    if written[2] != top or rets[outputs] != f"{put.name}:output_handle:0":
+    copy = _copy_through(reader, time, invariant)
+    layers, top = _layers(reader, rets, f"{get.name}:item:0", preparation, invariant, copy)
+    if _step_output(reader, copy, written[2], invariant) != top or rets[outputs] != f"{put.name}:output_handle:0":
         raise LoopRefused("the loop does not write the top layer's output to its output list at each step")
     needed = _needed(reader, layers, preparation)
     body = LoopBody(counters[0], time, inputs, outputs, names, layers, needed,
-                    {node.name: reader.data(node) for node in needed})
+                    {node.name: reader.data(node) for node in needed}, copy)
     _check_invariants(names, rets, body)
     return body
 

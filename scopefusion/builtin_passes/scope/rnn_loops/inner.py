@@ -1,7 +1,8 @@
 """The fused result of one loop: its inputs, and an inner graph of one op per layer.
 
 Fused input 0 is the loop's input sequence, then the loop's inputs the layers read (the arguments
-their weights come from, then their initial states), each once.  The weight preparation of the
+their weights come from, then their initial states, then the sequence lengths of a loop with a
+``sequence_length``, which every layer reads as its optional ``seq_length``), each once.  The weight preparation of the
 body (:mod:`.body`) is copied into the inner graph, so it runs once instead of once per step.
 Fused output 0 is the top layer's ``y``, then each layer's final state (h, c / h) bottom up.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....core.functions.layout import OutputLayouts
+from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
 from .body import LoopBody
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,6 +28,7 @@ def fused_inputs(body: LoopBody, ins: list[Tensor], x: Tensor) -> list[Tensor]:
     positions = [args[t] for node in body.preparation for t in body.preparation_inputs[node.name] if t in args]
     positions += [args[w] for layer in body.layers for w in layer.weights if w in args]
     positions += [p for layer in body.layers for p in layer.state]
+    positions += [body.copy.lengths] if body.copy is not None else []
     tensors = [x]
     for p in positions:
         if ins[p] not in tensors:
@@ -66,8 +69,11 @@ def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Te
         name = f"layer_{n}"
         weights = [inner.tensor(w) for w in layer.weights]
         states = [result.fused_input(tensors.index(ins[p])) for p in layer.state]
-        result.add_inner_node(name, LOOP_OPS[layer.op], [below, *weights, *states],
-                              {**layer.attrs, "time_major": True})
+        attrs = {**layer.attrs, "time_major": True}
+        if body.copy is not None:
+            states.append(result.fused_input(tensors.index(ins[body.copy.lengths])))
+            attrs[OPTIONAL_INPUTS_ATTR] = ["seq_length"]
+        result.add_inner_node(name, LOOP_OPS[layer.op], [below, *weights, *states], attrs)
         for j, p in enumerate(layer.state):
             ports[p] = k
             result.set_inner_output(k, f"{name}:{j + 1}")

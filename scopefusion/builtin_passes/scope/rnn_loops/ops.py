@@ -7,7 +7,14 @@ gate_kernel, gate_bias, candidate_kernel, candidate_bias, init_h) -> (y, h)`` ru
 ``x`` is time-major, [steps, batch, input], when ``time_major`` is true (what the pass writes:
 ``dynamic_rnn`` transposes its input to that layout before its loop), else [batch, steps, input];
 ``y`` has the same layout with ``hidden`` features, each step's output; ``h`` and ``c`` are the
-state after the last step.  Every step runs; there is no sequence length.
+state after the last step.
+
+Both ops take an optional ``seq_length`` ([batch] int32, the last input, present when the node's
+``optional_inputs`` lists it), with ``dynamic_rnn``'s ``sequence_length`` semantics: from step
+``seq_length[b]`` on, sequence ``b``'s output is zero and its state is carried through unchanged,
+so ``h`` / ``c`` are its state after its last valid step (its initial state for a length of 0 or
+less; a length past the last step changes nothing).  Without it every step runs for every
+sequence.
 """
 from __future__ import annotations
 
@@ -18,9 +25,10 @@ from ..rnn_cells.ops import ACTIVATION_OPS, basic_lstm_cell_reference, gru_cell_
 
 
 def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]],
-               time_major: bool) -> tuple[Any, ...]:
+               time_major: bool, seq_length: Any = None) -> tuple[Any, ...]:
     """``step(x_t, state) -> state'`` over the steps of ``x``: (y, final state...), y stacking
-    every step's state[0] in ``x``'s layout."""
+    every step's state[0] in ``x``'s layout; past ``seq_length[b]`` (when given) row ``b`` of y is
+    zero and its state stays."""
     import tensorflow as tf
 
     if not time_major:
@@ -29,17 +37,22 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
     outputs = tf.TensorArray(x.dtype, size=steps)
 
     def body(t: Any, ys: Any, *carried: Any) -> tuple[Any, ...]:
-        new = step(x[t], carried)
-        return (t + 1, ys.write(t, new[0])) + tuple(new)
+        new = tuple(step(x[t], carried))
+        out = new[0]
+        if seq_length is not None:
+            done = tf.expand_dims(t >= seq_length, 1)  # [batch, 1]: this sequence has ended
+            out = tf.where(done, tf.zeros_like(out), out)
+            new = tuple(tf.where(done, old, value) for old, value in zip(carried, new))
+        return (t + 1, ys.write(t, out)) + new
 
     _, ys, *final = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), outputs) + state)
     y = ys.stack()
     return (y if time_major else tf.transpose(y, [1, 0, 2]), *final)
 
 
-def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, *, forget_bias: float,
-                          activation: str, time_major: bool, T: Any) -> tuple[Any, Any, Any]:
-    """BasicLSTMCell over every step of ``x``: (y, h, c)."""
+def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, seq_length: Any = None, *,
+                          forget_bias: float, activation: str, time_major: bool, T: Any) -> tuple[Any, Any, Any]:
+    """BasicLSTMCell over the steps of ``x`` (each sequence's first ``seq_length``): (y, h, c)."""
     import tensorflow as tf
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -47,14 +60,15 @@ def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, *, f
                                          activation=activation, T=T)
 
     with tf.name_scope("dynamic_rnn_reference"):
-        y, h, c = _run_steps(x, (init_h, init_c), step, time_major)
+        y, h, c = _run_steps(x, (init_h, init_c), step, time_major, seq_length)
         return y, h, c
 
 
 def dynamic_gru_v2_reference(x: Any, gate_kernel: Any, gate_bias: Any, candidate_kernel: Any,
-                             candidate_bias: Any, init_h: Any, *, activation: str, time_major: bool,
-                             T: Any) -> tuple[Any, Any]:
-    """GRUCell (TensorFlow's convention) over every step of ``x``: (y, h)."""
+                             candidate_bias: Any, init_h: Any, seq_length: Any = None, *, activation: str,
+                             time_major: bool, T: Any) -> tuple[Any, Any]:
+    """GRUCell (TensorFlow's convention) over the steps of ``x`` (each sequence's first
+    ``seq_length``): (y, h)."""
     import tensorflow as tf
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -62,7 +76,7 @@ def dynamic_gru_v2_reference(x: Any, gate_kernel: Any, gate_bias: Any, candidate
                                   activation=activation, T=T)
 
     with tf.name_scope("dynamic_gru_v2_reference"):
-        y, h = _run_steps(x, (init_h,), step, time_major)
+        y, h = _run_steps(x, (init_h,), step, time_major, seq_length)
         return y, h
 
 
@@ -76,6 +90,9 @@ def _common_attrs() -> tuple[AttrDef, ...]:
 
 
 _X = TensorArg("x", type_attr="T", description="[steps, batch, input] (time_major) or [batch, steps, input]")
+_SEQ_LENGTH = TensorArg("seq_length", dtype="int32", optional=True,
+                        description="[batch] each sequence's length: past it, y is zero and the state is carried "
+                                    "through (dynamic_rnn's sequence_length)")
 _Y = TensorArg("y", type_attr="T", description="every step's output h, in x's layout with hidden features")
 
 DYNAMIC_RNN = FusedOpDef(
@@ -87,11 +104,12 @@ DYNAMIC_RNN = FusedOpDef(
         TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the output before the first step"),
         TensorArg("init_c", type_attr="T", description="[batch, hidden] the cell state before the first step"),
+        _SEQ_LENGTH,
     ),
     outputs=(
         _Y,
-        TensorArg("h", type_attr="T", description="[batch, hidden] the output after the last step"),
-        TensorArg("c", type_attr="T", description="[batch, hidden] the cell state after the last step"),
+        TensorArg("h", type_attr="T", description="[batch, hidden] the output after the last (valid) step"),
+        TensorArg("c", type_attr="T", description="[batch, hidden] the cell state after the last (valid) step"),
     ),
     attrs=(AttrDef("forget_bias", "float", 1.0, description="added to the forget gate before its sigmoid"),)
     + _common_attrs(),
@@ -108,8 +126,9 @@ DYNAMIC_GRU_V2 = FusedOpDef(
         TensorArg("candidate_kernel", type_attr="T", description="[input + hidden, hidden] on concat(x, r * h)"),
         TensorArg("candidate_bias", type_attr="T", description="[hidden] candidate bias"),
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the state before the first step"),
+        _SEQ_LENGTH,
     ),
-    outputs=(_Y, TensorArg("h", type_attr="T", description="[batch, hidden] the state after the last step")),
+    outputs=(_Y, TensorArg("h", type_attr="T", description="[batch, hidden] the state after the last (valid) step")),
     attrs=_common_attrs(),
     reference=dynamic_gru_v2_reference,
     description="a GRU over the whole sequence (dynamic_rnn of GRUCell): GRUCell per step, TensorFlow's convention "

@@ -6,7 +6,9 @@
     y       = TensorListStack(Identity(While:outputs), shape)
 
 with ``m`` either ``n`` or ``Minimum(n, Maximum(1, n))`` (dynamic_rnn's bound on its time), so
-the loop runs once per element of the output list; a Keras layer's loop compares its time with a
+the loop runs once per element of the output list; with a ``sequence_length`` (:mod:`.copy_through`)
+``m`` is ``Minimum(n, Maximum(1, Max(lengths)))``, which may stop the loop early, but only once
+every sequence has ended; a Keras layer's loop compares its time with a
 constant in its condition and its counter with ``maximum_iterations``: their smaller value must be
 ``n``'s.  These nodes are what the fused op replaces.
 """
@@ -48,8 +50,10 @@ def _producer(index: "GraphIndex", tensor: Tensor, op: str, what: str) -> int:
     return tensor[0]
 
 
-def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
-    """``n`` itself, or ``Minimum(n, Maximum(_, n))`` in either order."""
+def _is_time_bound(view: "GraphView", bound: Tensor, n: Tensor, lengths: Tensor | None) -> bool:
+    """``n`` itself, or ``Minimum(n, Maximum(_, n))`` in either order; with ``lengths``, also
+    ``Minimum(n, Maximum(_, Max(lengths)))``: at least every sequence's length (or ``n``)."""
+    index = view.index
     if bound == n:
         return True
     if index.ops[bound[0]] != "Minimum":
@@ -58,7 +62,8 @@ def _is_time_bound(index: "GraphIndex", bound: Tensor, n: Tensor) -> bool:
     other = [t for t in ins if t != n]
     if len(ins) != 2 or len(other) != 1 or index.ops[other[0][0]] != "Maximum":
         return False
-    return n in data_inputs(index, other[0][0])
+    below = data_inputs(index, other[0][0])
+    return n in below or (lengths is not None and any(is_max_of(view, t, lengths) for t in below))
 
 
 def value_of(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
@@ -96,16 +101,20 @@ def _element(node: Any, values: list[Any]) -> Any:
     return vector[k] if -len(vector) <= k < len(vector) else None
 
 
-def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
-    """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`."""
-    index = view.index
+def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor,
+                 lengths: Tensor | None = None) -> None:
+    """The loop runs once per element of the output list (``n`` of them), or, with the
+    sequences' ``lengths``, until every sequence has ended; raises :class:`LoopRefused`."""
     counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
-    if counter == n and time is not None and _is_time_bound(index, time, n):
+    if counter == n and time is not None and _is_time_bound(view, time, n, lengths):
         return
     values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds]
     elements = value_of(view, n)
     if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
             min(int(v) for v in values) != int(elements):
+        if lengths is not None:
+            raise LoopRefused("the loop's time bound is neither the length of its output list nor dynamic_rnn's "
+                              "Minimum(steps, Maximum(1, Max(sequence_length))): it may stop before a sequence ends")
         raise LoopRefused("the loop does not run once per element of its output list")
 
 
@@ -115,7 +124,10 @@ def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bo
     ins = data_inputs(index, loop)
     unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
     reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
-    check_bounds(view, ins, bounds, data_inputs(index, reserve)[1])
+    lengths = None if body.copy is None else ins[body.copy.lengths]
+    check_bounds(view, ins, bounds, data_inputs(index, reserve)[1], lengths)
+    if body.copy is not None and body.copy.zeros is not None:
+        check_lengths(view, ins[body.copy.lengths], ins[body.copy.zeros])
     stack, identity = None, None
     readers = readers_of(index, loop, body.outputs)
     if len(readers) == 1 and index.ops[readers[0]] == "Identity":
@@ -154,3 +166,43 @@ def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:
             if all(c in members for c, _, _ in index.consumers[node]):
                 members.add(node)
                 stack.append(node)
+
+
+def is_zeros(view: "GraphView", tensor: Tensor) -> bool:
+    """``tensor`` is all zeros: a constant expression, ``Fill(shape, 0)`` or ``ZerosLike``."""
+    import numpy as np
+
+    index = view.index
+    value = value_of(view, tensor)
+    if value is not None:
+        return not np.any(value)
+    op = index.ops[tensor[0]]
+    if op == "Fill":
+        filled = value_of(view, data_inputs(index, tensor[0])[1])
+        return filled is not None and filled.size == 1 and not np.any(filled)
+    return op == "ZerosLike"
+
+
+def check_lengths(view: "GraphView", lengths: Tensor, zeros: Tensor) -> None:
+    """The lengths are a vector and the output past a sequence's end is zero; raises :class:`LoopRefused`."""
+    shape = view.static_shape(lengths)
+    if shape is not None and len(shape) != 1:
+        raise LoopRefused(f"the loop's sequence lengths {view.index.names[lengths[0]]!r} are not a vector "
+                          f"(shape {shape})")
+    if not is_zeros(view, zeros):
+        raise LoopRefused(f"the step's output past a sequence's end is {view.index.names[zeros[0]]!r}, not zeros "
+                          "(dynamic_rnn's sequence_length writes zeros)")
+
+
+def is_max_of(view: "GraphView", tensor: Tensor, lengths: Tensor) -> bool:
+    """``tensor`` is ``Max(lengths)`` over its one axis (``reduce_max``)."""
+    import numpy as np
+
+    index = view.index
+    attrs = index.nodes[tensor[0]].attr
+    if index.ops[tensor[0]] != "Max" or ("keep_dims" in attrs and attrs["keep_dims"].b):
+        return False
+    of, axes = data_inputs(index, tensor[0])
+    axes_value = value_of(view, axes)
+    return of == lengths and axes_value is not None and axes_value.size == 1 \
+        and int(np.reshape(axes_value, -1)[0]) in (0, -1)

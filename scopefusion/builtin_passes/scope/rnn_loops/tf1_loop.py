@@ -6,8 +6,11 @@ Each loop variable ``k`` is ``Merge(Enter(init), NextIteration(next))``, read in
 step's input with ``TensorArrayReadV3`` from the array ``TensorArrayScatterV3`` filled with the
 time-major input, runs the cells (their own ops, matched with the cell passes' forms; weights
 brought in by ``Enter``) and writes the top layer's output with ``TensorArrayWriteV3``, gathered
-after the loop by ``TensorArrayGatherV3(range(n))``.  The result is the same :class:`LoopBody`
-as for a functional loop: loop variables first, then the weights, as its "arguments".
+after the loop by ``TensorArrayGatherV3(range(n))``.  With ``sequence_length`` the next values of
+the state and the value written go through ``Select(time >= lengths, ...)`` in the frame
+(:mod:`.copy_through`).  The result is the same :class:`LoopBody` as for a functional loop: loop
+variables first, then the weights (and the lengths and zeros a copy-through brings in), as its
+"arguments".
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from ..rnn_cells.gru import GRU_FORM, gru_attrs
 from ..rnn_cells.lstm import LSTM_FORM, lstm_attrs
 from ..rnn_cells.steps import CellStep, match_steps
 from .body import LoopBody, LoopLayer, LoopRefused
-from .plumbing import LoopPlumbing, Tensor, check_bounds, check_rows, data_inputs, readers_of, value_of
+from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
+from .plumbing import (LoopPlumbing, Tensor, check_bounds, check_lengths, check_rows, data_inputs, readers_of,
+                       value_of)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -106,8 +111,32 @@ def _attrs(sg: "ScopeGraph", op: str, step: CellStep) -> dict[str, Any]:
     return {**attrs, "T": sg.index.nodes[step.nodes["root"]].attr["T"].type}
 
 
+def _copy_through(sg: "ScopeGraph", frame: set[int], time: _Var, weights: list[Tensor]
+                  ) -> CopyThrough[Tensor] | None:
+    """The frame's sequence_length copy-through (its lengths joining ``weights``), or None."""
+    index = sg.index
+    ops = {(i, 0): index.ops[i] for i in sorted(frame) if index.ops[i] in COPY_OPS}
+    if not ops:
+        return None
+    compare = one_compare(ops)
+    current, lengths = data_inputs(index, compare[0])
+    if current != (time.current, 0) or index.ops[lengths[0]] != "Enter":
+        raise LoopRefused(f"GreaterEqual {index.names[compare[0]]!r} does not compare the loop's time with a tensor "
+                          "brought in by an Enter (dynamic_rnn's time >= sequence_length)")
+    weights.append(_outer(sg, lengths, "sequence length"))
+    selects = select_nodes({t: op for t, op in ops.items() if op != "GreaterEqual"},
+                           lambda t: data_inputs(index, t[0]), compare, lambda t: index.names[t[0]])
+    return CopyThrough(len(weights) - 1, selects)
+
+
+def _carried(variables: list[_Var], copy: CopyThrough[Tensor] | None, position: int) -> Tensor | None:
+    """What the loop carries into variable ``position``'s next value, seen through the copy-through."""
+    var = variables[position]
+    return var.next if copy is None else copy.new_of(var.next, (var.current, 0))
+
+
 def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_Var], start: Tensor,
-            weights: list[Tensor]) -> tuple[list[LoopLayer], Tensor, set[int]]:
+            weights: list[Tensor], copy: CopyThrough[Tensor] | None) -> tuple[list[LoopLayer], Tensor, set[int]]:
     """The cells' steps chained from the step's input ``start``; their weights join ``weights``."""
     found = [(form, op, states, outs, names, step) for form, op, states, outs, names in _FORMS
              for step in match_steps(sg, frozenset(frame), form)]
@@ -124,9 +153,9 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
         if reason:
             raise LoopRefused(reason)
         state = [current_of.get(step.tensors[s]) for s in states]
-        if any(p is None or variables[p].next != step.tensors[o] for p, o in zip(state, outs)):
-            raise LoopRefused(f"the TF1 loop does not carry the {op} step's state into its next step (e.g. a "
-                              "sequence_length copies it through with Select)")
+        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs)):
+            raise LoopRefused(f"the TF1 loop does not carry the {op} step's state into its next step"
+                              + (" (through its sequence_length's Select)" if copy is not None else ""))
         names_of = []
         for name in names:
             weights.append(_outer(sg, step.tensors[name], "cell's weight"))
@@ -135,6 +164,19 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
         members |= step.members
         current = step.tensors["out"]
     return layers, current, members
+
+
+def _copy_output(sg: "ScopeGraph", copy: CopyThrough[Tensor], written: Tensor, weights: list[Tensor]) -> Tensor | None:
+    """The value the step writes, seen through the copy-through (its zeros joining ``weights``)."""
+    kept = copy.selects.get(written, ((-1, 0), (-1, 0)))[0]
+    if kept[0] < 0 or sg.index.ops[kept[0]] != "Enter":
+        raise LoopRefused("the step's output past a sequence's end is not brought in by an Enter (dynamic_rnn's "
+                          "zeros)")
+    weights.append(_outer(sg, kept, "zero output"))
+    copy.zeros = len(weights) - 1
+    new = copy.new_of(written, kept)
+    copy.check_all_used(lambda t: sg.index.names[t[0]])
+    return new
 
 
 def _one(sg: "ScopeGraph", frame: set[int], op: str) -> int:
@@ -212,8 +254,13 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     if len(counters) != 1:
         raise LoopRefused("the TF1 loop has no counter advancing by one per step")
     weights: list[Tensor] = []
-    layers, top, members = _layers(sg, scope, frame, variables, (read, 0), weights)
-    if data_inputs(index, write)[2] != top:
+    copy = _copy_through(sg, frame, variables[time], weights)
+    layers, top, members = _layers(sg, scope, frame, variables, (read, 0), weights, copy)
+    written = data_inputs(index, write)[2]
+    if copy is not None:
+        written = _copy_output(sg, copy, written, weights)
+        members |= {t[0] for t in copy.selects} | {i for i in frame if index.ops[i] == "GreaterEqual"}
+    if written != top:
         raise LoopRefused("the TF1 loop does not write the top layer's output at each step")
     carried = {counters[0], time, flow} | {p for layer in layers for p in layer.state}
     if len(carried) != len(variables):
@@ -221,9 +268,13 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     _check_frame(sg, frame, members, {variables[k].next[0] for k in (time, counters[0])})
     x, n, arrays, gather = _outside(sg, read, write, variables[flow])
     bounds = _bounds(sg, frame, variables, counters[0], time)
-    check_bounds(sg, bounds, (("arg", 0), ("arg", 1)), n)
+    check_bounds(sg, bounds, (("arg", 0), ("arg", 1)), n, None if copy is None else weights[copy.lengths])
+    if copy is not None and copy.zeros is not None:
+        check_lengths(sg, weights[copy.lengths], weights[copy.zeros])
     check_rows(sg, x, n)
     names = [f"var_{k}" for k in range(len(variables))] + [f"weight_{j}" for j in range(len(weights))]
-    body = LoopBody(counters[0], time, -1, flow, names, layers)
+    body = LoopBody(counters[0], time, -1, flow, names, layers, copy=copy)
+    if copy is not None and copy.zeros is not None:  # positions among the loop's inputs: the variables first
+        copy.lengths, copy.zeros = copy.lengths + len(variables), copy.zeros + len(variables)
     exits = {k: v.exit for k, v in enumerate(variables) if v.exit is not None}
     return TF1Loop(body, LoopPlumbing(frame | arrays, x, gather), [v.init for v in variables] + weights, exits)

@@ -1,10 +1,13 @@
 """Section 1: the scope tree built from node names."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from graph_helpers import make_graph
 
 from scopefusion import GraphValidationError, ScopeGraph
+from scopefusion.core.graph.io import load_model
 from scopefusion.core.graph.shapes import RankInference
 from scopefusion.core.scope.scope_graph import strip_index_suffix
 
@@ -115,3 +118,24 @@ def test_rank_inference_through_computed_shapes_and_einsum():
     # the local rules cannot follow a StridedSlice's length; TensorFlow's shape inference can
     assert RankInference(sg.index).rank("sliced") is None
     assert sg.rank("sliced") == 2
+
+
+def test_the_scope_arrays_agree_with_the_scopes_on_a_real_model():
+    """ScopeTree.arrays (what a pattern search tests) says what the Scope objects say: pre-order,
+    subtree ranges, and every op type's count over each subtree (-1 where absent)."""
+    example = Path(__file__).resolve().parents[1] / "scopefusion" / "examples" / "bert_tiny.pb"
+    sg = ScopeGraph(load_model(example).graph_def)
+    arrays = sg.tree.arrays
+    expected, stack = [], [sg.root]
+    while stack:
+        scope = stack.pop()
+        expected.append(scope)
+        stack.extend(reversed(scope.sub_scopes()))
+    assert arrays.order == expected
+    for i, scope in enumerate(arrays.order):
+        inside = {id(s) for s in arrays.order[i:int(arrays.end[i])]}
+        assert inside == {id(scope)} | {id(s) for s in scope.all_sub_scopes()}
+    ops = {op for s in sg.scopes() for op in s.op_counts} | {"NoSuchOp"}
+    assert len(ops) > 10
+    for op in ops:
+        assert arrays.counts(op).tolist() == [s.op_counts.get(op, -1) for s in arrays.order], op

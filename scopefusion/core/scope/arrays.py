@@ -44,6 +44,11 @@ class ScopeArrays:
         #: scopes a pattern may match (not the root, holding no return node)
         self.open = np.fromiter((s.parent is not None and not s.contains_return for s in order), dtype=bool,
                                 count=len(order))
+        position = {id(scope): k for k, scope in enumerate(order)}
+        #: the pre-order number of the scope each node lies directly in, by node index
+        self.node_scope = np.fromiter((position[id(s)] for s in tree.node_scope), dtype=np.int64,
+                                      count=len(tree.node_scope))
+        self._index = tree.index
         self._counts: dict[str, np.ndarray] = {}
         self._static: dict[Feature, np.ndarray] = {}
         self._last_names: np.ndarray | None = None
@@ -56,8 +61,12 @@ class ScopeArrays:
         """Every scope's count of ``op_type`` over its subtree, -1 where there is none."""
         column = self._counts.get(op_type)
         if column is None:
-            column = np.fromiter((s.op_counts.get(op_type, -1) for s in self.order), dtype=np.int64,
-                                 count=len(self.order))
+            n = len(self.order)
+            nodes = self._index.nodes_of_type(op_type)
+            direct = np.bincount(self.node_scope[nodes], minlength=n) if nodes else np.zeros(n, dtype=np.int64)
+            running = np.concatenate(([0], np.cumsum(direct)))  # a subtree is a range of the pre-order
+            column = running[self.end] - running[:n]
+            column[column == 0] = -1
             self._counts[op_type] = column
         return column
 

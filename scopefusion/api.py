@@ -11,7 +11,7 @@ from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusionReport
-from .core.functions import fuse_library, join_reports
+from .core.functions import fuse_library, join_reports, library_op_counts
 from .core.functions.prune import called_functions, drop_uncalled
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.io import LoadedModel, load_model
@@ -197,6 +197,7 @@ def fuse(
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
     # the library first: a pass over the graph's loops (DynamicRNN) reads their bodies fused
     called = called_functions(loaded.graph_def)
+    library_before = library_op_counts(loaded.graph_def)
     library_report = _fuse_functions(loaded.graph_def, run, progress) if functions else None
     outcome = pipeline.run(loaded.graph_def)
     removed = drop_uncalled(outcome.graph_def, called)
@@ -204,6 +205,8 @@ def fuse(
         join_reports(outcome.report, library_report)
     report = _complete_report(outcome, run, loaded, declared)
     report.removed_functions = removed
+    report.function_op_counts_before = library_before
+    report.function_op_counts_after = library_op_counts(outcome.graph_def)
     if hints:
         t0 = time.perf_counter()
         if progress is not None:

@@ -52,11 +52,12 @@ def summary(report: "FusionReport") -> str:
              _table(("pass", "kind", "tested", "matched", "fused", "refused", "dropped", "near miss", "seconds"),
                     [(p.name, _kind(p), p.candidates, p.matches, len(p.fused), len(p.refused), len(p.dropped),
                       p.near_miss_count, f"{p.seconds:.3f}") for p in ran], 2), "</div>"]
-    changes = report.op_count_changes()
-    if changes:
-        parts += ["<div><h2>Op counts (types that changed)</h2>",
-                  _table(("op type", "before", "after", "change"),
-                         [(op, b, a, f"{a - b:+d}") for op, b, a in changes], 1), "</div>"]
+    for title, changes in (("Op counts (types that changed)", report.op_count_changes()),
+                           ("Op counts inside functions (types that changed)", report.function_op_count_changes())):
+        if changes:
+            parts += [f"<div><h2>{title}</h2>",
+                      _table(("op type", "before", "after", "change"),
+                             [(op, b, a, f"{a - b:+d}") for op, b, a in changes], 1), "</div>"]
     parts.append("</div>")
     off = [p.name for p in report.passes if not p.ran]
     if off:

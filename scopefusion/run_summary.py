@@ -72,14 +72,16 @@ def print_functions(report: "FusionReport", out: Any, verbose: bool) -> None:
 
 
 def print_op_changes(report: "FusionReport", out: Any) -> None:
-    """A table of the op types whose counts the run changed (fused form), before and after."""
-    changes = report.op_count_changes()
-    if not changes:
-        return
-    cols = (Col("op type"), Col("before", "right"), Col("after", "right"), Col("change", "right"))
-    rows = [[op, str(before), str(after), f"{after - before:+d}"] for op, before, after in changes]
-    table, _ = fitted_table("Op counts (types that changed)", cols, rows, out.width)
-    out.print(table)
+    """A table of the op types whose counts the run changed (fused form), before and after, and
+    one for the bodies of the library's functions when the run changed those."""
+    for title, changes in (("Op counts (types that changed)", report.op_count_changes()),
+                           ("Op counts inside functions (types that changed)", report.function_op_count_changes())):
+        if not changes:
+            continue
+        cols = (Col("op type"), Col("before", "right"), Col("after", "right"), Col("change", "right"))
+        rows = [[op, str(before), str(after), f"{after - before:+d}"] for op, before, after in changes]
+        table, _ = fitted_table(title, cols, rows, out.width)
+        out.print(table)
 
 
 def nothing_fused_note(report: "FusionReport") -> str | None:

@@ -17,6 +17,7 @@ import rnn_models as rm
 from pass_checks import REGISTRY
 
 import scopefusion
+from scopefusion import html_report
 from scopefusion.cli import main
 from scopefusion.core.functions.arg_shapes import constant_arg_shapes
 
@@ -124,8 +125,10 @@ def test_the_step_in_each_loop_body_is_fused(form):
         record = next(r for r in report.functions if r.name == body)
         assert record.status == "fused" and record.fused == sum(per_body.values())
         assert record.nodes_after < record.nodes_before
+    changes = {op: (before, after) for op, before, after in report.function_op_count_changes()}
     for op, count in per_body.items():  # nothing else, and only inside the bodies
         assert report.fused_count(op) == count * loops
+        assert changes[op] == (0, count * loops)
         assert all(f.function in loop_bodies and f.name.startswith(f"{f.function}::")
                    for f in report.fused if f.type == op)
     assert not any(n.op in per_body for n in fused.node)
@@ -242,7 +245,7 @@ def test_cli_no_functions_and_the_report(tmp_path, capsys):
     written.ParseFromString(off.read_bytes())
     assert written.library.SerializeToString(deterministic=True) == \
         m.graph_def.library.SerializeToString(deterministic=True)
-    capsys.readouterr()
+    assert "inside functions" not in capsys.readouterr().out
     report_file = tmp_path / "report.json"
     assert main(["run", str(source), "-o", str(on), "--enable_scope_fusion_passes", CELLS,
                  "--report", str(report_file)]) == 0
@@ -250,10 +253,14 @@ def test_cli_no_functions_and_the_report(tmp_path, capsys):
     (body,) = bodies(m.graph_def)
     assert "inside functions: 1 fused op(s) in 1 of 2 function(s)" in printed
     assert f"function {body}: 1 fused op(s)" in printed
+    table = printed[printed.index("Op counts inside functions (types that changed)"):]
+    assert re.search(r"BasicLSTMCell\s*│\s*0\s*│\s*1\s*│\s*\+1", table), table
     report = json.loads(report_file.read_text())
     (record,) = [f for p in report["passes"] for f in p["fused"]]
     assert record["function"] == body and record["name"] == f"{body}::basic_lstm_cell"
     assert {f["name"]: f["status"] for f in report["functions"]}[body] == "fused"
+    assert report["function_op_counts_after"]["BasicLSTMCell"] == 1
+    assert "BasicLSTMCell" not in report["function_op_counts_before"]
 
 
 # ------------------------------------------------------------------------------ left alone
@@ -307,3 +314,10 @@ def test_a_mixed_computation_run_leaves_the_functions_alone_and_says_so():
     after = functions(result.fused_graph_def)
     for name, function in functions(m.graph_def).items():
         assert after[name] == function
+
+
+def test_the_html_page_shows_the_op_counts_inside_functions():
+    result = fuse(model("dynamic_rnn BasicLSTMCell"))
+    page = html_report.html_report(result.report, "rnn.pb")
+    section = page[page.index("<h2>Op counts inside functions (types that changed)</h2>"):]
+    assert "<td>BasicLSTMCell</td>" in section.split("</table>")[0]

@@ -151,6 +151,15 @@ def merge_function_report(report: FusionReport, inner: FusionReport, function: s
         _merge_pass(_add_pass(report, by_name, p), p, function)
 
 
+def library_op_counts(graph_def: "GraphDef") -> dict[str, int]:
+    """Nodes per op type over the bodies of every function of ``graph_def``'s library."""
+    counts: dict[str, int] = {}
+    for function in graph_def.library.function:
+        for node in function.node_def:
+            counts[node.op] = counts.get(node.op, 0) + 1
+    return counts
+
+
 def join_reports(report: FusionReport, library: FusionReport) -> None:
     """Add the report of the fusion inside the library (``library``, run before the graph's own
     stages) to the run's ``report``: its passes' records, function records, warnings and time."""

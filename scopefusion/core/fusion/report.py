@@ -113,6 +113,10 @@ class FusionReport:
     #: nodes per op type in the graph given and in the fused graph (fused form)
     op_counts_before: dict[str, int] = field(default_factory=dict)
     op_counts_after: dict[str, int] = field(default_factory=dict)
+    #: the same over the bodies of the graph's library functions (empty without a library;
+    #: after the run, functions a fusion left uncalled are gone)
+    function_op_counts_before: dict[str, int] = field(default_factory=dict)
+    function_op_counts_after: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
     plugin_errors: list[str] = field(default_factory=list)  # plugins skipped because a hook raised
@@ -155,9 +159,11 @@ class FusionReport:
 
     def op_count_changes(self) -> list[tuple[str, int, int]]:
         """``(op type, before, after)`` for every op type whose count the run changed, by name."""
-        before, after = self.op_counts_before, self.op_counts_after
-        return [(op, before.get(op, 0), after.get(op, 0)) for op in sorted(set(before) | set(after))
-                if before.get(op, 0) != after.get(op, 0)]
+        return _changes(self.op_counts_before, self.op_counts_after)
+
+    def function_op_count_changes(self) -> list[tuple[str, int, int]]:
+        """:meth:`op_count_changes` over the bodies of the library's functions."""
+        return _changes(self.function_op_counts_before, self.function_op_counts_after)
 
     def fused_count(self, op_type: str | None = None) -> int:
         return sum(1 for f in self.fused if op_type is None or f.type == op_type)
@@ -174,3 +180,8 @@ class FusionReport:
 
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+
+def _changes(before: dict[str, int], after: dict[str, int]) -> list[tuple[str, int, int]]:
+    return [(op, before.get(op, 0), after.get(op, 0)) for op in sorted(set(before) | set(after))
+            if before.get(op, 0) != after.get(op, 0)]

@@ -237,12 +237,14 @@ def _check_invariants(names: list[str], rets: list[str], body: LoopBody) -> None
 Bound = tuple[str, Any]
 
 
-def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound, Bound]:
-    """What ``counter < n and time < m`` compare with: (n, m); raises :class:`LoopRefused`."""
+def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Bound]:
+    """What ``counter < n and time < m`` compare with: (n, m); n None when the condition is
+    ``time < m`` alone (tf_keras's loops, whose counter has no bound); raises :class:`LoopRefused`."""
     from tensorflow.python.framework import tensor_util
 
     reader = _Reader(cond)
     bounds: dict[int, Bound] = {}
+    compared: dict[int, str] = {}  # position -> the Less node comparing it with its bound
     for node in cond.node_def:
         data = reader.data(node)
         if node.op == "Less" and len(data) == 2 and reader.arg(data[0]) in (body.counter, body.time):
@@ -251,11 +253,14 @@ def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound, Bound]:
                 bounds[reader.arg(data[0])] = ("arg", other)
             elif const is not None and const.op == "Const":
                 bounds[reader.arg(data[0])] = ("value", tensor_util.MakeNdarray(const.attr["value"].tensor))
+            compared[reader.arg(data[0])] = node.name
             continue
         if node.op not in ("LogicalAnd", "Identity", "Const"):
             raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")
     ands = [n for n in cond.node_def if n.op == "LogicalAnd"]
     rets = [reader.resolve(r) for r in cond.ret.values()]
+    if not ands and set(bounds) == {body.time} and rets == [f"{compared[body.time]}:z:0"]:
+        return None, bounds[body.time]
     if set(bounds) != {body.counter, body.time} or len(ands) != 1 or rets != [f"{ands[0].name}:z:0"]:
-        raise LoopRefused("the loop's condition is not counter < n and time < m")
+        raise LoopRefused("the loop's condition is not counter < n and time < m, nor time < m")
     return bounds[body.counter], bounds[body.time]

@@ -8,7 +8,8 @@
 with ``m`` either ``n`` or ``Minimum(n, Maximum(1, n))`` (dynamic_rnn's bound on its time), so
 the loop runs once per element of the output list; a Keras layer's loop compares its time with a
 constant in its condition and its counter with ``maximum_iterations``: their smaller value must be
-``n``'s.  These nodes are what the fused op replaces.
+``n``'s; a tf_keras layer's loop compares its time alone, with ``n`` itself.  These nodes are
+what the fused op replaces.
 """
 from __future__ import annotations
 
@@ -96,20 +97,21 @@ def _element(node: Any, values: list[Any]) -> Any:
     return vector[k] if -len(vector) <= k < len(vector) else None
 
 
-def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor) -> None:
-    """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`."""
+def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | None, Bound], n: Tensor) -> None:
+    """The loop runs once per element of the output list (``n`` of them); raises :class:`LoopRefused`.
+    A counter with no bound (None) leaves the time's bound alone to say so."""
     index = view.index
-    counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
-    if counter == n and time is not None and _is_time_bound(index, time, n):
+    counter, time = (ins[b[1]] if b is not None and b[0] == "arg" else None for b in bounds)
+    if (counter == n or bounds[0] is None) and time is not None and _is_time_bound(index, time, n):
         return
-    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds]
+    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds if b is not None]
     elements = value_of(view, n)
     if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
             min(int(v) for v in values) != int(elements):
         raise LoopRefused("the loop does not run once per element of its output list")
 
 
-def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound, Bound]) -> LoopPlumbing:
+def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound | None, Bound]) -> LoopPlumbing:
     """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
     index = view.index
     ins = data_inputs(index, loop)

@@ -65,6 +65,18 @@ LOOPS = {
         lambda: lm.keras("tf_keras", "LSTM", layers=1, go_backwards=True), {"DynamicRNN": 1}, 1),
     "tf_keras LSTM mixed_float16": (lambda: lm.keras("tf_keras", "LSTM", layers=1, policy="mixed_float16"),
                                     {"DynamicRNN": 1}, 1),
+    # return_sequences=False: each step writes at 0 of a one-element list, which holds y[-1:] after the loop
+    "tf_keras LSTM return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, return_sequences=False), {"DynamicRNN": 1}, 1),
+    "tf_keras two LSTM layers, the top one return_sequences=False and return_state (its input's rows unknown)": (
+        lambda: lm.keras("tf_keras", "LSTM", return_sequences=False, return_state=True), {"DynamicRNN": 2}, 2),
+    "tf_keras Bidirectional LSTM return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, bidirectional=True, return_sequences=False),
+        {"DynamicRNN": 2}, 2),
+    "Keras 3 two LSTM layers, the top one return_sequences=False": (
+        lambda: lm.keras("keras", "LSTM", return_sequences=False), {"DynamicRNN": 2}, 2),
+    "Keras 3 GRU(reset_after=False) return_sequences=False": (
+        lambda: lm.keras("keras", "GRU", layers=1, reset_after=False, return_sequences=False), {"DynamicGRUV2": 1}, 1),
     # tf_keras GRU(reset_after=False) and LSTM(activation="relu") run the generic loop (a cell scope in the body)
     "tf_keras GRU(reset_after=False)": (lambda: lm.keras("tf_keras", "GRU", layers=1, reset_after=False),
                                         {"DynamicGRUV2": 1}, 1),
@@ -84,9 +96,7 @@ def model(form: str) -> rm.RnnModel:
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
                 "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
                 "tf_keras GRU": lambda: lm.keras("tf_keras", "GRU", layers=1),
-                "tf_keras LSTM with a mask": lambda: lm.keras("tf_keras", "LSTM", layers=1, masking=True),
-                "tf_keras LSTM return_sequences=False": lambda: lm.keras("tf_keras", "LSTM", layers=1,
-                                                                         return_sequences=False)}
+                "tf_keras LSTM with a mask": lambda: lm.keras("tf_keras", "LSTM", layers=1, masking=True)}
     return builders[form]()
 
 
@@ -313,16 +323,21 @@ def test_a_tf_keras_look_alike_step_is_not_fused():
     assert not verify(m, result.fused_graph_def).passed  # the edit changed what the graph computes
 
 
-def test_a_loop_over_fewer_steps_than_its_input_is_refused():
+@pytest.mark.parametrize("form, shape_node", [
+    ("BasicLSTMCell", "rnn/Shape"),
+    # return_sequences=False: the list holds one element, the step count is the loop's bound alone
+    ("tf_keras LSTM return_sequences=False", "/PartitionedCall/Shape"),
+])
+def test_a_loop_over_fewer_steps_than_its_input_is_refused(form, shape_node):
     """The real loop with its step count (``shape(x)[0]``, a constant once frozen) changed to 3 of
     the input's 5 rows: a DynamicRNN would run all 5, so the loop is left as it is."""
     import numpy as np
     from tensorflow.python.framework import tensor_util
 
-    m = model("BasicLSTMCell")
+    m = model(form)
     graph_def = type(m.graph_def)()
     graph_def.CopyFrom(m.graph_def)
-    (shape,) = [n for n in graph_def.node if n.name == "rnn/Shape"]
+    (shape,) = [n for n in graph_def.node if n.name.endswith(shape_node)]
     value = tensor_util.MakeNdarray(shape.attr["value"].tensor)
     assert list(value) == [lm.STEPS, rm.BATCH, lm.INPUTS]
     shape.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(np.array([3, rm.BATCH, lm.INPUTS], np.int32)))
@@ -330,6 +345,27 @@ def test_a_loop_over_fewer_steps_than_its_input_is_refused():
     assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
     (refusal,) = graph_refusals(result)
     assert "the loop runs 3 steps over an input of 5" in refusal.reason, refusal.reason
+
+
+def test_a_layer_keeping_its_last_output_alone_gives_the_last_row_of_y():
+    """return_sequences=False: each step writes its h at 0 of a one-element list, so the fused op's
+    y[-1:] takes the list's place (the layer's own [-1] after it is kept). The top layer reads the
+    lower one's output, whose rows the graph does not say: it reads x[:5], the steps its loop runs."""
+    m = model("tf_keras two LSTM layers, the top one return_sequences=False and return_state (its input's rows "
+              "unknown)")
+    fused = fuse(m).fused_graph_def
+    nodes = {n.name: n for n in fused.node}
+    lower, upper = sorted((n for n in fused.node if n.op == "DynamicRNN"), key=lambda n: n.name)
+    top, bottom = upper.name.rpartition("/")[0], lower.name.rpartition("/")[0]
+    last, first = nodes[f"{top}/last"], nodes[f"{top}/first"]
+    assert last.op == first.op == "StridedSlice" and last.input[0] == upper.name and upper.input[0] == first.name
+    assert _source(fused, first.input[0]) == lower.name and _source(fused, lower.input[0]) == "x"
+    assert [n.attr["value"].tensor.int_val[0] for n in (nodes[f"{top}/first_end"], nodes[f"{top}/last_begin"])] \
+        == [lm.STEPS, -1]
+    assert not {f"{bottom}/first", f"{bottom}/last"} & set(nodes)  # the lower layer keeps every output
+    y, h, c = (_source(fused, t) for t in m.outputs)
+    assert nodes[y].op == "StridedSlice" and nodes[y].input[0] == last.name
+    assert (h, c) == (f"{upper.name}:1", f"{upper.name}:2")
 
 
 def test_list_shows_the_pass_and_its_ops(capsys):

@@ -131,10 +131,11 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         result.set_name(found.name)
         result.set_type(LOOP_OPS[body.layers[-1].op])
         kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
-        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
+        last = ", the last step's output alone" if body.last_only else ""
+        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major{last})")
         result.insert_outputs(names[plumbing.stack], [0])
         ports: list[int | None] = [None] * len(found.ins)
-        write_inner_graph(result, body, found.ins, tensors, ports)
+        write_inner_graph(result, body, found.ins, tensors, ports, plumbing.rows)
         by_node: dict[int, list[int | None]] = {}
         for p, k in enumerate(ports):
             if k is not None and p in found.finals:

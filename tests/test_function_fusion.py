@@ -180,9 +180,12 @@ def test_a_tf_keras_lstm_step_is_fused_beside_the_loops_plumbing():
     """tf_keras's standard_lstm writes the step under while/ with no cell scope: the cell
     (named as Keras names its cell scope) reads the loop's x_t, h and c arguments and the weights
     in its layout; its h is written to the output list and returned, its c returned; the loop's
-    read, write and counters are left as they were."""
+    read, write and counters are left as they were; the report names no near miss."""
     m = model("tf_keras LSTM, two layers")
-    fused = fuse(m).fused_graph_def
+    result = fuse(m)
+    fused = result.fused_graph_def
+    # the body's while scope is fused, so no near miss of the pass's patterns (scope name 'while' is not 'lstm_cell')
+    assert result.report.pass_report(LSTM).near_misses == [] and result.report.refused == []
     for body in bodies(m.graph_def):
         before, after = functions(m.graph_def)[body], functions(fused)[body]
         nodes = {n.name: n for n in after.node_def}

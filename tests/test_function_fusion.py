@@ -15,7 +15,7 @@ import pytest
 import function_models as fm
 import rnn_models as rm
 from pass_checks import REGISTRY
-from test_rnn_keras import RESET_AFTER
+from test_rnn_keras import HARD_SIGMOID, NO_BIAS, RESET_AFTER
 
 import scopefusion
 from scopefusion.cli import main
@@ -63,6 +63,9 @@ def model(form: str) -> rm.RnnModel:
                 "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
                 "tf_keras GRU": lambda: fm.keras_loop("tf_keras", "GRU", layers=1),
                 "tf_keras LSTM with a mask": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, masking=True),
+                "tf_keras LSTM use_bias=False": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, use_bias=False),
+                "tf_keras LSTM hard_sigmoid": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1,
+                                                                    recurrent_activation="hard_sigmoid"),
                 "called dynamic_rnn": lambda: fm.called_dynamic_rnn(rm.basic_lstm()),
                 "called GELU + LayerNormalization": fm.called_dense_gelu_layer_norm}
     return builders[form]()
@@ -163,6 +166,11 @@ def test_the_tensorflow_runnable_form_calls_the_reference_inside_the_body():
     ("tf_keras GRU", "while", GRU, RESET_AFTER),
     ("tf_keras LSTM with a mask", "while", LSTM,
      "the loop body keeps each sequence's state through its masked steps (a mask: 'while/SelectV2"),
+    # options cuDNN cannot run: tf_keras's generic loop, whose body scopes the cell
+    ("tf_keras LSTM use_bias=False", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
+     NO_BIAS.format(cell="LSTM")),
+    ("tf_keras LSTM hard_sigmoid", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
+     HARD_SIGMOID.format(cell="LSTM")),
 ])
 def test_a_cell_the_op_cannot_express_is_refused_inside_the_body_with_the_reason(form, scope, pass_name, reason):
     m = model(form)

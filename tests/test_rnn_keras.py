@@ -138,13 +138,21 @@ def test_keras_gru_steps_without_reset_after_are_gru_cells_in_tensorflows_layout
     assert_verifies(m, result)
 
 
+HARD_SIGMOID = ("the Keras {cell} cell's recurrent_activation is not sigmoid (e.g. hard_sigmoid), and the fused cell's "
+                "gates are sigmoids")
+NO_BIAS = "the Keras {cell} cell has no bias (use_bias=False), which the pass does not fuse"
+
 REFUSED = {
     "Keras 3 LSTM recurrent_activation=hard_sigmoid": (
-        dict(library="keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM,
-        "no BasicLSTMCell step in the scope: at '{scope}/mul': input 0 of '{scope}/mul': '{scope}/truediv_1' is "
-        "RealDiv, expected Sigmoid"),
-    "Keras 3 LSTM use_bias=False": (dict(library="keras", kind="LSTM", use_bias=False), LSTM,
-                                    "no BasicLSTMCell step in the scope"),
+        dict(library="keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM, HARD_SIGMOID),
+    "tf_keras LSTM recurrent_activation=hard_sigmoid": (
+        dict(library="tf_keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM, HARD_SIGMOID),
+    "Keras 3 LSTM use_bias=False": (dict(library="keras", kind="LSTM", use_bias=False), LSTM, NO_BIAS),
+    "tf_keras LSTM use_bias=False": (dict(library="tf_keras", kind="LSTM", use_bias=False), LSTM, NO_BIAS),
+    "Keras 3 GRU reset_after=False recurrent_activation=hard_sigmoid": (
+        dict(library="keras", kind="GRU", reset_after=False, recurrent_activation="hard_sigmoid"), GRU, HARD_SIGMOID),
+    "tf_keras GRU reset_after=False use_bias=False": (
+        dict(library="tf_keras", kind="GRU", reset_after=False, use_bias=False), GRU, NO_BIAS),
     "tf_keras LSTM implementation=1": (dict(library="tf_keras", kind="LSTM", implementation=1), LSTM,
                                        "no BasicLSTMCell step in the scope"),
     "Keras 3 GRU (reset_after=True)": (dict(library="keras", kind="GRU"), GRU, RESET_AFTER),
@@ -163,5 +171,6 @@ def test_keras_cells_the_ops_cannot_express_are_refused(form):
     assert len(refused) == (S if options["library"] == "keras" else 1), [r.name for r in refused]
     for r in refused:
         why = assert_not_matched(result, r.name)
-        assert why.startswith(f"{pass_name}: rejected by the pass: {reason.format(scope=r.name)}"), why
+        cell = "LSTM" if pass_name == LSTM else "GRU"
+        assert why.startswith(f"{pass_name}: rejected by the pass: {reason.format(scope=r.name, cell=cell)}"), why
     assert_verifies(m, result)

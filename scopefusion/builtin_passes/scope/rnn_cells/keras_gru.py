@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.pattern import Op, const, one_of, op
-from .keras_lstm import DT_INT32, int32_const
+from .keras_lstm import DT_INT32, explain_keras_options, int32_const
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm, CellStep
 
@@ -55,12 +55,13 @@ def _keras_gru_defs() -> dict[str, Any]:
 
 
 def _explain_keras_gru(scope: "Scope") -> str | None:
-    """reset_after=True multiplies x and h by the whole kernels: one MatMul per gate Sigmoid."""
+    """reset_after=True multiplies x and h by the whole kernels: one MatMul per gate Sigmoid; then
+    the options every Keras cell may have (:func:`.keras_lstm.explain_keras_options`)."""
     if scope.count("MatMul") == scope.count("Sigmoid"):
         return ("a Keras GRU cell with reset_after=True (its default) applies the reset after the recurrent "
                 "matmul, r * (h @ recurrent_kernel_h + recurrent_bias), which GRUCell (TensorFlow's convention, "
                 "the reset before the matmul) cannot express")
-    return None
+    return explain_keras_options(scope, "GRU")
 
 
 def _columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:

@@ -48,7 +48,8 @@ def _masked(scope: "Scope") -> str | None:
 
 
 KERAS_LSTM_LOOP_FORM = replace(KERAS_LSTM_FORM, library="tf_keras LSTM loop body (standard_lstm)",
-                               plumbing=LOOP_PLUMBING, explain=_masked)
+                               plumbing=LOOP_PLUMBING,
+                               explain=lambda scope: _masked(scope) or KERAS_LSTM_FORM.explain(scope))
 KERAS_GRU_LOOP_FORM = replace(KERAS_GRU_FORM, library="tf_keras GRU loop body (standard_gru)",
                               plumbing=LOOP_PLUMBING,
                               explain=lambda scope: _masked(scope) or KERAS_GRU_FORM.explain(scope))

@@ -46,6 +46,20 @@ def _keras_lstm_defs() -> dict[str, Any]:
     }
 
 
+def explain_keras_options(scope: "Scope", cell: str) -> str | None:
+    """Keras cell options the fused op does not take, in the user's terms: a recurrent activation
+    other than sigmoid (MatMul but no Sigmoid: e.g. hard_sigmoid, written as other ops) and no bias
+    (``use_bias=False``: no BiasAdd)."""
+    if not scope.count("MatMul"):
+        return None
+    if not scope.count("Sigmoid"):
+        return (f"the Keras {cell} cell's recurrent_activation is not sigmoid (e.g. hard_sigmoid), and the fused "
+                f"cell's gates are sigmoids")
+    if not scope.count("BiasAdd"):
+        return f"the Keras {cell} cell has no bias (use_bias=False), which the pass does not fuse"
+    return None
+
+
 def _wants_keras(scope: "Scope") -> bool:
     """Keras cells multiply x and h by separate kernels: no concatenation in the scope."""
     return scope.count("ConcatV2") <= 0
@@ -84,7 +98,7 @@ KERAS_LSTM_FORM = CellForm(
     inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
     outputs=("out", "c_out"),
     state="h",
-    explain=lambda scope: None,
+    explain=lambda scope: explain_keras_options(scope, "LSTM"),
     wants=_wants_keras,
     library="Keras LSTMCell",
     inner_graph=keras_lstm_inner_graph,

@@ -70,6 +70,8 @@ LOOPS = {
         lambda: lm.keras("tf_keras", "LSTM", layers=1, return_sequences=False), {"DynamicRNN": 1}, 1),
     "tf_keras two LSTM layers, the top one return_sequences=False and return_state (its input's rows unknown)": (
         lambda: lm.keras("tf_keras", "LSTM", return_sequences=False, return_state=True), {"DynamicRNN": 2}, 2),
+    "tf_keras two LSTM layers, unknown batch, the top one return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", return_sequences=False, unknown_batch=True), {"DynamicRNN": 2}, 2),
     "tf_keras Bidirectional LSTM return_sequences=False": (
         lambda: lm.keras("tf_keras", "LSTM", layers=1, bidirectional=True, return_sequences=False),
         {"DynamicRNN": 2}, 2),

@@ -36,7 +36,6 @@ LOOP_PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem"})
 LOOP_BODY_SCOPE = "while"
 
 
-
 def _masked(scope: "Scope") -> str | None:
     """With a mask (a ``Masking`` layer, ``mask=``) the body selects, per sequence, the step's
     new state or the old one: what a masked step leaves alone, no fused cell expresses."""
@@ -68,10 +67,8 @@ def loop_body_scopes(scope_graph: "ScopeGraph", *, has_sub: bool) -> list["Scope
     for scope in scope_graph.scopes():
         if scope.parent is None or scope.name.rpartition("/")[2] != LOOP_BODY_SCOPE:
             continue
-        if scope.count("MatMul") == 0 or (scope.count("Sub") > 0) != has_sub:
+        if scope.count("MatMul") == 0 or scope.count("TensorListGetItem") == 0 or scope.count("TensorListSetItem") == 0:
             continue
-        plumbing = scope.count("TensorListGetItem") > 0 and scope.count("TensorListSetItem") > 0
-        if plumbing and _direct(scope, "MatMul") > 0 and _direct(scope, "Split") > 0 \
-                and (_direct(scope, "Sub") > 0) == has_sub:
+        if _direct(scope, "MatMul") > 0 and _direct(scope, "Split") > 0 and (_direct(scope, "Sub") > 0) == has_sub:
             found.append(scope)
     return found

@@ -7,9 +7,9 @@ before the graph's passes, so the loop's body already holds one fused ``BasicLST
 ``GRUCell`` per layer when this pass reads it (:mod:`.body`); a Keras 3 or tf_keras ``LSTM`` /
 ``GRU`` layer that is not unrolled has the same loop, its body also putting the weights in the
 cell's layout (run once in the fused result, :mod:`.inner`); tf_keras's condition is ``time < n``
-alone.  The loop, its input and output lists and the
-stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
-LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
+alone.  The loop, its input and output lists and the stack after it (:mod:`.plumbing`) become one
+op per layer: ``DynamicRNN`` for an LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer
+reading the lower one's ``y`` (a Keras layer with ``return_sequences=False`` gives ``y[-1:]``).  A
 ``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
 as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).  Under control flow
 v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops.

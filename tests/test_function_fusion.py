@@ -15,7 +15,7 @@ import pytest
 import function_models as fm
 import rnn_models as rm
 from pass_checks import REGISTRY
-from test_rnn_keras import HARD_SIGMOID, NO_BIAS, RESET_AFTER
+from test_rnn_keras import HARD_SIGMOID, RESET_AFTER
 
 import scopefusion
 from scopefusion.cli import main
@@ -46,6 +46,8 @@ LOOPS = {
     # tf_keras GRU(reset_after=False) runs the generic loop: its body scopes the cell (while/gru_cell)
     "tf_keras GRU(reset_after=False)": (lambda: fm.keras_loop("tf_keras", "GRU", layers=1, reset_after=False),
                                         {"GRUCell": 1}, 1),
+    "tf_keras LSTM use_bias=False (the generic loop, a zero bias)": (
+        lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, use_bias=False), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn BasicLSTMCell": (lambda: fm.dynamic_rnn(rm.basic_lstm()), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn LSTMCell": (lambda: fm.dynamic_rnn(rm.lstm(), inputs=3), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn GRUCell": (lambda: fm.dynamic_rnn(rm.gru()), {"GRUCell": 1}, 1),
@@ -63,7 +65,6 @@ def model(form: str) -> rm.RnnModel:
                 "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
                 "tf_keras GRU": lambda: fm.keras_loop("tf_keras", "GRU", layers=1),
                 "tf_keras LSTM with a mask": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, masking=True),
-                "tf_keras LSTM use_bias=False": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, use_bias=False),
                 "tf_keras LSTM hard_sigmoid": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1,
                                                                     recurrent_activation="hard_sigmoid"),
                 "called dynamic_rnn": lambda: fm.called_dynamic_rnn(rm.basic_lstm()),
@@ -167,8 +168,6 @@ def test_the_tensorflow_runnable_form_calls_the_reference_inside_the_body():
     ("tf_keras LSTM with a mask", "while", LSTM,
      "the loop body keeps each sequence's state through its masked steps (a mask: 'while/SelectV2"),
     # options cuDNN cannot run: tf_keras's generic loop, whose body scopes the cell
-    ("tf_keras LSTM use_bias=False", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
-     NO_BIAS.format(cell="LSTM")),
     ("tf_keras LSTM hard_sigmoid", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
      HARD_SIGMOID.format(cell="LSTM")),
 ])

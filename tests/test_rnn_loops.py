@@ -84,6 +84,11 @@ LOOPS = {
                                         {"DynamicGRUV2": 1}, 1),
     "tf_keras LSTM relu (the generic loop)": (lambda: lm.keras("tf_keras", "LSTM", layers=1, activation="relu"),
                                               {"DynamicRNN": 1}, 1),
+    # use_bias=False: the fused cells' zero bias, made once with the rest of the weights' preparation
+    "tf_keras LSTM use_bias=False (the generic loop)": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, use_bias=False), {"DynamicRNN": 1}, 1),
+    "Keras 3 GRU(reset_after=False, use_bias=False)": (
+        lambda: lm.keras("keras", "GRU", layers=1, reset_after=False, use_bias=False), {"DynamicGRUV2": 1}, 1),
 }
 
 

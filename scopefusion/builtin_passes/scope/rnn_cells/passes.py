@@ -24,9 +24,9 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
-from .keras_gru import KERAS_GRU_FORM, check_keras_gru_layout
+from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM, check_keras_gru_layout
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
-from .keras_lstm import KERAS_LSTM_FORM
+from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
@@ -153,7 +153,7 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
                    "LSTM(unroll=True) steps, the step of a Keras LSTM loop body (tf_keras: standard_lstm's) "
                    "-> BasicLSTMCell(x, h, c, w, b)")
     scope_names = ("basic_lstm_cell", "lstm_cell")
-    forms = (LSTM_FORM, KERAS_LSTM_FORM)
+    forms = (LSTM_FORM, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM)
     loop_form = KERAS_LSTM_LOOP_FORM
     op_def = BASIC_LSTM_CELL
 
@@ -171,7 +171,7 @@ class ScopeGRUCellPass(_CellScopePass):
                    "unroll=True) steps -> GRUCell(x, h, gate/candidate kernels and biases)")
     scope_names = ("gru_cell",)
     has_sub = True
-    forms = (GRU_FORM, KERAS_GRU_FORM)
+    forms = (GRU_FORM, KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM)
     loop_form = KERAS_GRU_LOOP_FORM
     op_def = GRU_CELL
 

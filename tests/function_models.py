@@ -34,10 +34,16 @@ def _freeze_random(graph: Any, seed: int) -> Any:
 
 
 def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
-               bidirectional: bool = False, policy: str = "float32", steps: int = STEPS, **options: Any) -> RnnModel:
+               bidirectional: bool = False, policy: str = "float32", steps: int = STEPS,
+               return_sequences: bool = True, return_state: bool = False, masking: bool = False,
+               unknown_batch: bool = False, **options: Any) -> RnnModel:
     """``layers`` stacked Keras 3 (``library="keras"``) or tf_keras ``LSTM`` / ``GRU`` layers
-    (``return_sequences``, not unrolled, ``options``; each in ``Bidirectional``), built under the
-    dtype ``policy``, traced on a float32 input and frozen with their loops kept as ``While`` nodes."""
+    (not unrolled, ``options``; each in ``Bidirectional``), built under the dtype ``policy``,
+    traced on a float32 input and frozen with their loops kept as ``While`` nodes.  The layers
+    below the top one return sequences; the top one ``return_sequences`` and, with
+    ``return_state``, its final state too (a functional model, every tensor an output).  With
+    ``masking`` a ``Masking`` layer (mask value 0) comes first; with ``unknown_batch`` the model
+    is traced on a batch of unknown size (verified on ``BATCH``)."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
@@ -45,19 +51,29 @@ def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, see
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
 
-    def layer() -> Any:
-        made = getattr(lib.layers, kind)(HIDDEN, return_sequences=True, **options)
+    def layer(top: bool) -> Any:
+        made = getattr(lib.layers, kind)(HIDDEN, return_sequences=return_sequences or not top,
+                                         return_state=return_state and top, **options)
         return lib.layers.Bidirectional(made) if bidirectional else made
 
+    batch = None if unknown_batch else BATCH
     lib.mixed_precision.set_global_policy(policy)
     try:
-        model = lib.Sequential([layer() for _ in range(layers)])
-        model.build((BATCH, steps, inputs))
+        made = [lib.layers.Masking(0.0)] if masking else []
+        made += [layer(k == layers - 1) for k in range(layers)]
+        if return_state:
+            x = y = lib.Input(batch_shape=(batch, steps, inputs))
+            for each in made:
+                y = each(y)
+            model = lib.Model(x, y)
+        else:
+            model = lib.Sequential(made)
+            model.build((batch, steps, inputs))
     finally:
         lib.mixed_precision.set_global_policy("float32")
     rng = np.random.default_rng(seed)
     model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])
-    spec = tf.TensorSpec([BATCH, steps, inputs], tf.float32, name="x")
+    spec = tf.TensorSpec([batch, steps, inputs], tf.float32, name="x")
     concrete = tf.function(lambda x: model(x)).get_concrete_function(spec)
     frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
     return RnnModel(frozen.graph.as_graph_def(), {"x": [BATCH, steps, inputs]}, [t.name for t in frozen.outputs])

@@ -15,6 +15,7 @@ import pytest
 import function_models as fm
 import rnn_models as rm
 from pass_checks import REGISTRY
+from test_rnn_keras import HARD_SIGMOID, RESET_AFTER
 
 import scopefusion
 from scopefusion import html_report
@@ -37,6 +38,17 @@ LOOPS = {
         lambda: fm.keras_loop("keras", "GRU", layers=1, bidirectional=True, reset_after=False), {"GRUCell": 1}, 2),
     "Keras 3 LSTM mixed_float16 (the body casts the float32 weights)": (
         lambda: fm.keras_loop("keras", "LSTM", layers=1, policy="mixed_float16"), {"BasicLSTMCell": 1}, 1),
+    # tf_keras (standard_lstm): the step's ops straight under while/, beside the loop's plumbing
+    "tf_keras LSTM, two layers": (lambda: fm.keras_loop("tf_keras", "LSTM"), {"BasicLSTMCell": 1}, 2),
+    "tf_keras Bidirectional LSTM": (lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, bidirectional=True),
+                                    {"BasicLSTMCell": 1}, 2),
+    "tf_keras LSTM mixed_float16": (lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, policy="mixed_float16"),
+                                    {"BasicLSTMCell": 1}, 1),
+    # tf_keras GRU(reset_after=False) runs the generic loop: its body scopes the cell (while/gru_cell)
+    "tf_keras GRU(reset_after=False)": (lambda: fm.keras_loop("tf_keras", "GRU", layers=1, reset_after=False),
+                                        {"GRUCell": 1}, 1),
+    "tf_keras LSTM use_bias=False (the generic loop, a zero bias)": (
+        lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, use_bias=False), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn BasicLSTMCell": (lambda: fm.dynamic_rnn(rm.basic_lstm()), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn LSTMCell": (lambda: fm.dynamic_rnn(rm.lstm(), inputs=3), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn GRUCell": (lambda: fm.dynamic_rnn(rm.gru()), {"GRUCell": 1}, 1),
@@ -51,8 +63,11 @@ LOOPS = {
 @functools.cache
 def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
-                "tf_keras LSTM": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1),
                 "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
+                "tf_keras GRU": lambda: fm.keras_loop("tf_keras", "GRU", layers=1),
+                "tf_keras LSTM with a mask": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, masking=True),
+                "tf_keras LSTM hard_sigmoid": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1,
+                                                                    recurrent_activation="hard_sigmoid"),
                 "called dynamic_rnn": lambda: fm.called_dynamic_rnn(rm.basic_lstm()),
                 "called GELU + LayerNormalization": fm.called_dense_gelu_layer_norm}
     return builders[form]()
@@ -149,29 +164,57 @@ def test_the_tensorflow_runnable_form_calls_the_reference_inside_the_body():
     assert_verifies(m, result.graph_def)
 
 
-def test_a_cell_the_op_cannot_express_is_refused_inside_the_body_with_the_reason():
-    m = model("Keras 3 GRU")
+@pytest.mark.parametrize("form, scope, pass_name, reason", [
+    # Keras 3 scopes the cell in the body; tf_keras's standard_gru writes its step straight under while/
+    ("Keras 3 GRU", r"sequential(_\d+)*/gru(_\d+)*/while/gru_cell(_\d+)?", GRU, RESET_AFTER),
+    ("tf_keras GRU", "while", GRU, RESET_AFTER),
+    ("tf_keras LSTM with a mask", "while", LSTM,
+     "the loop body keeps each sequence's state through its masked steps (a mask: 'while/SelectV2"),
+    # options cuDNN cannot run: tf_keras's generic loop, whose body scopes the cell
+    ("tf_keras LSTM hard_sigmoid", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
+     HARD_SIGMOID.format(cell="LSTM")),
+])
+def test_a_cell_the_op_cannot_express_is_refused_inside_the_body_with_the_reason(form, scope, pass_name, reason):
+    m = model(form)
     result = fuse(m)
     (body,) = bodies(m.graph_def)
-    (refusal,) = result.report.pass_report(GRU).refused
+    (refusal,) = result.report.pass_report(pass_name).refused
     assert refusal.function == body
-    assert re.fullmatch(rf"{body}::sequential(_\d+)*/gru(_\d+)*/while/gru_cell(_\d+)?", refusal.name), refusal.name
-    assert "reset_after=True" in refusal.reason
-    assert result.report.fused_count("GRUCell") == 0
+    assert re.fullmatch(rf"{body}::{scope}", refusal.name), refusal.name
+    assert refusal.reason.startswith(f"rejected by the pass: {reason}"), refusal.reason
+    assert result.report.fused_count("GRUCell") == result.report.fused_count("BasicLSTMCell") == 0
+    assert_verifies(m, result.fused_graph_def)
 
 
-def test_tf_keras_loop_bodies_have_no_cell_scope_and_are_reported_as_such():
-    """tf_keras runs its LSTM step as one function (``standard_lstm``) whose ops sit under
-    ``while/``, with no cell scope: the cell pass finds no cell there and says so, naming the
-    body; the graph is unchanged."""
-    m = model("tf_keras LSTM")
+def test_a_tf_keras_lstm_step_is_fused_beside_the_loops_plumbing():
+    """tf_keras's standard_lstm writes the step under while/ with no cell scope: the cell
+    (named as Keras names its cell scope) reads the loop's x_t, h and c arguments and the weights
+    in its layout; its h is written to the output list and returned, its c returned; the loop's
+    read, write and counters are left as they were; the report names no near miss."""
+    m = model("tf_keras LSTM, two layers")
     result = fuse(m)
-    (body,) = bodies(m.graph_def)
-    said = [r for r in result.report.pass_report(LSTM).refused + result.report.pass_report(LSTM).near_misses
-            if r.function == body]
-    assert said and all(r.name.startswith(f"{body}::") for r in said)
-    assert any("scope name 'while' is not 'basic_lstm_cell'" in r.reason for r in said), said
-    assert result.report.fused_count("BasicLSTMCell") == 0
+    fused = result.fused_graph_def
+    # the body's while scope is fused, so no near miss of the pass's patterns (scope name 'while' is not 'lstm_cell')
+    assert result.report.pass_report(LSTM).near_misses == [] and result.report.refused == []
+    for body in bodies(m.graph_def):
+        before, after = functions(m.graph_def)[body], functions(fused)[body]
+        nodes = {n.name: n for n in after.node_def}
+        (cell,) = [n for n in after.node_def if n.op == "BasicLSTMCell"]
+        assert cell.name == "while/lstm_cell/cell"
+        args = [a.name for a in after.signature.input_arg]
+        x, h, c, w, b = cell.input
+        assert nodes[x.split(":")[0]].op == "TensorListGetItem" and h in args and c in args
+        assert (w, b) == ("while/lstm_cell/w:output:0", "while/lstm_cell/b:output:0")
+        (put,) = [n for n in after.node_def if n.op == "TensorListSetItem"]
+        assert put.input[2] == f"{cell.name}:h:0"
+        returned = {args.index(arg): nodes[after.ret[out.name].split(":")[0]].input[0]
+                    for arg, out in zip(args, after.signature.output_arg) if ":" in after.ret[out.name]}
+        assert returned[args.index(h)] == f"{cell.name}:h:0" and returned[args.index(c)] == f"{cell.name}:c:0"
+        kept = {"TensorListGetItem": 1, "TensorListSetItem": 1, "AddV2": 2}  # the AddV2: time + 1, counter + 1
+        assert {op: op_counts(after).get(op) for op in kept} == kept
+        assert op_counts(before)["AddV2"] == 4  # and the step's two
+        assert not {"MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul"} & set(op_counts(after))
+    assert_verifies(m, fused)
 
 
 # ------------------------------------------------------------------------------ called functions

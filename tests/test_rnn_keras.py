@@ -27,6 +27,11 @@ FORMS = {
     "tf_keras LSTM": (lambda: rm.keras_rnn("tf_keras", "LSTM"), r"lstm(_\d+)?/lstm_cell/step_[012]/cell", "tanh"),
     "tf_keras RNN(LSTMCell)": (lambda: rm.keras_rnn("tf_keras", "LSTM", cell=True),
                                r"rnn(_\d+)?/lstm_cell(_\d+)?/step_[012]/cell", "tanh"),
+    # no bias: the products split directly, the fused cell's bias zero (zeros_like a recurrent kernel row)
+    "Keras 3 LSTM use_bias=False": (lambda: rm.keras_rnn("keras", "LSTM", use_bias=False),
+                                    r"lstm(_\d+)*/lstm_cell(_\d+)?_[135]/cell", "tanh"),
+    "tf_keras LSTM use_bias=False": (lambda: rm.keras_rnn("tf_keras", "LSTM", use_bias=False),
+                                     r"lstm(_\d+)?/lstm_cell/step_[012]/cell", "tanh"),
 }
 
 
@@ -83,6 +88,9 @@ def test_each_keras_step_is_one_basic_lstm_cell_in_its_layout(form):
     # Keras's own step is gone; what is left of it are the weights and the inner graph's reordering
     assert op_count(result.fused_graph_def, "MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul") == 0
     assert op_count(result.fused_graph_def, "Split") == 2 * S and op_count(result.fused_graph_def, "ConcatV2") == 3 * S
+    nodes = {n.name: n for n in result.fused_graph_def.node}
+    biases = [nodes[nodes[c.name[:-len("cell")] + "bias_gates"].input[1]].op for c in cells]  # reordered into b
+    assert all((op == "ZerosLike") == ("use_bias=False" in form) for op in biases), biases
     assert_verifies(m, result)
 
 
@@ -120,6 +128,10 @@ GRU_FORMS = {
     "Keras 3 RNN(GRUCell) reset_after=False relu": (
         lambda: rm.keras_rnn("keras", "GRU", cell=True, reset_after=False, activation="relu", inputs=3), "relu"),
     "tf_keras GRU reset_after=False": (lambda: rm.keras_rnn("tf_keras", "GRU", reset_after=False), "tanh"),
+    "Keras 3 GRU reset_after=False use_bias=False": (
+        lambda: rm.keras_rnn("keras", "GRU", reset_after=False, use_bias=False), "tanh"),
+    "tf_keras GRU reset_after=False use_bias=False": (
+        lambda: rm.keras_rnn("tf_keras", "GRU", reset_after=False, use_bias=False), "tanh"),
 }
 
 
@@ -134,17 +146,21 @@ def test_keras_gru_steps_without_reset_after_are_gru_cells_in_tensorflows_layout
                                                                   c.name[:-4] + "bias_gates:2"] for c in cells)
     # Keras's step is gone: only its weights and the inner graph's reordering are left in the cells
     left = {n.op for n in result.fused_graph_def.node if "gru_cell" in n.name}
-    assert left == {"Const", "Identity", "ConcatV2", "Split", "GRUCell"}, left
+    zero_bias = {"StridedSlice", "ZerosLike"} if "use_bias=False" in form else set()  # zeros_like(recurrent_kernel[0])
+    assert left == {"Const", "Identity", "ConcatV2", "Split", "GRUCell"} | zero_bias, left
     assert_verifies(m, result)
 
 
+HARD_SIGMOID = ("the Keras {cell} cell's recurrent_activation is not sigmoid (e.g. hard_sigmoid), and the fused cell's "
+                "gates are sigmoids")
+
 REFUSED = {
     "Keras 3 LSTM recurrent_activation=hard_sigmoid": (
-        dict(library="keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM,
-        "no BasicLSTMCell step in the scope: at '{scope}/mul': input 0 of '{scope}/mul': '{scope}/truediv_1' is "
-        "RealDiv, expected Sigmoid"),
-    "Keras 3 LSTM use_bias=False": (dict(library="keras", kind="LSTM", use_bias=False), LSTM,
-                                    "no BasicLSTMCell step in the scope"),
+        dict(library="keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM, HARD_SIGMOID),
+    "tf_keras LSTM recurrent_activation=hard_sigmoid": (
+        dict(library="tf_keras", kind="LSTM", recurrent_activation="hard_sigmoid"), LSTM, HARD_SIGMOID),
+    "Keras 3 GRU reset_after=False recurrent_activation=hard_sigmoid": (
+        dict(library="keras", kind="GRU", reset_after=False, recurrent_activation="hard_sigmoid"), GRU, HARD_SIGMOID),
     "tf_keras LSTM implementation=1": (dict(library="tf_keras", kind="LSTM", implementation=1), LSTM,
                                        "no BasicLSTMCell step in the scope"),
     "Keras 3 GRU (reset_after=True)": (dict(library="keras", kind="GRU"), GRU, RESET_AFTER),
@@ -163,5 +179,6 @@ def test_keras_cells_the_ops_cannot_express_are_refused(form):
     assert len(refused) == (S if options["library"] == "keras" else 1), [r.name for r in refused]
     for r in refused:
         why = assert_not_matched(result, r.name)
-        assert why.startswith(f"{pass_name}: rejected by the pass: {reason.format(scope=r.name)}"), why
+        cell = "LSTM" if pass_name == LSTM else "GRU"
+        assert why.startswith(f"{pass_name}: rejected by the pass: {reason.format(scope=r.name, cell=cell)}"), why
     assert_verifies(m, result)

@@ -14,6 +14,7 @@ import pytest
 import loop_models as lm
 import rnn_models as rm
 from pass_checks import REGISTRY
+from test_rnn_keras import RESET_AFTER
 
 import scopefusion
 from scopefusion.core.functions.prune import called_functions
@@ -90,6 +91,41 @@ LOOPS = {
     # sequence_length: the body copies the state through past each sequence's end (Select) and the
     # loop may stop at the longest sequence; every op reads the lengths as its seq_length
     **SEQUENCE_LOOPS,
+    # tf_keras LSTM (standard_lstm): the step's ops straight under the body's while/, fused there first; the
+    # loop's condition is time < n alone
+    "tf_keras LSTM, two layers (two loops)": (lambda: lm.keras("tf_keras", "LSTM"), {"DynamicRNN": 2}, 2),
+    "tf_keras Bidirectional LSTM (two loops, the backward one on the reversed input)": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, bidirectional=True), {"DynamicRNN": 2}, 2),
+    "tf_keras LSTM return_state (the final h and c read from the loop)": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, return_state=True), {"DynamicRNN": 1}, 1),
+    "tf_keras LSTM go_backwards (the reversed input)": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, go_backwards=True), {"DynamicRNN": 1}, 1),
+    "tf_keras LSTM mixed_float16": (lambda: lm.keras("tf_keras", "LSTM", layers=1, policy="mixed_float16"),
+                                    {"DynamicRNN": 1}, 1),
+    # return_sequences=False: each step writes at 0 of a one-element list, which holds y[-1:] after the loop
+    "tf_keras LSTM return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, return_sequences=False), {"DynamicRNN": 1}, 1),
+    "tf_keras two LSTM layers, the top one return_sequences=False and return_state (its input's rows unknown)": (
+        lambda: lm.keras("tf_keras", "LSTM", return_sequences=False, return_state=True), {"DynamicRNN": 2}, 2),
+    "tf_keras two LSTM layers, unknown batch, the top one return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", return_sequences=False, unknown_batch=True), {"DynamicRNN": 2}, 2),
+    "tf_keras Bidirectional LSTM return_sequences=False": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, bidirectional=True, return_sequences=False),
+        {"DynamicRNN": 2}, 2),
+    "Keras 3 two LSTM layers, the top one return_sequences=False": (
+        lambda: lm.keras("keras", "LSTM", return_sequences=False), {"DynamicRNN": 2}, 2),
+    "Keras 3 GRU(reset_after=False) return_sequences=False": (
+        lambda: lm.keras("keras", "GRU", layers=1, reset_after=False, return_sequences=False), {"DynamicGRUV2": 1}, 1),
+    # tf_keras GRU(reset_after=False) and LSTM(activation="relu") run the generic loop (a cell scope in the body)
+    "tf_keras GRU(reset_after=False)": (lambda: lm.keras("tf_keras", "GRU", layers=1, reset_after=False),
+                                        {"DynamicGRUV2": 1}, 1),
+    "tf_keras LSTM relu (the generic loop)": (lambda: lm.keras("tf_keras", "LSTM", layers=1, activation="relu"),
+                                              {"DynamicRNN": 1}, 1),
+    # use_bias=False: the fused cells' zero bias, made once with the rest of the weights' preparation
+    "tf_keras LSTM use_bias=False (the generic loop)": (
+        lambda: lm.keras("tf_keras", "LSTM", layers=1, use_bias=False), {"DynamicRNN": 1}, 1),
+    "Keras 3 GRU(reset_after=False, use_bias=False)": (
+        lambda: lm.keras("keras", "GRU", layers=1, reset_after=False, use_bias=False), {"DynamicGRUV2": 1}, 1),
 }
 
 
@@ -100,7 +136,8 @@ def model(form: str) -> rm.RnnModel:
                 "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
                 "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
-                "tf_keras LSTM": lambda: lm.keras("tf_keras", "LSTM", layers=1)}
+                "tf_keras GRU": lambda: lm.keras("tf_keras", "GRU", layers=1),
+                "tf_keras LSTM with a mask": lambda: lm.keras("tf_keras", "LSTM", layers=1, masking=True)}
     return builders[form]()
 
 
@@ -154,7 +191,7 @@ def test_each_loop_becomes_one_op_per_layer(form):
     assert len(report.fused) == loops and not graph_refusals(result), report.refused
     for node in fused.node:
         if node.op in ("DynamicRNN", "DynamicGRUV2"):
-            assert node.attr["time_major"].b and node.attr["activation"].s == b"tanh"
+            assert node.attr["time_major"].b and node.attr["activation"].s == (b"relu" if "relu" in form else b"tanh")
             assert node.attr["T"].type == (19 if "mixed_float16" in form else 1)  # float16, float32
     # the fused loops' bodies and conditions left the library; nothing left in it is uncalled
     assert {f.signature.name for f in fused.library.function} == called_functions(fused)
@@ -373,29 +410,84 @@ def test_keras_weight_preparation_runs_once():
         assert [producers[t.split(":")[0]] for t in node.input[1:3]] == ["ConcatV2", "ConcatV2"]
 
 
-@pytest.mark.parametrize("form, reason", [
-    ("Keras 3 GRU", "does more than fused cells"),  # reset_after=True: the cell pass refuses the step
-    ("tf_keras LSTM", "(MatMul)"),  # its loop body is standard_lstm's, with no cell scope
+@pytest.mark.parametrize("form, cell_pass, cell_reason", [
+    # reset_after=True: the cell pass refuses the step (in the body's gru_cell scope, or, tf_keras's standard_gru,
+    # straight under while/), so the body holds no fused cell
+    ("Keras 3 GRU", "ScopeGRUCellPass", RESET_AFTER),
+    ("tf_keras GRU", "ScopeGRUCellPass", RESET_AFTER),
+    ("tf_keras LSTM with a mask", "ScopeBasicLSTMCellPass",
+     "the loop body keeps each sequence's state through its masked steps"),
 ])
-def test_keras_loops_refused(form, reason):
+def test_keras_loops_refused(form, cell_pass, cell_reason):
     m = model(form)
     result = fuse(m)
-    assert counts(result.fused_graph_def, "DynamicRNN", "DynamicGRUV2") == {}
+    assert counts(result.fused_graph_def, "DynamicRNN", "DynamicGRUV2", "BasicLSTMCell", "GRUCell") == {}
     (refusal,) = graph_refusals(result)
-    assert reason in refusal.reason, refusal.reason
+    assert "does more than fused cells" in refusal.reason, refusal.reason
+    (step,) = result.report.pass_report(cell_pass).refused
+    assert step.function and cell_reason in step.reason, step.reason
     assert_verifies(m, result.fused_graph_def)
 
 
-def test_a_loop_over_fewer_steps_than_its_input_is_refused():
+def _source_tensor(graph_def, tensor: str) -> str:
+    """The tensor ``tensor`` is, Identity and Transpose nodes looked through."""
+    nodes = {n.name: n for n in graph_def.node}
+    node = nodes[tensor.split(":")[0]]
+    while node.op in ("Identity", "Transpose"):
+        tensor = node.input[0]
+        node = nodes[tensor.split(":")[0]]
+    return tensor
+
+
+def test_tf_keras_layers_are_chained_and_their_states_are_read_from_the_op():
+    """Two stacked tf_keras LSTM layers: the upper DynamicRNN reads the lower one's y (through
+    tf_keras's transposes); a layer returning its state gives y, h and c from the op."""
+    fused = fuse(model("tf_keras LSTM, two layers (two loops)")).fused_graph_def
+    ops = [n for n in fused.node if n.op == "DynamicRNN"]
+    (lower,) = [n for n in ops if _source_tensor(fused, n.input[0]) == "x"]
+    (upper,) = [n for n in ops if n is not lower]
+    assert _source_tensor(fused, upper.input[0]) == lower.name
+    m = model("tf_keras LSTM return_state (the final h and c read from the loop)")
+    fused = fuse(m).fused_graph_def
+    (rnn,) = [n for n in fused.node if n.op == "DynamicRNN"]
+    assert [_source_tensor(fused, t) for t in m.outputs] == [rnn.name, f"{rnn.name}:1", f"{rnn.name}:2"]
+
+
+def test_a_tf_keras_look_alike_step_is_not_fused():
+    """The real tf_keras loop body with the input and forget gates swapped (``c * sigmoid(i) +
+    sigmoid(f) * tanh(c')``) is no LSTM step: neither the cell nor the loop is fused."""
+    m = model("tf_keras LSTM, two layers (two loops)")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    for function in graph_def.library.function:
+        nodes = {n.name: n for n in function.node_def}
+        if "while/mul_1" in nodes:
+            nodes["while/mul"].input[0], nodes["while/mul_1"].input[0] = "while/Sigmoid:y:0", "while/Sigmoid_1:y:0"
+    edited = rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+    result = fuse(edited)
+    assert counts(result.fused_graph_def, "DynamicRNN", "BasicLSTMCell") == {}
+    assert len(graph_refusals(result)) == 2
+    steps = result.report.pass_report("ScopeBasicLSTMCellPass").refused
+    assert len(steps) == 2 and all("no BasicLSTMCell step in the scope" in r.reason for r in steps), steps
+    assert_verifies(edited, result.fused_graph_def)
+    assert not verify(m, result.fused_graph_def).passed  # the edit changed what the graph computes
+
+
+@pytest.mark.parametrize("form, shape_node", [
+    ("BasicLSTMCell", "rnn/Shape"),
+    # return_sequences=False: the list holds one element, the step count is the loop's bound alone
+    ("tf_keras LSTM return_sequences=False", "/PartitionedCall/Shape"),
+])
+def test_a_loop_over_fewer_steps_than_its_input_is_refused(form, shape_node):
     """The real loop with its step count (``shape(x)[0]``, a constant once frozen) changed to 3 of
     the input's 5 rows: a DynamicRNN would run all 5, so the loop is left as it is."""
     import numpy as np
     from tensorflow.python.framework import tensor_util
 
-    m = model("BasicLSTMCell")
+    m = model(form)
     graph_def = type(m.graph_def)()
     graph_def.CopyFrom(m.graph_def)
-    (shape,) = [n for n in graph_def.node if n.name == "rnn/Shape"]
+    (shape,) = [n for n in graph_def.node if n.name.endswith(shape_node)]
     value = tensor_util.MakeNdarray(shape.attr["value"].tensor)
     assert list(value) == [lm.STEPS, rm.BATCH, lm.INPUTS]
     shape.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(np.array([3, rm.BATCH, lm.INPUTS], np.int32)))
@@ -403,6 +495,29 @@ def test_a_loop_over_fewer_steps_than_its_input_is_refused():
     assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
     (refusal,) = graph_refusals(result)
     assert "the loop runs 3 steps over an input of 5" in refusal.reason, refusal.reason
+
+
+def test_a_layer_keeping_its_last_output_alone_gives_the_last_row_of_y():
+    """return_sequences=False: each step writes its h at 0 of a one-element list, so the fused op's
+    y[-1:] takes the list's place (the layer's own [-1] after it is kept). The top layer reads the
+    lower one's output, whose rows the graph does not say: it reads x[:5], the steps its loop runs."""
+    m = model("tf_keras two LSTM layers, the top one return_sequences=False and return_state (its input's rows "
+              "unknown)")
+    fused = fuse(m).fused_graph_def
+    nodes = {n.name: n for n in fused.node}
+    ops = [n for n in fused.node if n.op == "DynamicRNN"]
+    (lower,) = [n for n in ops if _source_tensor(fused, n.input[0]) == "x"]
+    (upper,) = [n for n in ops if n is not lower]
+    top, bottom = upper.name.rpartition("/")[0], lower.name.rpartition("/")[0]
+    last, first = nodes[f"{top}/last"], nodes[f"{top}/first"]
+    assert last.op == first.op == "StridedSlice" and last.input[0] == upper.name and upper.input[0] == first.name
+    assert _source_tensor(fused, first.input[0]) == lower.name and _source_tensor(fused, lower.input[0]) == "x"
+    assert [n.attr["value"].tensor.int_val[0] for n in (nodes[f"{top}/first_end"], nodes[f"{top}/last_begin"])] \
+        == [lm.STEPS, -1]
+    assert not {f"{bottom}/first", f"{bottom}/last"} & set(nodes)  # the lower layer keeps every output
+    y, h, c = (_source_tensor(fused, t) for t in m.outputs)
+    assert nodes[y].op == "StridedSlice" and nodes[y].input[0] == last.name
+    assert (h, c) == (f"{upper.name}:1", f"{upper.name}:2")
 
 
 def test_list_shows_the_pass_and_its_ops(capsys):

@@ -97,14 +97,16 @@ class ScopePassManager:
         scope_graph.tree.clear_labels()  # labels of earlier passes are theirs only
         pattern_sets = check_pattern_sets(instance.define_patterns())
         matches = match_pattern_sets(scope_graph.tree, pattern_sets, stats)
-        stats.finish(matches)
         scope_graph.matches[spec.name] = matches
         pr.matched_scopes = [s.name for s in matches]
         pr.candidates = stats.candidates
-        pr.near_miss_count = stats.near_miss_count
-        pr.near_misses = [Refusal(name, reason, [name]) for name, reason in stats.near_misses]
         candidates = []
         groups = instance.last_match_scopes_and_ops(scope_graph)
+        # a scope the pass made a result of (one its patterns do not name, e.g. a cell's step
+        # scope) is fused or refused with its reason, no near miss
+        stats.finish([*matches, *(s for group in groups for s in group.scopes)])
+        pr.near_miss_count = stats.near_miss_count
+        pr.near_misses = [Refusal(name, reason, [name]) for name, reason in stats.near_misses]
         pr.results = len(groups)
         left = _without_result(matches, groups)
         pr.matches = len(groups) + len(left)

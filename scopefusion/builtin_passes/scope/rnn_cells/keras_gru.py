@@ -11,16 +11,19 @@
 
 That is TensorFlow's ``GRUCell`` with u = z once the weights are in its layout: an inner graph
 stacks ``[kernel; recurrent_kernel]`` (columns z, r, h) and takes the gate kernel as its r, z
-columns, the candidate kernel as its h columns, the gate bias ``[bias_r, bias_z]`` and ``bias_h``.
+columns, the candidate kernel as its h columns, the gate bias ``[bias_r, bias_z]`` and ``bias_h``
+(zero without a bias, ``use_bias=False``: x's products are split directly).
 With ``reset_after=True`` (the Keras default) the reset multiplies ``h @ recurrent_h + bias``
 after the matmul, which GRUCell cannot express: such scopes are refused with that reason.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.pattern import Op, const, one_of, op
-from .keras_lstm import DT_INT32, int32_const
+from .keras_lstm import DT_INT32, explain_keras_options, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm, CellStep
 
@@ -34,10 +37,11 @@ def _slice(source: Any, label: str) -> Op:
               ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
 
 
-def _keras_gru_defs() -> dict[str, Any]:
+def _keras_gru_defs(biased: bool = True) -> dict[str, Any]:
     def xs(k: int) -> Op:
         products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False)
-        return op("Split", AXIS_1, op("BiasAdd", products, "$bias"), port=k, num_split=3, label="x_split")
+        return op("Split", AXIS_1, op("BiasAdd", products, "$bias") if biased else products, port=k, num_split=3,
+                  label="x_split")
 
     def recurrent(k: int) -> Any:
         return one_of(_slice("$rec", f"rec_{k}"),
@@ -55,12 +59,13 @@ def _keras_gru_defs() -> dict[str, Any]:
 
 
 def _explain_keras_gru(scope: "Scope") -> str | None:
-    """reset_after=True multiplies x and h by the whole kernels: one MatMul per gate Sigmoid."""
+    """reset_after=True multiplies x and h by the whole kernels: one MatMul per gate Sigmoid; then
+    the options every Keras cell may have (:func:`.keras_lstm.explain_keras_options`)."""
     if scope.count("MatMul") == scope.count("Sigmoid"):
         return ("a Keras GRU cell with reset_after=True (its default) applies the reset after the recurrent "
                 "matmul, r * (h @ recurrent_kernel_h + recurrent_bias), which GRUCell (TensorFlow's convention, "
                 "the reset before the matmul) cannot express")
-    return None
+    return explain_keras_options(scope, "GRU")
 
 
 def _columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
@@ -100,16 +105,19 @@ def _recurrent_part_ok(sg: "ScopeGraph", step: CellStep, k: int, units: int) -> 
     return sizes is not None and sizes.shape == (3,) and list(sizes[:2]) == [units, units] and int(sizes[2]) in (-1, 0)
 
 
-def keras_gru_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int) -> None:
-    """Fused inputs x, h, kernel, recurrent_kernel, bias -> GRUCell in TensorFlow's layout."""
+def keras_gru_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int, *,
+                          biased: bool = True) -> None:
+    """Fused inputs x, h, kernel, recurrent_kernel, bias (a zero bias when not ``biased``) ->
+    GRUCell in TensorFlow's layout."""
     fi = result.fused_input
     result.add_inner_node("axis_0", "Const", [], int32_const(0))
     result.add_inner_node("axis_1", "Const", [], int32_const(1))
+    bias = fi(4) if biased else zero_bias(result, fi(3), T)
     concat = {"T": T, "Tidx": DT_INT32, "N": 2}
     # [kernel; recurrent_kernel] is [input + hidden, 3 * hidden] on concat(x, h), columns z, r, h
     result.add_inner_node("stacked_kernel", "ConcatV2", [fi(2), fi(3), "axis_0"], concat)
     result.add_inner_node("kernel_gates", "Split", ["axis_1", "stacked_kernel"], {"T": T, "num_split": 3})
-    result.add_inner_node("bias_gates", "Split", ["axis_0", fi(4)], {"T": T, "num_split": 3})
+    result.add_inner_node("bias_gates", "Split", ["axis_0", bias], {"T": T, "num_split": 3})
     result.add_inner_node("gate_kernel", "ConcatV2", ["kernel_gates:1", "kernel_gates:0", "axis_1"], concat)
     result.add_inner_node("gate_bias", "ConcatV2", ["bias_gates:1", "bias_gates:0", "axis_0"], concat)
     result.add_inner_node("cell", "GRUCell", [fi(0), fi(1), "gate_kernel", "gate_bias", "kernel_gates:2",
@@ -129,3 +137,9 @@ KERAS_GRU_FORM = CellForm(
     library="Keras GRUCell (reset_after=False)",
     inner_graph=keras_gru_inner_graph,
 )
+
+#: ``GRU(reset_after=False, use_bias=False)``: x's products split directly, the fused cell's biases zero
+KERAS_GRU_NO_BIAS_FORM = replace(KERAS_GRU_FORM, defs=lambda: _keras_gru_defs(biased=False),
+                                 inputs=KERAS_GRU_FORM.inputs[:-1],
+                                 library="Keras GRUCell (reset_after=False, use_bias=False)",
+                                 inner_graph=partial(keras_gru_inner_graph, biased=False))

@@ -11,9 +11,13 @@ in a ``tf.function`` puts all of them in one ``lstm_cell`` scope, as ``static_rn
 step is ``BasicLSTMCell`` with ``forget_bias`` 0 once the weights are in its layout: an inner
 graph stacks ``[kernel; recurrent_kernel]`` into the ``[input + hidden, 4 * hidden]`` kernel on
 ``concat(x, h)`` and reorders the gate columns (and the bias) from i, f, c, o to i, j, f, o.
+Without a bias (``use_bias=False``) the products are split directly and the fused cell's bias is
+zero.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.pattern import Op, op
@@ -31,7 +35,7 @@ DT_INT32 = 3
 KERAS_TO_IJFO = (0, 2, 1, 3)
 
 
-def _keras_lstm_defs() -> dict[str, Any]:
+def _keras_lstm_defs(biased: bool = True) -> dict[str, Any]:
     def gate(k: int) -> Op:
         return op("Split", AXIS_1, "$gates", port=k, num_split=4, label="split")
 
@@ -42,8 +46,17 @@ def _keras_lstm_defs() -> dict[str, Any]:
         "out": op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c")),
         "c_out": op(ADD, op("Mul", op("Sigmoid", gate(1)), "$c"),
                     op("Mul", op("Sigmoid", gate(0)), op(ACTIVATIONS, gate(2), label="act_j"))),
-        "gates": op("BiasAdd", products, "$bias"),
+        "gates": op("BiasAdd", products, "$bias") if biased else products,
     }
+
+
+def explain_keras_options(scope: "Scope", cell: str) -> str | None:
+    """A Keras cell option the fused op does not take, in the user's terms: a recurrent activation
+    other than sigmoid (MatMul but no Sigmoid: e.g. hard_sigmoid, written as other ops)."""
+    if scope.count("MatMul") and not scope.count("Sigmoid"):
+        return (f"the Keras {cell} cell's recurrent_activation is not sigmoid (e.g. hard_sigmoid), and the fused "
+                f"cell's gates are sigmoids")
+    return None
 
 
 def _wants_keras(scope: "Scope") -> bool:
@@ -59,17 +72,32 @@ def int32_const(value: Any) -> dict[str, Any]:
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=DT_INT32)}
 
 
-def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int) -> None:
-    """Fused inputs x, h, c, kernel, recurrent_kernel, bias -> BasicLSTMCell in its own layout."""
+def zero_bias(result: "FusionScopesResult", recurrent_kernel: str, T: int) -> str:
+    """A cell without a bias (``use_bias=False``) is the fused cell with a zero bias, as long as a
+    row of the recurrent kernel (one column per gate unit): ``zeros_like(recurrent_kernel[0])``."""
+    for name, value in (("row_begin", [0]), ("row_end", [1]), ("row_strides", [1])):
+        result.add_inner_node(name, "Const", [], int32_const(value))
+    result.add_inner_node("row", "StridedSlice", [recurrent_kernel, "row_begin", "row_end", "row_strides"],
+                          {"T": T, "Index": DT_INT32, "begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0,
+                           "new_axis_mask": 0, "shrink_axis_mask": 1})
+    result.add_inner_node("zero_bias", "ZerosLike", ["row"], {"T": T})
+    return "zero_bias"
+
+
+def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int, *,
+                           biased: bool = True) -> None:
+    """Fused inputs x, h, c, kernel, recurrent_kernel, bias (a zero bias when not ``biased``) ->
+    BasicLSTMCell in its own layout."""
     fi = result.fused_input
     result.add_inner_node("axis_0", "Const", [], int32_const(0))
     result.add_inner_node("axis_1", "Const", [], int32_const(1))
+    bias = fi(5) if biased else zero_bias(result, fi(4), T)
     concat = {"T": T, "Tidx": DT_INT32}
     result.add_inner_node("stacked_kernel", "ConcatV2", [fi(3), fi(4), "axis_0"], {**concat, "N": 2})
     result.add_inner_node("kernel_gates", "Split", ["axis_1", "stacked_kernel"], {"T": T, "num_split": 4})
     result.add_inner_node("w", "ConcatV2", [f"kernel_gates:{k}" for k in KERAS_TO_IJFO] + ["axis_1"],
                           {**concat, "N": 4})
-    result.add_inner_node("bias_gates", "Split", ["axis_0", fi(5)], {"T": T, "num_split": 4})
+    result.add_inner_node("bias_gates", "Split", ["axis_0", bias], {"T": T, "num_split": 4})
     result.add_inner_node("b", "ConcatV2", [f"bias_gates:{k}" for k in KERAS_TO_IJFO] + ["axis_0"],
                           {**concat, "N": 4})
     result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"], {**attrs, "T": T})
@@ -84,8 +112,13 @@ KERAS_LSTM_FORM = CellForm(
     inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
     outputs=("out", "c_out"),
     state="h",
-    explain=lambda scope: None,
+    explain=lambda scope: explain_keras_options(scope, "LSTM"),
     wants=_wants_keras,
     library="Keras LSTMCell",
     inner_graph=keras_lstm_inner_graph,
 )
+
+#: ``LSTM(use_bias=False)``: the products split directly, the fused cell's bias zero
+KERAS_LSTM_NO_BIAS_FORM = replace(KERAS_LSTM_FORM, defs=lambda: _keras_lstm_defs(biased=False),
+                                  inputs=KERAS_LSTM_FORM.inputs[:-1], library="Keras LSTMCell (use_bias=False)",
+                                  inner_graph=partial(keras_lstm_inner_graph, biased=False))

@@ -24,8 +24,9 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
-from .keras_gru import KERAS_GRU_FORM, check_keras_gru_layout
-from .keras_lstm import KERAS_LSTM_FORM
+from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM, check_keras_gru_layout
+from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
+from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
@@ -40,12 +41,15 @@ class _CellScopePass(ScopeBasePass):
     general = False
     scope_names: ClassVar[tuple[str, ...]] = ()
     forms: ClassVar[tuple[CellForm, ...]]
+    #: the form of a step written straight into a tf_keras loop body's ``while`` scope
+    loop_form: ClassVar[CellForm]
     op_def: ClassVar[FusedOpDef]
 
     def __init__(self) -> None:
         self._steps: dict[int, tuple["Scope", CellForm, CellStep, int]] = {}  # by id of the step's part
         self._refused: dict[str, str] = {}
         self._single: dict[str, bool] = {}  # scopes holding one step (Keras 3 scopes each step)
+        self._names: dict[str, str] = {}  # the fused cell's name, for a loop body's scope
 
     #: whether the cell's scope holds a Sub (a GRU's ``1 - u``; an LSTM has none), which keeps
     #: each pass from reporting the other's scopes as near misses
@@ -81,11 +85,19 @@ class _CellScopePass(ScopeBasePass):
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         groups: list[ScopesResult] = []
         matched = self.matched_scopes(scope_graph)
-        for scope in matched + self.renamed_cell_scopes(scope_graph, matched):
+        bodies = loop_body_scopes(scope_graph, has_sub=self.has_sub)
+        for scope in bodies:  # no cell scope: the fused cell is named like the scope Keras would give it
+            self._names[scope.name] = f"{scope.name}/{self.scope_names[-1]}"
+        for scope in matched + self.renamed_cell_scopes(scope_graph, matched) + bodies:
+            forms = (self.loop_form,) if scope.name in self._names else self.forms
             try:
-                form, steps = find_steps_of_any(scope, self.forms)
+                form, steps = find_steps_of_any(scope, forms)
             except CellRefused as why:
                 self._refused[scope.name] = str(why)
+                groups.append(ScopesResult([scope]))
+                continue
+            if scope.name in self._names and len(steps) != 1:
+                self._refused[scope.name] = f"the loop body holds {len(steps)} {self.op_def.name} steps, not one"
                 groups.append(ScopesResult([scope]))
                 continue
             self._single[scope.name] = len(steps) == 1
@@ -107,7 +119,10 @@ class _CellScopePass(ScopeBasePass):
             result.reject(str(why))
             return
         T = sg.index.nodes[step.nodes["root"]].attr["T"].type
-        result.set_name(scope.name if self._single[scope.name] else f"{scope.name}/step_{t}")
+        if scope.name in self._names:
+            result.set_name(self._names[scope.name])
+        else:
+            result.set_name(scope.name if self._single[scope.name] else f"{scope.name}/step_{t}")
         result.set_type(self.op_def.name)
         result.set_description(f"{form.library} step {t} -> {self.op_def.name} "
                                f"({', '.join(f'{k}={v}' for k, v in attrs.items())})")
@@ -130,14 +145,16 @@ class _CellScopePass(ScopeBasePass):
 
 
 class ScopeBasicLSTMCellPass(_CellScopePass):
-    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn) and Keras LSTM steps
-    (unroll=True) -> BasicLSTMCell."""
+    """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn), Keras LSTM steps
+    (unroll=True) and the step of a tf_keras LSTM loop body (standard_lstm) -> BasicLSTMCell."""
 
     name = "ScopeBasicLSTMCellPass"
     description = ("tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn, Keras 3 / tf_keras "
-                   "LSTM(unroll=True) steps -> BasicLSTMCell(x, h, c, w, b)")
+                   "LSTM(unroll=True) steps, the step of a Keras LSTM loop body (tf_keras: standard_lstm's) "
+                   "-> BasicLSTMCell(x, h, c, w, b)")
     scope_names = ("basic_lstm_cell", "lstm_cell")
-    forms = (LSTM_FORM, KERAS_LSTM_FORM)
+    forms = (LSTM_FORM, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM)
+    loop_form = KERAS_LSTM_LOOP_FORM
     op_def = BASIC_LSTM_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
@@ -154,7 +171,8 @@ class ScopeGRUCellPass(_CellScopePass):
                    "unroll=True) steps -> GRUCell(x, h, gate/candidate kernels and biases)")
     scope_names = ("gru_cell",)
     has_sub = True
-    forms = (GRU_FORM, KERAS_GRU_FORM)
+    forms = (GRU_FORM, KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM)
+    loop_form = KERAS_GRU_LOOP_FORM
     op_def = GRU_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:

@@ -58,6 +58,9 @@ class CellForm:
     #: writes the result as an inner graph ``(result, attrs, T)`` when the fused op needs the
     #: step's weights in another layout; None: the step is the fused op itself
     inner_graph: Callable[["FusionScopesResult", dict[str, Any], int], None] | None = None
+    #: ops of a loop around the step that share its scope and may feed or read it (a loop body's
+    #: read of the step's input and write of its output), never a reason to refuse
+    plumbing: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -157,7 +160,7 @@ def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellS
     members = frozenset().union(*(s.members for s in steps))
     touching = []
     for i in sorted(inside - members):
-        if index.ops[i] in STORAGE_OPS or sg.const_value_of(i) is not None:
+        if index.ops[i] in STORAGE_OPS or index.ops[i] in form.plumbing or sg.const_value_of(i) is not None:
             continue
         reads = any(t[0] in members for t in index.inputs[i] if t[1] != CONTROL)
         feeds = any(c in members for c, _, _ in index.consumers[i])

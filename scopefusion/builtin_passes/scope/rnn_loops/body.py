@@ -6,7 +6,8 @@ The body of such a loop holds nothing but its plumbing and a chain of fused cell
     x_t  = TensorListGetItem(inputs, time)          the step's input, read from the input list
     h, c = BasicLSTMCell(x_t, h, c, w, b)            one cell per layer (GRUCell: h only), each
     ...                                              layer's input the layer below's output
-    out  = TensorListSetItem(outputs, time, h)       the top layer's output, written at time
+    out  = TensorListSetItem(outputs, time, h)       the top layer's output, written at time (at 0
+                                                     when the layer keeps its last output alone)
     time + 1, counter + 1
 
 and returns each state the cell computed in its argument's place, every other argument (the
@@ -69,6 +70,9 @@ class LoopBody:
     preparation_inputs: dict[str, list[str]] = field(default_factory=dict)
     #: dynamic_rnn's sequence_length copy-through, when the loop has one
     copy: CopyThrough[Any] | None = None
+    #: each step writes its output at index 0 of a one-element list, not at ``time`` (a Keras layer
+    #: with ``return_sequences=False``): after the loop the list holds the last step's output alone
+    last_only: bool = False
 
 
 class _Reader:
@@ -99,13 +103,13 @@ class _Reader:
         return [self.resolve(t) for t in node.input if not t.startswith("^")]
 
 
-def _const_one(node: Any) -> bool:
+def _const_is(node: Any, number: int) -> bool:
     from tensorflow.python.framework import tensor_util
 
     if node is None or node.op != "Const" or "value" not in node.attr:
         return False
     value = tensor_util.MakeNdarray(node.attr["value"].tensor)
-    return value.size == 1 and value.reshape(-1)[0] == 1
+    return value.size == 1 and value.reshape(-1)[0] == number
 
 
 def _preparation(reader: _Reader, invariant: set[int]) -> dict[str, "NodeDef"]:
@@ -152,7 +156,7 @@ def _increment(reader: _Reader, ref: str) -> int | None:
     if node is None or node.op not in ("Add", "AddV2"):
         return None
     data = reader.data(node)
-    if len(data) == 2 and reader.arg(data[0]) is not None and _const_one(reader.node(data[1])):
+    if len(data) == 2 and reader.arg(data[0]) is not None and _const_is(reader.node(data[1]), 1):
         return reader.arg(data[0])
     return None
 
@@ -253,8 +257,10 @@ def read_body(function: "FunctionDef") -> LoopBody:
     get, put = _one(function, "TensorListGetItem"), _one(function, "TensorListSetItem")
     got, written = reader.data(get), reader.data(put)
     inputs, time, outputs = reader.arg(got[0]), reader.arg(got[1]), reader.arg(written[0])
-    if inputs is None or time is None or outputs is None or reader.arg(written[1]) != time:
-        raise LoopRefused("the step does not read its input list and write its output list at the loop's time")
+    last_only = reader.arg(written[1]) is None and _const_is(reader.node(written[1]), 0)
+    if inputs is None or time is None or outputs is None or (reader.arg(written[1]) != time and not last_only):
+        raise LoopRefused("the step does not read its input list and write its output list at the loop's time "
+                          "(or, keeping the last step's output alone, at 0)")
     if _increment(reader, rets[time]) != time:
         raise LoopRefused("the loop's time does not advance by one per step")
     counters = [k for k in range(len(names)) if k != time and _increment(reader, rets[k]) == k]
@@ -266,7 +272,7 @@ def read_body(function: "FunctionDef") -> LoopBody:
         raise LoopRefused("the loop does not write the top layer's output to its output list at each step")
     needed = _needed(reader, layers, preparation)
     body = LoopBody(counters[0], time, inputs, outputs, names, layers, needed,
-                    {node.name: reader.data(node) for node in needed}, copy)
+                    {node.name: reader.data(node) for node in needed}, copy=copy, last_only=last_only)
     _check_invariants(names, rets, body)
     return body
 
@@ -282,12 +288,14 @@ def _check_invariants(names: list[str], rets: list[str], body: LoopBody) -> None
 Bound = tuple[str, Any]
 
 
-def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound, Bound]:
-    """What ``counter < n and time < m`` compare with: (n, m); raises :class:`LoopRefused`."""
+def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Bound]:
+    """What ``counter < n and time < m`` compare with: (n, m); n None when the condition is
+    ``time < m`` alone (tf_keras's loops, whose counter has no bound); raises :class:`LoopRefused`."""
     from tensorflow.python.framework import tensor_util
 
     reader = _Reader(cond)
     bounds: dict[int, Bound] = {}
+    compared: dict[int, str] = {}  # position -> the Less node comparing it with its bound
     for node in cond.node_def:
         data = reader.data(node)
         if node.op == "Less" and len(data) == 2 and reader.arg(data[0]) in (body.counter, body.time):
@@ -296,11 +304,14 @@ def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound, Bound]:
                 bounds[reader.arg(data[0])] = ("arg", other)
             elif const is not None and const.op == "Const":
                 bounds[reader.arg(data[0])] = ("value", tensor_util.MakeNdarray(const.attr["value"].tensor))
+            compared[reader.arg(data[0])] = node.name
             continue
         if node.op not in ("LogicalAnd", "Identity", "Const"):
             raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")
     ands = [n for n in cond.node_def if n.op == "LogicalAnd"]
     rets = [reader.resolve(r) for r in cond.ret.values()]
+    if not ands and set(bounds) == {body.time} and rets == [f"{compared[body.time]}:z:0"]:
+        return None, bounds[body.time]
     if set(bounds) != {body.counter, body.time} or len(ands) != 1 or rets != [f"{ands[0].name}:z:0"]:
-        raise LoopRefused("the loop's condition is not counter < n and time < m")
+        raise LoopRefused("the loop's condition is not counter < n and time < m, nor time < m")
     return bounds[body.counter], bounds[body.time]

@@ -4,7 +4,8 @@ Fused input 0 is the loop's input sequence, then the loop's inputs the layers re
 their weights come from, then their initial states, then the sequence lengths of a loop with a
 ``sequence_length``, which every layer reads as its optional ``seq_length``), each once.  The weight preparation of the
 body (:mod:`.body`) is copied into the inner graph, so it runs once instead of once per step.
-Fused output 0 is the top layer's ``y``, then each layer's final state (h, c / h) bottom up.
+Fused output 0 is the top layer's ``y`` (its last row ``y[-1:]`` when the loop keeps its last output
+alone), then each layer's final state (h, c / h) bottom up.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ....core.functions.layout import OutputLayouts
 from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
+from ..rnn_cells.keras_lstm import DT_INT32, int32_const
 from .body import LoopBody
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,14 +58,16 @@ class _Inner:
 
 
 def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Tensor], tensors: list[Tensor],
-                      ports: list[int | None]) -> None:
-    """The preparation, one op per layer, the fused outputs; ``ports[p]`` (the loop's output
-    port ``p``) becomes the fused output it is."""
+                      ports: list[int | None], rows: int | None = None) -> None:
+    """The preparation, one op per layer (the first reading ``x[:rows]`` when ``rows`` is set), the
+    fused outputs; ``ports[p]`` (the loop's output port ``p``) becomes the fused output it is."""
     inner = _Inner(result, body, ins, tensors)
     for node in body.preparation:
         inputs = [inner.tensor(t) for t in body.preparation_inputs[node.name]]
         result.add_inner_node(inner.names[node.name], node.op, inputs, dict(node.attr))
     below: Any = result.fused_input(0)
+    if rows is not None:
+        below = _rows(result, "first", below, (0, rows), body.layers[0].attrs["T"])
     k = 1
     for n, layer in enumerate(body.layers):
         name = f"layer_{n}"
@@ -79,4 +83,19 @@ def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Te
             result.set_inner_output(k, f"{name}:{j + 1}")
             k += 1
         below = f"{name}:0"
+    if body.last_only:
+        below = _rows(result, "last", below, (-1, 0), body.layers[-1].attrs["T"])
     result.set_inner_output(0, below)
+
+
+def _rows(result: "FusionScopesResult", name: str, tensor: Any, span: tuple[int, int], T: int) -> str:
+    """``tensor[begin:end]`` along its first axis (end 0: to the end), as inner node ``name``: a
+    loop's first ``rows`` of x, or ``y[-1:]``, the one-element list a loop keeping its last output
+    alone stacks into."""
+    begin, end = span
+    for suffix, value in (("begin", [begin]), ("end", [end]), ("strides", [1])):
+        result.add_inner_node(f"{name}_{suffix}", "Const", [], int32_const(value))
+    result.add_inner_node(name, "StridedSlice", [tensor, f"{name}_begin", f"{name}_end", f"{name}_strides"],
+                          {"T": T, "Index": DT_INT32, "begin_mask": 0, "end_mask": int(end == 0), "ellipsis_mask": 0,
+                           "new_axis_mask": 0, "shrink_axis_mask": 0})
+    return f"{name}:0"

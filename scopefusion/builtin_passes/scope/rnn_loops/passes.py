@@ -4,11 +4,12 @@
 ``While`` / ``StatelessWhile`` named ``<scope>/while`` (its outputs read through
 ``<scope>/while/Identity_k``, the scope the pattern matches).  Fusion inside the library runs
 before the graph's passes, so the loop's body already holds one fused ``BasicLSTMCell`` or
-``GRUCell`` per layer when this pass reads it (:mod:`.body`); a Keras 3 ``LSTM`` / ``GRU`` layer
-that is not unrolled has the same loop, its body also putting the weights in the cell's layout
-(run once in the fused result, :mod:`.inner`).  The loop, its input and output lists and the
-stack after it (:mod:`.plumbing`) become one op per layer: ``DynamicRNN`` for an
-LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer reading the lower one's ``y``.  A
+``GRUCell`` per layer when this pass reads it (:mod:`.body`); a Keras 3 or tf_keras ``LSTM`` /
+``GRU`` layer that is not unrolled has the same loop, its body also putting the weights in the
+cell's layout (run once in the fused result, :mod:`.inner`); tf_keras's condition is ``time < n``
+alone.  The loop, its input and output lists and the stack after it (:mod:`.plumbing`) become one
+op per layer: ``DynamicRNN`` for an LSTM layer, ``DynamicGRUV2`` for a GRU layer, the upper layer
+reading the lower one's ``y`` (a Keras layer with ``return_sequences=False`` gives ``y[-1:]``).  A
 ``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
 as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).  Under control flow
 v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops.
@@ -63,14 +64,14 @@ def _no_loop(scope: "Scope") -> str:
 
 
 class ScopeDynamicRNNPass(ScopeBasePass):
-    """dynamic_rnn loops (control flow v2 and v1) and Keras 3 LSTM / GRU loops of BasicLSTMCell /
-    GRUCell steps -> DynamicRNN / DynamicGRUV2, one per layer."""
+    """dynamic_rnn loops (control flow v2 and v1) and Keras 3 / tf_keras LSTM / GRU loops of
+    BasicLSTMCell / GRUCell steps -> DynamicRNN / DynamicGRUV2, one per layer."""
 
     name = "ScopeDynamicRNNPass"
     general = False
     description = ("tf.compat.v1 dynamic_rnn loops (functional While whose body is fused BasicLSTMCell / GRUCell "
-                   "steps, or a TF1 while loop of those cells) and Keras 3 LSTM / GRU loops -> DynamicRNN / "
-                   "DynamicGRUV2 per layer, time-major")
+                   "steps, or a TF1 while loop of those cells) and Keras 3 / tf_keras LSTM / GRU loops -> "
+                   "DynamicRNN / DynamicGRUV2 per layer, time-major")
 
     def __init__(self) -> None:
         self._loops: dict[int, _Loop] = {}  # by id of the result's part
@@ -130,10 +131,11 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         result.set_name(found.name)
         result.set_type(LOOP_OPS[body.layers[-1].op])
         kinds = ", ".join(LOOP_OPS[layer.op] for layer in body.layers)
-        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major)")
+        last = ", the last step's output alone" if body.last_only else ""
+        result.set_description(f"recurrent loop of {len(body.layers)} layer(s) -> {kinds} (time-major{last})")
         result.insert_outputs(names[plumbing.stack], [0])
         ports: list[int | None] = [None] * len(found.ins)
-        write_inner_graph(result, body, found.ins, tensors, ports)
+        write_inner_graph(result, body, found.ins, tensors, ports, plumbing.rows)
         by_node: dict[int, list[int | None]] = {}
         for p, k in enumerate(ports):
             if k is not None and p in found.finals:

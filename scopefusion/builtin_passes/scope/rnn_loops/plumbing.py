@@ -10,7 +10,10 @@ the loop runs once per element of the output list; with a ``sequence_length`` (:
 ``m`` is ``Minimum(n, Maximum(1, Max(lengths)))``, which may stop the loop early, but only once
 every sequence has ended; a Keras layer's loop compares its time with a
 constant in its condition and its counter with ``maximum_iterations``: their smaller value must be
-``n``'s.  These nodes are what the fused op replaces.
+``n``'s; a tf_keras layer's loop compares its time alone, with ``n`` itself.  A Keras layer with
+``return_sequences=False`` keeps its last output alone: ``n`` is 1, the step writes at 0, and the
+bounds must be ``x``'s rows (or, when the graph does not say how many ``x`` has, a constant: the
+rows the fused op reads).  These nodes are what the fused op replaces.
 """
 from __future__ import annotations
 
@@ -34,6 +37,9 @@ class LoopPlumbing:
     members: set[int]
     x: Tensor
     stack: int
+    #: a loop keeping its last output alone over an input whose row count the graph does not say
+    #: runs this many steps: the fused op reads ``x[:rows]`` (the loop could not read more rows)
+    rows: int | None = None
 
 
 def data_inputs(index: "GraphIndex", node: int) -> list[Tensor]:
@@ -101,14 +107,15 @@ def _element(node: Any, values: list[Any]) -> Any:
     return vector[k] if -len(vector) <= k < len(vector) else None
 
 
-def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Bound], n: Tensor,
+def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | None, Bound], n: Tensor,
                  lengths: Tensor | None = None) -> None:
     """The loop runs once per element of the output list (``n`` of them), or, with the
-    sequences' ``lengths``, until every sequence has ended; raises :class:`LoopRefused`."""
-    counter, time = (ins[b[1]] if b[0] == "arg" else None for b in bounds)
-    if counter == n and time is not None and _is_time_bound(view, time, n, lengths):
+    sequences' ``lengths``, until every sequence has ended; raises :class:`LoopRefused`.
+    A counter with no bound (None) leaves the time's bound alone to say so."""
+    counter, time = (ins[b[1]] if b is not None and b[0] == "arg" else None for b in bounds)
+    if (counter == n or bounds[0] is None) and time is not None and _is_time_bound(view, time, n, lengths):
         return
-    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds]
+    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds if b is not None]
     elements = value_of(view, n)
     if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
             min(int(v) for v in values) != int(elements):
@@ -118,16 +125,24 @@ def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound, Boun
         raise LoopRefused("the loop does not run once per element of its output list")
 
 
-def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound, Bound]) -> LoopPlumbing:
+def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound | None, Bound]) -> LoopPlumbing:
     """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
     index = view.index
     ins = data_inputs(index, loop)
     unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
     reserve = _producer(index, ins[body.outputs], "TensorListReserve", "output list")
-    lengths = None if body.copy is None else ins[body.copy.lengths]
-    check_bounds(view, ins, bounds, data_inputs(index, reserve)[1], lengths)
-    if body.copy is not None and body.copy.zeros is not None:
-        check_lengths(view, ins[body.copy.lengths], ins[body.copy.zeros])
+    x, n = data_inputs(index, unstack)[0], data_inputs(index, reserve)[1]
+    rows = None
+    if body.last_only:
+        if body.copy is not None:
+            raise LoopRefused("the loop keeps its last step's output alone and copies its state through past each "
+                              "sequence's end: a sequence length with return_sequences=False is not fused")
+        rows = check_last_only(view, ins, bounds, x, n)
+    else:
+        check_bounds(view, ins, bounds, n, None if body.copy is None else ins[body.copy.lengths])
+        if body.copy is not None and body.copy.zeros is not None:
+            check_lengths(view, ins[body.copy.lengths], ins[body.copy.zeros])
+        check_rows(view, x, n)
     stack, identity = None, None
     readers = readers_of(index, loop, body.outputs)
     if len(readers) == 1 and index.ops[readers[0]] == "Identity":
@@ -142,9 +157,47 @@ def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bo
         if readers_of(index, node, 0) != [loop]:
             raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
     members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
-    x = data_inputs(index, unstack)[0]
-    check_rows(view, x, data_inputs(index, reserve)[1])
-    return LoopPlumbing(members, x, stack)
+    return LoopPlumbing(members, x, stack, rows)
+
+
+def check_last_only(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | None, Bound], x: Tensor,
+                    n: Tensor) -> int | None:
+    """A loop keeping its last step's output alone (written at 0 of a one-element list) must run
+    once per row of ``x``: its bound is ``shape(x)[0]``, or a constant (the smaller, when both are
+    set) equal to ``x``'s known row count; or, when the graph does not say how many rows ``x`` has,
+    a constant: the number of rows the fused op then reads (returned; None: all of them).  Raises
+    :class:`LoopRefused`."""
+    elements = value_of(view, n)
+    if elements is None or getattr(elements, "size", 1) != 1 or int(elements) != 1:
+        raise LoopRefused("the loop writes each step's output at index 0 of a list that is not of one element")
+    if bounds[0] is None and bounds[1][0] == "arg" and _is_rows_of(view, ins[bounds[1][1]], x):
+        return None  # time < shape(x)[0] alone (tf_keras)
+    values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds if b is not None]
+    if any(v is None or getattr(v, "size", 1) != 1 for v in values) or min(int(v) for v in values) < 1:
+        raise LoopRefused("the loop keeps its last step's output alone and runs a number of steps the graph does "
+                          "not fix: it may not run once per row of its input")
+    steps = min(int(v) for v in values)
+    shape = view.static_shape(x)
+    rows = shape[0] if shape else None
+    if rows is not None and rows != steps:
+        raise LoopRefused(f"the loop runs {steps} steps over an input of {rows}")
+    return steps if rows is None else None
+
+
+def _is_rows_of(view: "GraphView", tensor: Tensor, x: Tensor) -> bool:
+    """``tensor`` is ``shape(x)[0]``: a StridedSlice taking element 0 of ``Shape(x)``."""
+    index = view.index
+    node = tensor[0]
+    if tensor[1] != 0 or index.ops[node] != "StridedSlice":
+        return False
+    shape = data_inputs(index, node)[0]
+    if index.ops[shape[0]] != "Shape" or data_inputs(index, shape[0])[0] != x:
+        return False
+    values = [view.const_value_of(t[0]) if t[1] == 0 else None for t in data_inputs(index, node)[1:]]
+    attrs = index.nodes[node].attr
+    masks = [attrs[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")]
+    return all(v is not None and v.shape == (1,) for v in values) and \
+        [int(v[0]) for v in values] == [0, 1, 1] and not any(masks) and attrs["shrink_axis_mask"].i == 1
 
 
 def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
-from .core.fusion.pipeline import FusionPipeline
+from .core.fusion.pipeline import FusionOutcome, FusionPipeline
 from .core.fusion.report import FusionReport
 from .core.functions import fuse_library, join_reports, library_op_counts
 from .core.functions.prune import called_functions, drop_uncalled
@@ -195,18 +195,8 @@ def fuse(
     declared = declare_input_shapes(loaded.graph_def, run.shapes)
     if run.mixed is not None:
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
-    # the library first: a pass over the graph's loops (DynamicRNN) reads their bodies fused
-    called = called_functions(loaded.graph_def)
-    library_before = library_op_counts(loaded.graph_def)
-    library_report = _fuse_functions(loaded.graph_def, run, progress) if functions else None
-    outcome = pipeline.run(loaded.graph_def)
-    removed = drop_uncalled(outcome.graph_def, called)
-    if library_report is not None:
-        join_reports(outcome.report, library_report)
+    outcome = _fuse_graph_and_library(pipeline, loaded.graph_def, run, progress, functions)
     report = _complete_report(outcome, run, loaded, declared)
-    report.removed_functions = removed
-    report.function_op_counts_before = library_before
-    report.function_op_counts_after = library_op_counts(outcome.graph_def)
     if hints:
         t0 = time.perf_counter()
         if progress is not None:
@@ -214,6 +204,23 @@ def fuse(
         add_hints(report, outcome.graph_def, run.registry, pipeline.options, run.switch)
         report.stage_seconds["hints"] = time.perf_counter() - t0
     return _result(outcome.graph_def, report, run, emit)
+
+
+def _fuse_graph_and_library(pipeline: FusionPipeline, graph_def: "GraphDef", run: "_Settings",
+                            progress: Callable[[str], None] | None, functions: bool) -> FusionOutcome:
+    """Fuse inside the library's functions (unless ``functions`` is false), then the graph itself:
+    a pass over the graph's loops (DynamicRNN) reads their bodies fused.  Functions the fusion
+    left uncalled are removed; the report holds both, and the library's op counts."""
+    called = called_functions(graph_def)
+    library_before = library_op_counts(graph_def)
+    library_report = _fuse_functions(graph_def, run, progress) if functions else None
+    outcome = pipeline.run(graph_def)
+    outcome.report.removed_functions = drop_uncalled(outcome.graph_def, called)
+    if library_report is not None:
+        join_reports(outcome.report, library_report)
+    outcome.report.function_op_counts_before = library_before
+    outcome.report.function_op_counts_after = library_op_counts(outcome.graph_def)
+    return outcome
 
 
 def _fuse_functions(graph_def: "GraphDef", run: "_Settings",

@@ -97,6 +97,15 @@ def gru(**options: Any) -> Callable[[], Any]:
     return lambda: rnn_cell_module().GRUCell(HIDDEN, **options)
 
 
+def keras_gru_cell(**options: Any) -> Callable[[], Any]:
+    """tf_keras's own ``GRUCell`` (``reset_after=True`` by default), which ``dynamic_rnn`` runs too."""
+    def make() -> Any:
+        import tf_keras
+
+        return tf_keras.layers.GRUCell(HIDDEN, **options)
+    return make
+
+
 def multi(*makers: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: rnn_cell_module().MultiRNNCell([m() for m in makers])
 

@@ -200,7 +200,8 @@ def test_keras_gru_steps_with_reset_after_are_gru_cells_with_reset_after(form):
         weights = [step + t for t in ("gate_kernel", "gate_bias", "kernel_gates:2", "bias_gates:2")]
         weights += [step + "recurrent_bias_gates:2"] if biased else []
         assert list(c.input)[2:] == weights
-        assert list(nodes[step + "gate_kernel"].input) == [step + "kernel_gates:1", step + "kernel_gates", step + "axis_1"]
+        gate_kernel = [step + t for t in ("kernel_gates:1", "kernel_gates", "axis_1")]  # r, z columns
+        assert list(nodes[step + "gate_kernel"].input) == gate_kernel
         assert _producer(nodes, nodes[step + "kernel_gates"].input[1]).op == "ConcatV2"  # [kernel; recurrent_kernel]
         if biased:  # the gates: r, z of the rows' sum; the candidate: each row's h part
             assert list(nodes[step + "gate_bias_sum"].input) == [step + "bias_rows", step + "bias_rows:1"]

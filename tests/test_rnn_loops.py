@@ -275,7 +275,8 @@ def test_a_keras_gru_layer_keeps_its_convention_and_the_candidates_recurrent_bia
         data = [t for t in node.input if not t.startswith("^")]
         assert len(data) == len(REGISTRY.fused_ops[node.op].present_inputs(node.attr))
         listed = [s.decode() for s in node.attr["optional_inputs"].list.s]
-        assert listed == (["candidate_recurrent_bias"] if biased else []) + (["seq_length"] if "sequence_length" in form else [])
+        lengths = ["seq_length"] if "sequence_length" in form else []
+        assert listed == (["candidate_recurrent_bias"] if biased else []) + lengths
         weights = data[1:5] + data[6:7] if biased else data[1:5]
         assert [nodes[t.split(":")[0]].op for t in weights] == ["ConcatV2", "ConcatV2", "Split", "Split", "Split"][
             :len(weights)]
@@ -498,7 +499,8 @@ def test_keras_weight_preparation_runs_once():
 @pytest.mark.parametrize("form, cell_pass, cell_reason", [
     # a mask: the cell pass refuses the step (tf_keras's standard_lstm / standard_gru, straight under while/), so
     # the body holds no fused cell
-    ("tf_keras GRU with a mask", "ScopeGRUCellPass", "the loop body keeps each sequence's state through its masked steps"),
+    ("tf_keras GRU with a mask", "ScopeGRUCellPass",
+     "the loop body keeps each sequence's state through its masked steps"),
     ("tf_keras LSTM with a mask", "ScopeBasicLSTMCellPass",
      "the loop body keeps each sequence's state through its masked steps"),
 ])

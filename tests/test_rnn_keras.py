@@ -221,6 +221,17 @@ def test_keras_gru_steps_with_reset_after_are_gru_cells_with_reset_after(form):
     assert_verifies(m, result)
 
 
+def test_tf_keras_gru_in_a_tf1_graph_has_one_scope_per_step():
+    import tf_keras
+
+    with tf1_graph_mode(control_flow_v1=True):
+        m = rm.freeze(lambda x: [tf_keras.layers.GRU(rm.HIDDEN, unroll=True, return_sequences=True)(x)])
+    result = fuse(m)
+    cells = assert_fused(result, "GRUCell", S, activation="tanh", reset_after=True)
+    assert sorted(c.name for c in cells) == [f"gru/gru_cell_{k}/cell" for k in (1, 2, 3)]
+    assert_verifies(m, result)
+
+
 def _keras_gru_in_numpy(x, kernel, recurrent_kernel, bias):
     """Keras's GRU(reset_after=True) over x [batch, steps, input] in numpy, its own formulas:
     the sequence of states."""

@@ -242,7 +242,7 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
         if not all(reader.args.get(w) in invariant if ":" not in w else w.partition(":")[0] in preparation
                    for w in weights + list(optional.values())):
             raise LoopRefused(f"cell {cell.name!r}'s weights change from step to step")
-        layers.append(LoopLayer(cell.op, cell_attrs(cell), weights, [p for p in state if p is not None], optional))
+        layers.append(LoopLayer(cell.op, _cell_attrs(cell), weights, [p for p in state if p is not None], optional))
         current = f"{cell.name}:h:0"
     return layers, current
 
@@ -252,12 +252,16 @@ def _optional_weights(cell: "NodeDef", data: list[str], required: int) -> dict[s
     data inputs), by name; raises :class:`LoopRefused` for one the loop op does not take."""
     listed = listed_optional_inputs(cell.attr)
     unknown = [name for name in listed if name not in OPTIONAL_WEIGHTS[cell.op]]
-    if unknown or len(data) != required + len(listed):
-        raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs for its optional inputs {listed}")
+    if unknown:
+        raise LoopRefused(f"cell {cell.name!r} has the optional input {unknown[0]!r}, which the whole-loop op does "
+                          f"not take (it takes: {', '.join(OPTIONAL_WEIGHTS[cell.op]) or 'none'})")
+    if len(data) != required + len(listed):
+        raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
+                          f"{len(listed)} optional ones it lists")
     return dict(zip(listed, data[required:]))
 
 
-def cell_attrs(cell: "NodeDef") -> dict[str, Any]:
+def _cell_attrs(cell: "NodeDef") -> dict[str, Any]:
     """What the whole-loop op takes from a fused cell: its activation, dtype and the attributes of
     :data:`CELL_ATTRS` (their defaults when the node leaves them unset)."""
     attrs: dict[str, Any] = {"activation": cell.attr["activation"].s.decode(), "T": cell.attr["T"].type}

@@ -313,6 +313,21 @@ def test_a_reference_with_the_reset_before_the_matmul_fails_verification(form):
     assert_verifies(m, result)  # the right reference does match
 
 
+def test_the_gru_reference_takes_the_recurrent_bias_with_reset_after_only():
+    """An absent candidate_recurrent_bias is a zero one; TensorFlow's convention has none, and a
+    node giving it one is named as wrong rather than run."""
+    rng = np.random.default_rng(4)
+    x, h = (tf.constant(rng.normal(size=(2, n)), tf.float32) for n in (3, 4))
+    weights = [tf.constant(rng.normal(size=shape), tf.float32) for shape in ((7, 8), (8,), (7, 4), (4,))]
+    without = gru_cell_reference(x, h, *weights, activation="tanh", reset_after=True, T=tf.float32)
+    zeros = gru_cell_reference(x, h, *weights, tf.zeros([4]), activation="tanh", reset_after=True, T=tf.float32)
+    np.testing.assert_allclose(without[0].numpy(), zeros[0].numpy())
+    before = gru_cell_reference(x, h, *weights, activation="tanh", reset_after=False, T=tf.float32)
+    assert np.max(np.abs(before[0].numpy() - without[0].numpy())) > 1e-3  # the conventions differ
+    with pytest.raises(ValueError, match="candidate_recurrent_bias is an input of GRUCell with reset_after=True only"):
+        gru_cell_reference(x, h, *weights, tf.zeros([4]), activation="tanh", reset_after=False, T=tf.float32)
+
+
 #: GRU(reset_after=True) models of several layers or mixed precision: (builder, GRUCell count, T)
 def _gru(lib, **options):
     return lib.layers.GRU(rm.HIDDEN, unroll=True, return_sequences=True, **options)

@@ -97,6 +97,15 @@ def gru(**options: Any) -> Callable[[], Any]:
     return lambda: rnn_cell_module().GRUCell(HIDDEN, **options)
 
 
+def keras_gru_cell(**options: Any) -> Callable[[], Any]:
+    """tf_keras's own ``GRUCell`` (``reset_after=True`` by default), which ``dynamic_rnn`` runs too."""
+    def make() -> Any:
+        import tf_keras
+
+        return tf_keras.layers.GRUCell(HIDDEN, **options)
+    return make
+
+
 def multi(*makers: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: rnn_cell_module().MultiRNNCell([m() for m in makers])
 
@@ -121,7 +130,8 @@ def keras_rnn(library: str, kind: str, *, inputs: int = 5, seed: int = 0, cell: 
 def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, seed: int = 0,
                 policy: str = "float32") -> RnnModel:
     """``make(keras module)`` -> a layer or model, built under the dtype ``policy`` (e.g.
-    ``mixed_float16``) with every weight random, traced on a float32 input and frozen."""
+    ``mixed_float16``) with every weight random (kept in ``info["weights"]``, in the layer's
+    order), traced on a float32 input and frozen."""
     import numpy as np
     import tensorflow as tf
 
@@ -136,7 +146,8 @@ def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, se
     finally:
         lib.mixed_precision.set_global_policy("float32")
     rng = np.random.default_rng(seed)
-    layer.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()])
+    weights = [rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()]
+    layer.set_weights(weights)
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
     graph_def, outputs, _ = _freeze_tf_function(lambda x: layer(x), {"x": spec})
-    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs)
+    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs, info={"weights": weights})

@@ -15,7 +15,7 @@ import pytest
 import function_models as fm
 import rnn_models as rm
 from pass_checks import REGISTRY
-from test_rnn_keras import HARD_SIGMOID, RESET_AFTER
+from test_rnn_keras import HARD_SIGMOID
 
 import scopefusion
 from scopefusion import html_report
@@ -49,6 +49,20 @@ LOOPS = {
                                         {"GRUCell": 1}, 1),
     "tf_keras LSTM use_bias=False (the generic loop, a zero bias)": (
         lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, use_bias=False), {"BasicLSTMCell": 1}, 1),
+    # GRU(reset_after=True), the default: Keras 3's generic loop scopes the cell; tf_keras runs standard_gru (the
+    # step straight under while/) where cuDNN could run the layer, else its generic loop (use_bias=False)
+    "Keras 3 GRU": (lambda: fm.keras_loop("keras", "GRU", layers=1), {"GRUCell": 1}, 1),
+    "Keras 3 Bidirectional GRU": (lambda: fm.keras_loop("keras", "GRU", layers=1, bidirectional=True),
+                                  {"GRUCell": 1}, 2),
+    "Keras 3 GRU mixed_float16": (lambda: fm.keras_loop("keras", "GRU", layers=1, policy="mixed_float16"),
+                                  {"GRUCell": 1}, 1),
+    "tf_keras GRU, two layers": (lambda: fm.keras_loop("tf_keras", "GRU"), {"GRUCell": 1}, 2),
+    "tf_keras Bidirectional GRU": (lambda: fm.keras_loop("tf_keras", "GRU", layers=1, bidirectional=True),
+                                   {"GRUCell": 1}, 2),
+    "tf_keras GRU mixed_float16": (lambda: fm.keras_loop("tf_keras", "GRU", layers=1, policy="mixed_float16"),
+                                   {"GRUCell": 1}, 1),
+    "tf_keras GRU use_bias=False (the generic loop, zero biases)": (
+        lambda: fm.keras_loop("tf_keras", "GRU", layers=1, use_bias=False), {"GRUCell": 1}, 1),
     "dynamic_rnn BasicLSTMCell": (lambda: fm.dynamic_rnn(rm.basic_lstm()), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn LSTMCell": (lambda: fm.dynamic_rnn(rm.lstm(), inputs=3), {"BasicLSTMCell": 1}, 1),
     "dynamic_rnn GRUCell": (lambda: fm.dynamic_rnn(rm.gru()), {"GRUCell": 1}, 1),
@@ -63,8 +77,9 @@ LOOPS = {
 @functools.cache
 def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
-                "Keras 3 GRU": lambda: fm.keras_loop("keras", "GRU", layers=1),
-                "tf_keras GRU": lambda: fm.keras_loop("tf_keras", "GRU", layers=1),
+                "tf_keras GRU with a mask": lambda: fm.keras_loop("tf_keras", "GRU", layers=1, masking=True),
+                "tf_keras GRU hard_sigmoid": lambda: fm.keras_loop("tf_keras", "GRU", layers=1,
+                                                                   recurrent_activation="hard_sigmoid"),
                 "tf_keras LSTM with a mask": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1, masking=True),
                 "tf_keras LSTM hard_sigmoid": lambda: fm.keras_loop("tf_keras", "LSTM", layers=1,
                                                                     recurrent_activation="hard_sigmoid"),
@@ -165,14 +180,15 @@ def test_the_tensorflow_runnable_form_calls_the_reference_inside_the_body():
 
 
 @pytest.mark.parametrize("form, scope, pass_name, reason", [
-    # Keras 3 scopes the cell in the body; tf_keras's standard_gru writes its step straight under while/
-    ("Keras 3 GRU", r"sequential(_\d+)*/gru(_\d+)*/while/gru_cell(_\d+)?", GRU, RESET_AFTER),
-    ("tf_keras GRU", "while", GRU, RESET_AFTER),
+    # tf_keras's standard_lstm / standard_gru write the step straight under while/
+    ("tf_keras GRU with a mask", "while", GRU,
+     "the loop body keeps each sequence's state through its masked steps (a mask: 'while/SelectV2"),
     ("tf_keras LSTM with a mask", "while", LSTM,
      "the loop body keeps each sequence's state through its masked steps (a mask: 'while/SelectV2"),
     # options cuDNN cannot run: tf_keras's generic loop, whose body scopes the cell
     ("tf_keras LSTM hard_sigmoid", r"sequential(_\d+)*/lstm(_\d+)*/while/lstm_cell", LSTM,
      HARD_SIGMOID.format(cell="LSTM")),
+    ("tf_keras GRU hard_sigmoid", r"sequential(_\d+)*/gru(_\d+)*/while/gru_cell", GRU, HARD_SIGMOID.format(cell="GRU")),
 ])
 def test_a_cell_the_op_cannot_express_is_refused_inside_the_body_with_the_reason(form, scope, pass_name, reason):
     m = model(form)
@@ -214,6 +230,45 @@ def test_a_tf_keras_lstm_step_is_fused_beside_the_loops_plumbing():
         assert {op: op_counts(after).get(op) for op in kept} == kept
         assert op_counts(before)["AddV2"] == 4  # and the step's two
         assert not {"MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul"} & set(op_counts(after))
+    assert_verifies(m, fused)
+
+
+def test_a_tf_keras_gru_step_is_fused_beside_the_loops_plumbing():
+    """tf_keras's standard_gru writes the step under while/ with no cell scope and receives Keras's
+    bias as its two rows, unstacked before the loop: the GRUCell(reset_after=True) (named as Keras
+    names its cell scope) reads x_t, h and the weights put in its layout from the body's kernel
+    arguments and both bias arguments (the input row's h part as the candidate's bias, the
+    recurrent row's as its recurrent bias); its h is written and returned."""
+    m = model("tf_keras GRU, two layers")
+    result = fuse(m)
+    fused = result.fused_graph_def
+    assert result.report.pass_report(GRU).near_misses == [] and result.report.refused == []
+    for body in bodies(m.graph_def):
+        before, after = functions(m.graph_def)[body], functions(fused)[body]
+        old = {n.name: n for n in before.node_def}
+        nodes = {n.name: n for n in after.node_def}
+        (cell,) = [n for n in after.node_def if n.op == "GRUCell"]
+        assert cell.name == "while/gru_cell/cell" and cell.attr["reset_after"].b
+        assert list(cell.attr["optional_inputs"].list.s) == [b"candidate_recurrent_bias"]
+        args = [a.name for a in after.signature.input_arg]
+        x, h, *weights = cell.input
+        assert nodes[x.split(":")[0]].op == "TensorListGetItem" and h in args
+        step = "while/gru_cell/"
+        assert weights == [f"{step}gate_kernel:output:0", f"{step}gate_bias:output:0", f"{step}kernel_gates:output:2",
+                           f"{step}bias_gates:output:2", f"{step}recurrent_bias_gates:output:2"]
+        # the rows of the bias: the one the x product read, then the one the h product read
+        rows = [old["while/BiasAdd"].input[1], old["while/BiasAdd_1"].input[1]]
+        assert all(row in args for row in rows)
+        assert list(nodes[f"{step}gate_bias_sum"].input) == rows
+        assert [nodes[f"{step}{split}"].input[1] for split in ("bias_gates", "recurrent_bias_gates")] == rows
+        kernels = [old["while/MatMul"].input[1], old["while/MatMul_1"].input[1]]  # kernel, recurrent kernel
+        assert list(nodes[f"{step}stacked_kernel"].input)[:2] == kernels
+        (put,) = [n for n in after.node_def if n.op == "TensorListSetItem"]
+        assert put.input[2] == f"{cell.name}:h:0"
+        returned = {args.index(arg): nodes[after.ret[out.name].split(":")[0]].input[0]
+                    for arg, out in zip(args, after.signature.output_arg) if ":" in after.ret[out.name]}
+        assert returned[args.index(h)] == f"{cell.name}:h:0"
+        assert not {"MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul", "Sub"} & set(op_counts(after))
     assert_verifies(m, fused)
 
 

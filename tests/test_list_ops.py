@@ -81,10 +81,15 @@ def test_optional_inputs_are_marked(capsys, monkeypatch):
     assert main(["list", "--ops", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     row = rows["DynamicGRUV2"]
-    assert [i["name"] for i in row["inputs"] if i["optional"]] == ["seq_length"]
+    assert [i["name"] for i in row["inputs"] if i["optional"]] == ["candidate_recurrent_bias", "seq_length"]
     assert row["signature"] == ("DynamicGRUV2(x, gate_kernel, gate_bias, candidate_kernel, candidate_bias, "
-                                "init_h[, seq_length]) -> (y, h)")
+                                "init_h[, candidate_recurrent_bias][, seq_length]) -> (y, h)")
     assert row["attrs"][-1]["name"] == "optional_inputs" and row["attrs"][-1]["default"] == []
+    reset_after = {a["name"]: a for a in row["attrs"]}["reset_after"]
+    assert reset_after["type"] == "bool" and reset_after["default"] is False and not reset_after["required"]
+    assert rows["GRUCell"]["signature"] == ("GRUCell(x, h, gate_kernel, gate_bias, candidate_kernel, candidate_bias"
+                                            "[, candidate_recurrent_bias]) -> (h)")
+    assert "reset_after: bool = False" in text
     assert not any(i["optional"] for i in rows["LayerNorm"]["inputs"])
 
 

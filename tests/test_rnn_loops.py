@@ -14,7 +14,6 @@ import pytest
 import loop_models as lm
 import rnn_models as rm
 from pass_checks import REGISTRY
-from test_rnn_keras import RESET_AFTER
 
 import scopefusion
 from scopefusion.core.functions.prune import called_functions
@@ -55,6 +54,36 @@ SEQUENCE_LOOPS = {
         {"DynamicRNN": 2}, 2),
     "TF1 loops, bidirectional_dynamic_rnn, GRUCell": (
         lambda: lm.bidirectional(rm.gru(), control_flow_v1=True), {"DynamicGRUV2": 2}, 2),
+    # a Keras cell in dynamic_rnn: both optional inputs, the candidate's recurrent bias then the lengths
+    "sequence_length fed, tf_keras GRUCell (reset_after=True)": (
+        lambda: lm.dynamic_rnn(rm.keras_gru_cell(), sequence_length=lm.FED), {"DynamicGRUV2": 1}, 1),
+}
+
+#: Keras GRU layers with reset_after=True (the default), not unrolled: (builder, fused ops
+#: expected, loops); each DynamicGRUV2 has reset_after=True and, with a bias, the recurrent bias of
+#: the candidate.  Keras 3 runs its generic loop (the cell scoped in the body); tf_keras runs
+#: standard_gru (the step straight under while/, the bias's rows unstacked before the loop) where
+#: cuDNN could run the layer, else its generic loop too (use_bias=False, relu).
+KERAS_GRU_LOOPS = {
+    "Keras 3 GRU, two layers (two loops)": (lambda: lm.keras("keras", "GRU"), {"DynamicGRUV2": 2}, 2),
+    "tf_keras GRU, two layers (two loops)": (lambda: lm.keras("tf_keras", "GRU"), {"DynamicGRUV2": 2}, 2),
+    "Keras 3 Bidirectional GRU (two loops, the backward one on the reversed input)": (
+        lambda: lm.keras("keras", "GRU", layers=1, bidirectional=True), {"DynamicGRUV2": 2}, 2),
+    "tf_keras Bidirectional GRU (two loops, the backward one on the reversed input)": (
+        lambda: lm.keras("tf_keras", "GRU", layers=1, bidirectional=True), {"DynamicGRUV2": 2}, 2),
+    "Keras 3 GRU mixed_float16": (lambda: lm.keras("keras", "GRU", layers=1, policy="mixed_float16"),
+                                  {"DynamicGRUV2": 1}, 1),
+    "tf_keras GRU mixed_float16": (lambda: lm.keras("tf_keras", "GRU", layers=1, policy="mixed_float16"),
+                                   {"DynamicGRUV2": 1}, 1),
+    "Keras 3 GRU use_bias=False": (lambda: lm.keras("keras", "GRU", layers=1, use_bias=False), {"DynamicGRUV2": 1}, 1),
+    "tf_keras GRU use_bias=False (the generic loop)": (
+        lambda: lm.keras("tf_keras", "GRU", layers=1, use_bias=False), {"DynamicGRUV2": 1}, 1),
+    "tf_keras GRU relu (the generic loop)": (lambda: lm.keras("tf_keras", "GRU", layers=1, activation="relu"),
+                                             {"DynamicGRUV2": 1}, 1),
+    "Keras 3 GRU return_sequences=False": (
+        lambda: lm.keras("keras", "GRU", layers=1, return_sequences=False), {"DynamicGRUV2": 1}, 1),
+    "tf_keras two GRU layers, the top one return_sequences=False and return_state": (
+        lambda: lm.keras("tf_keras", "GRU", return_sequences=False, return_state=True), {"DynamicGRUV2": 2}, 2),
 }
 
 #: form -> (builder, fused ops expected in the graph, loops in the original)
@@ -62,6 +91,7 @@ LOOPS = {
     "BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm()), {"DynamicRNN": 1}, 1),
     "LSTMCell": (lambda: lm.dynamic_rnn(rm.lstm()), {"DynamicRNN": 1}, 1),
     "GRUCell": (lambda: lm.dynamic_rnn(rm.gru()), {"DynamicGRUV2": 1}, 1),
+    "tf_keras GRUCell (reset_after=True)": (lambda: lm.dynamic_rnn(rm.keras_gru_cell()), {"DynamicGRUV2": 1}, 1),
     "time_major BasicLSTMCell": (lambda: lm.dynamic_rnn(rm.basic_lstm(), time_major=True), {"DynamicRNN": 1}, 1),
     # MultiRNNCell: one loop whose body runs both layers -> one op per layer, the upper reading the lower's y
     "MultiRNNCell of two LSTMCell layers (one loop)": (
@@ -126,6 +156,7 @@ LOOPS = {
         lambda: lm.keras("tf_keras", "LSTM", layers=1, use_bias=False), {"DynamicRNN": 1}, 1),
     "Keras 3 GRU(reset_after=False, use_bias=False)": (
         lambda: lm.keras("keras", "GRU", layers=1, reset_after=False, use_bias=False), {"DynamicGRUV2": 1}, 1),
+    **KERAS_GRU_LOOPS,
 }
 
 
@@ -135,8 +166,7 @@ def model(form: str) -> rm.RnnModel:
                 "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
                 "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
-                "Keras 3 GRU": lambda: lm.keras("keras", "GRU", layers=1),
-                "tf_keras GRU": lambda: lm.keras("tf_keras", "GRU", layers=1),
+                "tf_keras GRU with a mask": lambda: lm.keras("tf_keras", "GRU", layers=1, masking=True),
                 "tf_keras LSTM with a mask": lambda: lm.keras("tf_keras", "LSTM", layers=1, masking=True)}
     return builders[form]()
 
@@ -193,6 +223,8 @@ def test_each_loop_becomes_one_op_per_layer(form):
         if node.op in ("DynamicRNN", "DynamicGRUV2"):
             assert node.attr["time_major"].b and node.attr["activation"].s == (b"relu" if "relu" in form else b"tanh")
             assert node.attr["T"].type == (19 if "mixed_float16" in form else 1)  # float16, float32
+        if node.op == "DynamicGRUV2":  # Keras's default convention, or TensorFlow's (rnn_cell, reset_after=False)
+            assert node.attr["reset_after"].b == (form in KERAS_GRU_LOOPS or "(reset_after=True)" in form), node.attr
     # the fused loops' bodies and conditions left the library; nothing left in it is uncalled
     assert {f.signature.name for f in fused.library.function} == called_functions(fused)
     before = {f.signature.name for f in m.graph_def.library.function}
@@ -225,6 +257,58 @@ def test_verify_sees_a_wrong_attribute():
     fused = fuse(m).fused_graph_def
     (node,) = [n for n in fused.node if n.op == "DynamicRNN"]
     node.attr["forget_bias"].f = 0.0
+    assert not verify(m, fused).passed
+
+
+@pytest.mark.parametrize("form", [f for f in KERAS_GRU_LOOPS if "Bidirectional" not in f]
+                         + ["sequence_length fed, tf_keras GRUCell (reset_after=True)"])
+def test_a_keras_gru_layer_keeps_its_convention_and_the_candidates_recurrent_bias(form):
+    """Each DynamicGRUV2 of a Keras GRU(reset_after=True) loop has reset_after=True and reads, with
+    a bias, the candidate's recurrent bias (the h part of Keras's recurrent bias row) as its
+    optional input, before the lengths of a loop that has them; its weights are prepared once,
+    before it (the gate kernel and bias put together, the candidate's kernel and biases split off)."""
+    fused = fuse(model(form)).fused_graph_def
+    nodes = {n.name: n for n in fused.node}
+    biased = "use_bias=False" not in form
+    for node in _loop_ops(fused):
+        assert node.attr["reset_after"].b
+        data = [t for t in node.input if not t.startswith("^")]
+        assert len(data) == len(REGISTRY.fused_ops[node.op].present_inputs(node.attr))
+        listed = [s.decode() for s in node.attr["optional_inputs"].list.s]
+        lengths = ["seq_length"] if "sequence_length" in form else []
+        assert listed == (["candidate_recurrent_bias"] if biased else []) + lengths
+        weights = data[1:5] + data[6:7] if biased else data[1:5]
+        assert [nodes[t.split(":")[0]].op for t in weights] == ["ConcatV2", "ConcatV2", "Split", "Split", "Split"][
+            :len(weights)]
+        assert all(t.endswith(":2") for t in weights[2:])  # the h columns / parts
+        if biased:  # the input row's h part and the recurrent row's: two different splits
+            assert weights[3].split(":")[0] != weights[4].split(":")[0]
+        for t in weights:  # prepared outside any loop, from the graph's constants
+            assert not any(n.op in ("While", "StatelessWhile") for n in _upstream(nodes, t))
+
+
+def _upstream(nodes: dict, tensor: str) -> list:
+    seen, stack, found = set(), [tensor.split(":")[0]], []
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in nodes:
+            continue
+        seen.add(name)
+        found.append(nodes[name])
+        stack.extend(t.split(":")[0].lstrip("^") for t in nodes[name].input)
+    return found
+
+
+def test_verify_sees_the_convention_of_a_gru_layer():
+    """The same DynamicGRUV2 ops with TensorFlow's convention (reset_after false, no recurrent bias
+    of the candidate) compute something else than the Keras GRU layers."""
+    m = model("tf_keras GRU, two layers (two loops)")
+    fused = fuse(m).fused_graph_def
+    assert verify(m, fused).passed
+    for node in _loop_ops(fused):
+        node.attr["reset_after"].b = False
+        del node.attr["optional_inputs"]
+        del node.input[6]
     assert not verify(m, fused).passed
 
 
@@ -270,8 +354,10 @@ def test_each_op_reads_the_sequence_lengths(form):
         if "sequence_length" not in form:
             assert "optional_inputs" not in node.attr and len(data) == len(declared.required_inputs)
             continue
-        assert list(node.attr["optional_inputs"].list.s) == [b"seq_length"]
-        assert len(data) == len(declared.inputs)
+        assert list(node.attr["optional_inputs"].list.s) == ([b"candidate_recurrent_bias"] if "reset_after=True" in form
+                                                             else []) + [b"seq_length"]
+        assert list(node.attr["optional_inputs"].list.s)[-1:] == [b"seq_length"]
+        assert len(data) == len(declared.present_inputs(node.attr))
         lengths = _source(fused, data[-1])
         if "fed" in form:
             assert (lengths.name, lengths.op) == ("lengths", "Placeholder")
@@ -411,10 +497,10 @@ def test_keras_weight_preparation_runs_once():
 
 
 @pytest.mark.parametrize("form, cell_pass, cell_reason", [
-    # reset_after=True: the cell pass refuses the step (in the body's gru_cell scope, or, tf_keras's standard_gru,
-    # straight under while/), so the body holds no fused cell
-    ("Keras 3 GRU", "ScopeGRUCellPass", RESET_AFTER),
-    ("tf_keras GRU", "ScopeGRUCellPass", RESET_AFTER),
+    # a mask: the cell pass refuses the step (tf_keras's standard_lstm / standard_gru, straight under while/), so
+    # the body holds no fused cell
+    ("tf_keras GRU with a mask", "ScopeGRUCellPass",
+     "the loop body keeps each sequence's state through its masked steps"),
     ("tf_keras LSTM with a mask", "ScopeBasicLSTMCellPass",
      "the loop body keeps each sequence's state through its masked steps"),
 ])

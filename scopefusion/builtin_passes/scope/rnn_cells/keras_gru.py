@@ -14,7 +14,7 @@ stacks ``[kernel; recurrent_kernel]`` (columns z, r, h) and takes the gate kerne
 columns, the candidate kernel as its h columns, the gate bias ``[bias_r, bias_z]`` and ``bias_h``
 (zero without a bias, ``use_bias=False``: x's products are split directly).
 With ``reset_after=True`` (the Keras default) the reset multiplies ``h @ recurrent_h + bias``
-after the matmul, which GRUCell cannot express: such scopes are refused with that reason.
+after the matmul: that is ``GRUCell`` with ``reset_after=True`` (:mod:`.keras_gru_reset_after`).
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from .steps import CellForm, CellStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.results import FusionScopesResult
-    from ....core.scope.scope_graph import Scope, ScopeGraph
+    from ....core.scope.scope_graph import ScopeGraph
 
 
-def _slice(source: Any, label: str) -> Op:
+def column_slice(source: Any, label: str) -> Op:
     return op("StridedSlice", source, const(), const(), const(), label=label,
               ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
 
@@ -44,7 +44,7 @@ def _keras_gru_defs(biased: bool = True) -> dict[str, Any]:
                   label="x_split")
 
     def recurrent(k: int) -> Any:
-        return one_of(_slice("$rec", f"rec_{k}"),
+        return one_of(column_slice("$rec", f"rec_{k}"),
                       op("SplitV", "$rec", const(label="rec_sizes"), AXIS_1, port=k, num_split=3,
                          label="rec_split"))
 
@@ -52,23 +52,13 @@ def _keras_gru_defs(biased: bool = True) -> dict[str, Any]:
         "out": op(ADD, op("Mul", "$z", "$h"), op("Mul", op("Sub", const(1.0), "$z"), "$candidate")),
         "z": op("Sigmoid", op(ADD, xs(0), recurrent(0))),
         "r": op("Sigmoid", op(ADD, xs(1), recurrent(1))),
-        "rec": op("MatMul", "$h", _slice("$recurrent_kernel", "zr_slice"), transpose_a=False, transpose_b=False),
+        "rec": op("MatMul", "$h", column_slice("$recurrent_kernel", "zr_slice"), transpose_a=False, transpose_b=False),
         "candidate": op(ACTIVATIONS, op(ADD, xs(2), op("MatMul", op("Mul", "$r", "$h"),
-                                                       _slice("$recurrent_kernel", "h_slice"))), label="act"),
+                                                       column_slice("$recurrent_kernel", "h_slice"))), label="act"),
     }
 
 
-def _explain_keras_gru(scope: "Scope") -> str | None:
-    """reset_after=True multiplies x and h by the whole kernels: one MatMul per gate Sigmoid; then
-    the options every Keras cell may have (:func:`.keras_lstm.explain_keras_options`)."""
-    if scope.count("MatMul") == scope.count("Sigmoid"):
-        return ("a Keras GRU cell with reset_after=True (its default) applies the reset after the recurrent "
-                "matmul, r * (h @ recurrent_kernel_h + recurrent_bias), which GRUCell (TensorFlow's convention, "
-                "the reset before the matmul) cannot express")
-    return explain_keras_options(scope, "GRU")
-
-
-def _columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
+def slice_columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
     """The column range [lo, hi) (hi None: to the end) a 2-D StridedSlice takes, all rows and
     stride 1; None when it is not such a slice."""
     index = sg.index
@@ -86,11 +76,11 @@ def _columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
 
 def check_keras_gru_layout(sg: "ScopeGraph", step: CellStep) -> None:
     """The slices of the recurrent kernel and product are Keras's z, r | h columns; raises ValueError."""
-    zr = _columns(sg, step.nodes["zr_slice"])
+    zr = slice_columns(sg, step.nodes["zr_slice"])
     if zr is None or zr[0] != 0 or zr[1] is None or zr[1] % 2:
         raise ValueError("the recurrent kernel's gate columns are not [:, :2 * units]")
     units = zr[1] // 2
-    if _columns(sg, step.nodes["h_slice"]) != (2 * units, None):
+    if slice_columns(sg, step.nodes["h_slice"]) != (2 * units, None):
         raise ValueError("the recurrent kernel's candidate columns are not [:, 2 * units:]")
     if not all(_recurrent_part_ok(sg, step, k, units) for k in (0, 1)):
         raise ValueError("the recurrent product is not split into the z and r columns")
@@ -100,7 +90,7 @@ def _recurrent_part_ok(sg: "ScopeGraph", step: CellStep, k: int, units: int) -> 
     """Gate ``k`` (z, r) reads columns [k * units, (k + 1) * units) of the recurrent product:
     a StridedSlice (Keras 3) or output k of a SplitV into [units, units, rest] (tf_keras)."""
     if f"rec_{k}" in step.nodes:
-        return _columns(sg, step.nodes[f"rec_{k}"]) == (k * units, (k + 1) * units)
+        return slice_columns(sg, step.nodes[f"rec_{k}"]) == (k * units, (k + 1) * units)
     sizes = step.consts.get("rec_sizes")
     return sizes is not None and sizes.shape == (3,) and list(sizes[:2]) == [units, units] and int(sizes[2]) in (-1, 0)
 
@@ -132,10 +122,11 @@ KERAS_GRU_FORM = CellForm(
     inputs=("x", "h", "kernel", "recurrent_kernel", "bias"),
     outputs=("out",),
     state="h",
-    explain=_explain_keras_gru,
+    explain=lambda scope: explain_keras_options(scope, "GRU"),
     wants=lambda scope: scope.count("ConcatV2") <= 0,
     library="Keras GRUCell (reset_after=False)",
     inner_graph=keras_gru_inner_graph,
+    check=check_keras_gru_layout,
 )
 
 #: ``GRU(reset_after=False, use_bias=False)``: x's products split directly, the fused cell's biases zero

@@ -13,8 +13,9 @@ scope: the body's ``while`` scope holds the loop's plumbing and one step side by
 The step is the one an unrolled Keras ``LSTM`` computes, fused the same way (``BasicLSTMCell``
 with the weights put in its layout by an inner graph); the read and the write stay in the body
 for the loop pass.  tf_keras takes this path only where cuDNN could run the layer: tanh, sigmoid,
-a bias, no recurrent dropout, and for a GRU ``reset_after=True``, which ``GRUCell`` cannot express
-(:mod:`.keras_gru` gives the reason).  With a mask the body also keeps each sequence's state
+a bias, no recurrent dropout, and for a GRU ``reset_after=True``: ``standard_gru``'s step is
+``GRUCell(reset_after=True)`` (:mod:`.keras_gru_reset_after`), its bias's two rows unstacked
+before the loop and passed in apart.  With a mask the body also keeps each sequence's state
 through its masked steps, which no fused cell expresses: refused with that reason.  Other
 options run the generic loop, whose body scopes the cell (``while/lstm_cell``,
 ``while/gru_cell``), matched by the cell passes' own scope names.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .keras_gru import KERAS_GRU_FORM
+from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_PAIR_FORM
 from .keras_lstm import KERAS_LSTM_FORM
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,9 +50,9 @@ def _masked(scope: "Scope") -> str | None:
 KERAS_LSTM_LOOP_FORM = replace(KERAS_LSTM_FORM, library="tf_keras LSTM loop body (standard_lstm)",
                                plumbing=LOOP_PLUMBING,
                                explain=lambda scope: _masked(scope) or KERAS_LSTM_FORM.explain(scope))
-KERAS_GRU_LOOP_FORM = replace(KERAS_GRU_FORM, library="tf_keras GRU loop body (standard_gru)",
+KERAS_GRU_LOOP_FORM = replace(KERAS_GRU_RESET_AFTER_PAIR_FORM, library="tf_keras GRU loop body (standard_gru)",
                               plumbing=LOOP_PLUMBING,
-                              explain=lambda scope: _masked(scope) or KERAS_GRU_FORM.explain(scope))
+                              explain=lambda scope: _masked(scope) or KERAS_GRU_RESET_AFTER_PAIR_FORM.explain(scope))
 
 
 def _direct(scope: "Scope", op_type: str) -> int:

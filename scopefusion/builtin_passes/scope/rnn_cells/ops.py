@@ -11,17 +11,33 @@ with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order
 ``LSTMCell`` is this op with ``forget_bias`` 0 and ``w`` = ``[kernel; recurrent_kernel]`` with its gate
 columns i, f, c, o reordered to i, j (= c), f, o.
 
-``GRUCell(x, h, gate_kernel, gate_bias, candidate_kernel, candidate_bias) -> (h)`` is one step
-of TensorFlow's ``rnn_cell.GRUCell``, whose reset gate acts before the candidate's matmul (the
-convention of Keras's ``reset_after=False``, but with TensorFlow's own weight layout)::
+``GRUCell(x, h, gate_kernel, gate_bias, candidate_kernel, candidate_bias[, candidate_recurrent_bias])
+-> (h)`` is one GRU step.  The gates are the same in both of its conventions::
 
     r, u = split(sigmoid(bias_add(concat([x, h], 1) @ gate_kernel, gate_bias)), 2, axis=1)
-    h~ = activation(bias_add(concat([x, r * h], 1) @ candidate_kernel, candidate_bias))
     h' = u * h + (1 - u) * h~
 
 with ``gate_kernel`` [input + hidden, 2 * hidden] (r, then u) and ``candidate_kernel``
-[input + hidden, hidden].  A Keras ``GRUCell`` with ``reset_after=False`` is this op with u = z and
-its weights rearranged; with ``reset_after=True`` (the Keras default) it is not.
+[input + hidden, hidden].  The candidate ``h~`` follows the ``reset_after`` attribute:
+
+* ``reset_after=False`` (the default): TensorFlow's ``rnn_cell.GRUCell``, the reset applied to
+  ``h`` before the candidate's matmul (Keras's ``reset_after=False``)::
+
+      h~ = activation(bias_add(concat([x, r * h], 1) @ candidate_kernel, candidate_bias))
+
+* ``reset_after=True``: Keras's default (and cuDNN's), the reset applied after the recurrent
+  matmul, to the recurrent product and its own bias::
+
+      h~ = activation(x @ candidate_kernel[:input] + candidate_bias
+                      + r * (h @ candidate_kernel[input:] + candidate_recurrent_bias))
+
+  ``candidate_recurrent_bias`` [hidden] is optional (absent: zero); only this convention has it.
+
+A Keras ``GRUCell`` is this op with u = z and its weights rearranged: ``gate_kernel`` the r, z
+columns of ``[kernel; recurrent_kernel]``, ``candidate_kernel`` its h columns; with
+``reset_after=True`` Keras's bias is [2, 3 * hidden] (input, recurrent), and ``gate_bias`` is the
+sum of both rows' r, z parts, ``candidate_bias`` the input row's h part and
+``candidate_recurrent_bias`` the recurrent row's.
 """
 from __future__ import annotations
 
@@ -69,14 +85,26 @@ def basic_lstm_cell_reference(x: Any, h: Any, c: Any, w: Any, b: Any, *, forget_
 
 
 def gru_cell_reference(x: Any, h: Any, gate_kernel: Any, gate_bias: Any, candidate_kernel: Any,
-                       candidate_bias: Any, *, activation: str, T: Any) -> tuple[Any]:
-    """One GRU step (TensorFlow's rnn_cell convention): h' from x [B, I] and h [B, H]."""
+                       candidate_bias: Any, candidate_recurrent_bias: Any = None, *, activation: str,
+                       reset_after: bool = False, T: Any) -> tuple[Any]:
+    """One GRU step: h' from x [B, I] and h [B, H], the reset before the candidate's matmul
+    (TensorFlow's convention) or, with ``reset_after``, after its recurrent matmul (Keras's)."""
     import tensorflow as tf
 
     act = _activation(activation)
+    if candidate_recurrent_bias is not None and not reset_after:
+        raise ValueError("candidate_recurrent_bias is an input of GRUCell with reset_after=True only")
     with tf.name_scope("gru_cell_reference"):
         r, u = tf.split(tf.sigmoid(_gates(x, h, gate_kernel, gate_bias)), 2, axis=1)
-        candidate = act(_gates(x, r * h, candidate_kernel, candidate_bias))
+        if reset_after:
+            inputs = tf.shape(x)[1]
+            from_x = tf.nn.bias_add(tf.matmul(x, candidate_kernel[:inputs]), candidate_bias)
+            from_h = tf.matmul(h, candidate_kernel[inputs:])
+            if candidate_recurrent_bias is not None:
+                from_h = tf.nn.bias_add(from_h, candidate_recurrent_bias)
+            candidate = act(from_x + r * from_h)
+        else:
+            candidate = act(_gates(x, r * h, candidate_kernel, candidate_bias))
         return (u * h + (1 - u) * candidate,)
 
 
@@ -108,6 +136,17 @@ BASIC_LSTM_CELL = FusedOpDef(
     description="one LSTM step (tf rnn_cell BasicLSTMCell / LSTMCell): gates i, j, f, o from concat(x, h)",
 )
 
+#: the GRU ops' ``reset_after`` attribute, which says the convention of their candidate
+RESET_AFTER_ATTR = AttrDef(
+    "reset_after", "bool", False,
+    description="false: TensorFlow's convention, the reset multiplies h before the candidate's matmul on "
+                "concat(x, r * h); true: Keras's default, it multiplies h @ candidate_kernel[input:] + "
+                "candidate_recurrent_bias after the matmul")
+#: the recurrent part of the candidate's bias in Keras's reset_after=True convention
+CANDIDATE_RECURRENT_BIAS = TensorArg(
+    "candidate_recurrent_bias", type_attr="T", optional=True,
+    description="[hidden] added to h @ candidate_kernel[input:] before the reset (reset_after=True only; absent: 0)")
+
 GRU_CELL = FusedOpDef(
     name="GRUCell",
     inputs=(
@@ -115,12 +154,17 @@ GRU_CELL = FusedOpDef(
         TensorArg("h", type_attr="T", description="[batch, hidden] the previous state"),
         TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
         TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
-        TensorArg("candidate_kernel", type_attr="T", description="[input + hidden, hidden] on concat(x, r * h)"),
-        TensorArg("candidate_bias", type_attr="T", description="[hidden] candidate bias"),
+        TensorArg("candidate_kernel", type_attr="T",
+                  description="[input + hidden, hidden] on concat(x, r * h) (reset_after=True: its first input rows "
+                              "on x, the others on h)"),
+        TensorArg("candidate_bias", type_attr="T",
+                  description="[hidden] candidate bias (reset_after=True: added to the input's product)"),
+        CANDIDATE_RECURRENT_BIAS,
     ),
     outputs=(TensorArg("h", type_attr="T", description="[batch, hidden] the new state"),),
-    attrs=(_activation_attr(), AttrDef("T", "type")),
+    attrs=(_activation_attr(), RESET_AFTER_ATTR, AttrDef("T", "type")),
     reference=gru_cell_reference,
-    description="one GRU step (tf rnn_cell GRUCell): reset gate before the candidate matmul, "
-                "h' = u * h + (1 - u) * candidate",
+    description="one GRU step, h' = u * h + (1 - u) * candidate: reset_after=False is TensorFlow's rnn_cell GRUCell "
+                "(the reset before the candidate matmul), reset_after=True Keras's default GRUCell (the reset after "
+                "the recurrent matmul)",
 )

@@ -3,10 +3,11 @@ graph, each step -> one ``BasicLSTMCell`` or ``GRUCell``.
 
 Forms: ``tf.compat.v1`` rnn_cell cells unrolled by ``static_rnn`` / ``static_bidirectional_rnn``
 (alone or in a ``MultiRNNCell``), and Keras 3 / tf_keras ``LSTM(unroll=True)`` or
-``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`) and ``GRU(reset_after=False)`` (see
-:mod:`.keras_gru`).  ``static_rnn`` and tf_keras put every step
-of a layer in one scope (``rnn/basic_lstm_cell``, ``rnn/lstm_cell``, ``rnn/gru_cell``, under
-``multi_rnn_cell/cell_<k>`` for stacks), so one matched scope gives one result per step, named
+``RNN(LSTMCell, unroll=True)`` (see :mod:`.keras_lstm`) and ``GRU`` (``reset_after=True``, the
+default, see :mod:`.keras_gru_reset_after`; ``reset_after=False``, see :mod:`.keras_gru`).
+``static_rnn`` and tf_keras put every step of a layer in one scope (``rnn/basic_lstm_cell``,
+``rnn/lstm_cell``, ``rnn/gru_cell``, under ``multi_rnn_cell/cell_<k>`` for stacks), so one
+matched scope gives one result per step, named
 ``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
 only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
 every step.  A scope whose cell has an option the fused op cannot express, or that computes
@@ -24,7 +25,8 @@ from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
 from .gru import GRU_FORM, gru_attrs
-from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM, check_keras_gru_layout
+from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
+from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
@@ -114,7 +116,9 @@ class _CellScopePass(ScopeBasePass):
         scope, form, step, t = self._steps[id(result.part)]
         sg = scope.graph
         try:
-            attrs = self.step_attrs(sg, step)
+            if form.check is not None:
+                form.check(sg, step)
+            attrs = {**self.step_attrs(sg, step), **form.attrs}
         except ValueError as why:
             result.reject(str(why))
             return
@@ -163,19 +167,19 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
 
 
 class ScopeGRUCellPass(_CellScopePass):
-    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn) and Keras GRU steps (reset_after=False,
-    unroll=True) -> GRUCell."""
+    """tf.compat.v1 rnn_cell GRUCell steps (static_rnn), Keras GRU steps (unroll=True) and the step
+    of a tf_keras GRU loop body (standard_gru) -> GRUCell (reset_after as the cell's)."""
 
     name = "ScopeGRUCellPass"
-    description = ("tf.compat.v1 GRUCell steps unrolled by static_rnn, Keras 3 / tf_keras GRU(reset_after=False, "
-                   "unroll=True) steps -> GRUCell(x, h, gate/candidate kernels and biases)")
+    description = ("tf.compat.v1 GRUCell steps unrolled by static_rnn, Keras 3 / tf_keras GRU(unroll=True) steps "
+                   "(reset_after=True, the default, and False), the step of a Keras GRU loop body (tf_keras: "
+                   "standard_gru's) -> GRUCell(x, h, gate/candidate kernels and biases[, candidate_recurrent_bias])")
     scope_names = ("gru_cell",)
     has_sub = True
-    forms = (GRU_FORM, KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM)
+    forms = (GRU_FORM, KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM, KERAS_GRU_FORM,
+             KERAS_GRU_NO_BIAS_FORM)
     loop_form = KERAS_GRU_LOOP_FORM
     op_def = GRU_CELL
 
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
-        if "zr_slice" in step.nodes:  # a Keras cell: its slices must be the z, r | h columns
-            check_keras_gru_layout(sg, step)
         return gru_attrs(sg.index.ops[step.nodes["act"]])

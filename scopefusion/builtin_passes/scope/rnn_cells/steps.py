@@ -9,7 +9,7 @@ the steps in time order, or the reason the scope is not a chain of such steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ....core.graph.matching import MatchFailure, PatternMatcher
 from ....core.graph.vocabulary import CONTROL
@@ -61,6 +61,11 @@ class CellForm:
     #: ops of a loop around the step that share its scope and may feed or read it (a loop body's
     #: read of the step's input and write of its output), never a reason to refuse
     plumbing: frozenset[str] = frozenset()
+    #: attributes of the fused op this form gives whatever the step's own (a convention it follows)
+    attrs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: checks what the pattern cannot (e.g. the columns a slice takes) on a matched step ``(graph,
+    #: step)``; raises ValueError with the reason
+    check: Callable[["ScopeGraph", "CellStep"], None] | None = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ....core.fusion.fused_ops import listed_optional_inputs
 from ....core.graph.tf_ops import tensorflow_op_def
 from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
 from .refusal import LoopRefused
@@ -37,6 +38,15 @@ if TYPE_CHECKING:  # pragma: no cover
 CELLS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]] = {
     "BasicLSTMCell": ((1, 2), (3, 4), ("h", "c")),
     "GRUCell": ((1,), (2, 3, 4, 5), ("h",)),
+}
+#: fused cell op -> its optional inputs, all weights (GRUCell(reset_after=True)'s recurrent bias),
+#: found after its required inputs when the node's ``optional_inputs`` lists them; the whole-loop
+#: op takes each under the same name
+OPTIONAL_WEIGHTS: dict[str, tuple[str, ...]] = {"BasicLSTMCell": (), "GRUCell": ("candidate_recurrent_bias",)}
+#: fused cell op -> its attributes the whole-loop op carries over, with their value when unset
+CELL_ATTRS: dict[str, dict[str, Any]] = {
+    "BasicLSTMCell": {"forget_bias": 1.0},
+    "GRUCell": {"reset_after": False},
 }
 _PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem", "AddV2", "Add", "Const", "Identity", "NoOp"})
 _NOT_PREPARATION = frozenset({"TensorListGetItem", "TensorListSetItem", "Identity", "NoOp"}) | frozenset(CELLS)
@@ -52,6 +62,13 @@ class LoopLayer:
     weights: list[str]
     #: the loop arguments holding its state (h, c / h), each returned as the cell's new state
     state: list[int]
+    #: the optional weight inputs the cell has (name -> an argument's name or a preparation output)
+    optional: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_weights(self) -> list[str]:
+        """Its required weights, then its optional ones."""
+        return self.weights + list(self.optional.values())
 
 
 @dataclass
@@ -221,20 +238,46 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
             if _carried(rets, reader.names, copy, position) != f"{cell.name}:{out}:0":
                 raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
         weights = [data[k] for k in weight_slots]
+        optional = _optional_weights(cell, data, len(states) + len(weight_slots) + 1)
         if not all(reader.args.get(w) in invariant if ":" not in w else w.partition(":")[0] in preparation
-                   for w in weights):
+                   for w in weights + list(optional.values())):
             raise LoopRefused(f"cell {cell.name!r}'s weights change from step to step")
-        attrs = {"activation": cell.attr["activation"].s.decode(), "T": cell.attr["T"].type}
-        if cell.op == "BasicLSTMCell":
-            attrs["forget_bias"] = cell.attr["forget_bias"].f
-        layers.append(LoopLayer(cell.op, attrs, weights, [p for p in state if p is not None]))
+        layers.append(LoopLayer(cell.op, _cell_attrs(cell), weights, [p for p in state if p is not None], optional))
         current = f"{cell.name}:h:0"
     return layers, current
 
 
+def _optional_weights(cell: "NodeDef", data: list[str], required: int) -> dict[str, str]:
+    """The optional weights cell ``cell`` has (its ``optional_inputs``, after its ``required``
+    data inputs), by name; raises :class:`LoopRefused` for one the loop op does not take."""
+    listed = listed_optional_inputs(cell.attr)
+    unknown = [name for name in listed if name not in OPTIONAL_WEIGHTS[cell.op]]
+    if unknown:
+        raise LoopRefused(f"cell {cell.name!r} has the optional input {unknown[0]!r}, which the whole-loop op does "
+                          f"not take (it takes: {', '.join(OPTIONAL_WEIGHTS[cell.op]) or 'none'})")
+    if len(data) != required + len(listed):
+        raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
+                          f"{len(listed)} optional ones it lists")
+    return dict(zip(listed, data[required:]))
+
+
+def _cell_attrs(cell: "NodeDef") -> dict[str, Any]:
+    """What the whole-loop op takes from a fused cell: its activation, dtype and the attributes of
+    :data:`CELL_ATTRS` (their defaults when the node leaves them unset)."""
+    attrs: dict[str, Any] = {"activation": cell.attr["activation"].s.decode(), "T": cell.attr["T"].type}
+    for name, default in CELL_ATTRS[cell.op].items():
+        if name not in cell.attr:
+            attrs[name] = default
+        elif isinstance(default, bool):
+            attrs[name] = cell.attr[name].b
+        else:
+            attrs[name] = cell.attr[name].f
+    return attrs
+
+
 def _needed(reader: _Reader, layers: list[LoopLayer], preparation: dict[str, "NodeDef"]) -> list["NodeDef"]:
     """The preparation nodes the layers' weights need, in ``preparation``'s order."""
-    wanted, stack = set(), [w.partition(":")[0] for layer in layers for w in layer.weights if ":" in w]
+    wanted, stack = set(), [w.partition(":")[0] for layer in layers for w in layer.all_weights if ":" in w]
     while stack:
         name = stack.pop()
         if name in wanted:

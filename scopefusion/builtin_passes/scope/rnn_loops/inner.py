@@ -2,7 +2,9 @@
 
 Fused input 0 is the loop's input sequence, then the loop's inputs the layers read (the arguments
 their weights come from, then their initial states, then the sequence lengths of a loop with a
-``sequence_length``, which every layer reads as its optional ``seq_length``), each once.  The weight preparation of the
+``sequence_length``, which every layer reads as its optional ``seq_length``), each once.  A layer
+whose cell has optional weights (``GRUCell(reset_after=True)``'s ``candidate_recurrent_bias``)
+gives its op the same optional inputs, before ``seq_length``.  The weight preparation of the
 body (:mod:`.body`) is copied into the inner graph, so it runs once instead of once per step.
 Fused output 0 is the top layer's ``y`` (its last row ``y[-1:]`` when the loop keeps its last output
 alone), then each layer's final state (h, c / h) bottom up.
@@ -28,7 +30,7 @@ def fused_inputs(body: LoopBody, ins: list[Tensor], x: Tensor) -> list[Tensor]:
     """The fused op's input tensors in order, each once."""
     args = {name: k for k, name in enumerate(body.args)}
     positions = [args[t] for node in body.preparation for t in body.preparation_inputs[node.name] if t in args]
-    positions += [args[w] for layer in body.layers for w in layer.weights if w in args]
+    positions += [args[w] for layer in body.layers for w in layer.all_weights if w in args]
     positions += [p for layer in body.layers for p in layer.state]
     positions += [body.copy.lengths] if body.copy is not None else []
     tensors = [x]
@@ -73,11 +75,13 @@ def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Te
         name = f"layer_{n}"
         weights = [inner.tensor(w) for w in layer.weights]
         states = [result.fused_input(tensors.index(ins[p])) for p in layer.state]
-        attrs = {**layer.attrs, "time_major": True}
+        optional = {key: inner.tensor(w) for key, w in layer.optional.items()}
         if body.copy is not None:
-            states.append(result.fused_input(tensors.index(ins[body.copy.lengths])))
-            attrs[OPTIONAL_INPUTS_ATTR] = ["seq_length"]
-        result.add_inner_node(name, LOOP_OPS[layer.op], [below, *weights, *states], attrs)
+            optional["seq_length"] = result.fused_input(tensors.index(ins[body.copy.lengths]))
+        attrs = {**layer.attrs, "time_major": True}
+        if optional:
+            attrs[OPTIONAL_INPUTS_ATTR] = list(optional)
+        result.add_inner_node(name, LOOP_OPS[layer.op], [below, *weights, *states, *optional.values()], attrs)
         for j, p in enumerate(layer.state):
             ports[p] = k
             result.set_inner_output(k, f"{name}:{j + 1}")

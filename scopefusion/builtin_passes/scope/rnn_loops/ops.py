@@ -2,15 +2,18 @@
 
 ``DynamicRNN(x, w, b, init_h, init_c) -> (y, h, c)`` runs ``BasicLSTMCell`` (gates i, j, f, o
 on ``concat(x, h)``, :mod:`..rnn_cells.ops`) over every step of ``x``; ``DynamicGRUV2(x,
-gate_kernel, gate_bias, candidate_kernel, candidate_bias, init_h) -> (y, h)`` runs ``GRUCell``
-(TensorFlow's convention: gates r, u; the reset multiplies h before the candidate's matmul).
+gate_kernel, gate_bias, candidate_kernel, candidate_bias, init_h[, candidate_recurrent_bias]) ->
+(y, h)`` runs ``GRUCell`` in the convention its ``reset_after`` attribute says, as the cell's does
+(gates r, u; false: TensorFlow's, the reset multiplies h before the candidate's matmul; true:
+Keras's default, the reset multiplies the recurrent product and ``candidate_recurrent_bias``
+after it).
 ``x`` is time-major, [steps, batch, input], when ``time_major`` is true (what the pass writes:
 ``dynamic_rnn`` transposes its input to that layout before its loop), else [batch, steps, input];
 ``y`` has the same layout with ``hidden`` features, each step's output; ``h`` and ``c`` are the
 state after the last step.
 
-Both ops take an optional ``seq_length`` ([batch] int32, the last input, present when the node's
-``optional_inputs`` lists it), with ``dynamic_rnn``'s ``sequence_length`` semantics: from step
+Both ops take an optional ``seq_length`` ([batch] int32, always the last input, present when the
+node's ``optional_inputs`` lists it), with ``dynamic_rnn``'s ``sequence_length`` semantics: from step
 ``seq_length[b]`` on, sequence ``b``'s output is zero and its state is carried through unchanged,
 so ``h`` / ``c`` are its state after its last valid step (its initial state for a length of 0 or
 less; a length past the last step changes nothing).  Without it every step runs for every
@@ -21,7 +24,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..rnn_cells.ops import ACTIVATION_OPS, basic_lstm_cell_reference, gru_cell_reference
+from ..rnn_cells.ops import (ACTIVATION_OPS, CANDIDATE_RECURRENT_BIAS, RESET_AFTER_ATTR, basic_lstm_cell_reference,
+                             gru_cell_reference)
 
 
 def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]],
@@ -65,15 +69,16 @@ def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, seq_
 
 
 def dynamic_gru_v2_reference(x: Any, gate_kernel: Any, gate_bias: Any, candidate_kernel: Any,
-                             candidate_bias: Any, init_h: Any, seq_length: Any = None, *, activation: str,
+                             candidate_bias: Any, init_h: Any, candidate_recurrent_bias: Any = None,
+                             seq_length: Any = None, *, activation: str, reset_after: bool = False,
                              time_major: bool, T: Any) -> tuple[Any, Any]:
-    """GRUCell (TensorFlow's convention) over the steps of ``x`` (each sequence's first
-    ``seq_length``): (y, h)."""
+    """GRUCell (TensorFlow's convention, or Keras's with ``reset_after``) over the steps of ``x``
+    (each sequence's first ``seq_length``): (y, h)."""
     import tensorflow as tf
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
         return gru_cell_reference(x_t, state[0], gate_kernel, gate_bias, candidate_kernel, candidate_bias,
-                                  activation=activation, T=T)
+                                  candidate_recurrent_bias, activation=activation, reset_after=reset_after, T=T)
 
     with tf.name_scope("dynamic_gru_v2_reference"):
         y, h = _run_steps(x, (init_h,), step, time_major, seq_length)
@@ -123,14 +128,19 @@ DYNAMIC_GRU_V2 = FusedOpDef(
         _X,
         TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
         TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
-        TensorArg("candidate_kernel", type_attr="T", description="[input + hidden, hidden] on concat(x, r * h)"),
-        TensorArg("candidate_bias", type_attr="T", description="[hidden] candidate bias"),
+        TensorArg("candidate_kernel", type_attr="T",
+                  description="[input + hidden, hidden] on concat(x, r * h) (reset_after=True: its first input rows "
+                              "on x, the others on h)"),
+        TensorArg("candidate_bias", type_attr="T",
+                  description="[hidden] candidate bias (reset_after=True: added to the input's product)"),
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the state before the first step"),
+        CANDIDATE_RECURRENT_BIAS,
         _SEQ_LENGTH,
     ),
     outputs=(_Y, TensorArg("h", type_attr="T", description="[batch, hidden] the state after the last (valid) step")),
-    attrs=_common_attrs(),
+    attrs=_common_attrs()[:1] + (RESET_AFTER_ATTR,) + _common_attrs()[1:],
     reference=dynamic_gru_v2_reference,
-    description="a GRU over the whole sequence (dynamic_rnn of GRUCell): GRUCell per step, TensorFlow's convention "
-                "(gates r, u; the reset before the candidate matmul)",
+    description="a GRU over the whole sequence (dynamic_rnn of GRUCell, a Keras GRU layer): GRUCell per step, gates "
+                "r, u; reset_after=False is TensorFlow's convention (the reset before the candidate matmul), "
+                "reset_after=True Keras's default (the reset after the recurrent matmul)",
 )

@@ -47,28 +47,30 @@ def model(form: str) -> rm.RnnModel:
     return {**FORMS, **MORE_FORMS}[form][0]()
 
 
-def _lstm(lib, **options):
-    return lib.layers.LSTM(rm.HIDDEN, unroll=True, return_sequences=True, **options)
+def _unrolled(lib, kind: str = "LSTM", **options):
+    """An unrolled Keras ``LSTM`` or ``GRU`` layer returning every step."""
+    return getattr(lib.layers, kind)(rm.HIDDEN, unroll=True, return_sequences=True, **options)
 
 
-def _cell_rnn(lib):
-    return lib.layers.RNN(lib.layers.LSTMCell(rm.HIDDEN), unroll=True, return_sequences=True)
+def _cell_rnn(lib, kind: str = "LSTM"):
+    """``RNN(LSTMCell)`` or ``RNN(GRUCell)``, unrolled."""
+    return lib.layers.RNN(getattr(lib.layers, f"{kind}Cell")(rm.HIDDEN), unroll=True, return_sequences=True)
 
 
 #: form -> (builder, BasicLSTMCell count, T)
 MORE_FORMS = {
     "Keras 3 two stacked LSTM": (
-        lambda: rm.keras_model("keras", lambda k: k.Sequential([_lstm(k), _lstm(k)])), 2 * S, tf.float32),
+        lambda: rm.keras_model("keras", lambda k: k.Sequential([_unrolled(k), _unrolled(k)])), 2 * S, tf.float32),
     "Keras 3 two RNN(LSTMCell) (the second cell's steps: lstm_cell_1_1, ...)": (
         lambda: rm.keras_model("keras", lambda k: k.Sequential([_cell_rnn(k), _cell_rnn(k)])), 2 * S, tf.float32),
     "Keras 3 Bidirectional LSTM": (
-        lambda: rm.keras_model("keras", lambda k: k.layers.Bidirectional(_lstm(k))), 2 * S, tf.float32),
+        lambda: rm.keras_model("keras", lambda k: k.layers.Bidirectional(_unrolled(k))), 2 * S, tf.float32),
     "tf_keras Bidirectional LSTM": (
-        lambda: rm.keras_model("tf_keras", lambda k: k.layers.Bidirectional(_lstm(k))), 2 * S, tf.float32),
+        lambda: rm.keras_model("tf_keras", lambda k: k.layers.Bidirectional(_unrolled(k))), 2 * S, tf.float32),
     "Keras 3 LSTM mixed_float16": (
-        lambda: rm.keras_model("keras", _lstm, policy="mixed_float16"), S, tf.float16),
+        lambda: rm.keras_model("keras", _unrolled, policy="mixed_float16"), S, tf.float16),
     "tf_keras LSTM mixed_float16": (
-        lambda: rm.keras_model("tf_keras", _lstm, policy="mixed_float16"), S, tf.float16),
+        lambda: rm.keras_model("tf_keras", _unrolled, policy="mixed_float16"), S, tf.float16),
 }
 
 
@@ -330,18 +332,14 @@ def test_the_gru_reference_takes_the_recurrent_bias_with_reset_after_only():
 
 #: GRU(reset_after=True) models of several layers or mixed precision: (builder, GRUCell count, T)
 def _gru(lib, **options):
-    return lib.layers.GRU(rm.HIDDEN, unroll=True, return_sequences=True, **options)
-
-
-def _gru_cell_rnn(lib):
-    return lib.layers.RNN(lib.layers.GRUCell(rm.HIDDEN), unroll=True, return_sequences=True)
+    return _unrolled(lib, "GRU", **options)
 
 
 MORE_GRU_FORMS = {
     "Keras 3 two stacked GRU": (
         lambda: rm.keras_model("keras", lambda k: k.Sequential([_gru(k), _gru(k)])), 2 * S, tf.float32),
     "Keras 3 two RNN(GRUCell) (the second cell's steps: gru_cell_1_1, ...)": (
-        lambda: rm.keras_model("keras", lambda k: k.Sequential([_gru_cell_rnn(k), _gru_cell_rnn(k)])), 2 * S,
+        lambda: rm.keras_model("keras", lambda k: k.Sequential([_cell_rnn(k, "GRU"), _cell_rnn(k, "GRU")])), 2 * S,
         tf.float32),
     "tf_keras two stacked GRU": (
         lambda: rm.keras_model("tf_keras", lambda k: k.Sequential([_gru(k), _gru(k)])), 2 * S, tf.float32),

@@ -14,12 +14,16 @@ module refuses what would still make TensorFlow reject the graph later, node by 
 
 Two passes over the nodes (their own fields, then their inputs), each linear: op
 definitions are looked up once per op type, output counts once per producer read, and
-repeated attribute values judged once.  TensorFlow is imported on the first call.
+repeated attribute values judged once.  Most nodes cost less still: in a graph parsed
+from bytes, a node holding the same attributes as an earlier clean node of its type (the
+same serialized attributes) is clean, and a node whose inputs all plainly name nodes
+that have an output needs no look at its inputs one by one.  TensorFlow is imported on
+the first call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import GraphValidationError
 from .index import no_gc
@@ -42,6 +46,7 @@ _MAX_PROBLEMS_PER_NODE = 3
 _MAX_TEXT = 80
 _MAX_ELEMENTS = 2**63 - 1  # a tensor holds at most this many elements
 _PER_NODE = -1  # an output count that each node's attributes tell
+_FIRST_TRIES = 64  # nodes of a type looked up by attribute signature before the hit rate decides
 
 #: How an AttrValue holding each kind is spoken of, by its field name.
 _KIND_WORDS = {"s": "a string", "i": "an int", "f": "a float", "b": "a bool", "type": "a dtype",
@@ -74,6 +79,34 @@ class OpRules:
     required: tuple[str, ...] = ()
     outputs: int | None = None  # the same for every node of the type; None: count per node
     seen: dict[tuple[str, str, Any], str | None] = field(default_factory=dict)  # values judged, by attribute
+    clean: set[bytes] = field(default_factory=set)  # attribute signatures found without a problem
+    hits: int = 0  # nodes found clean by their signature
+
+
+#: Tags of a serialized NodeDef's name, op, input and device fields (numbers 1 to 4, length-delimited).
+_HEAD_TAGS = frozenset({0x0A, 0x12, 0x1A, 0x22})
+
+
+def attr_signature(node: "NodeDef") -> bytes:
+    """The serialized node without its leading name, op, input and device fields: bytes that hold
+    its attributes, so that two nodes with the same signature hold the same attribute values."""
+    data = node.SerializeToString()
+    pos, end = 0, len(data)
+    while pos < end and data[pos] in _HEAD_TAGS:
+        length = data[pos + 1]
+        pos += 2
+        if length >= 0x80:  # a length of more than one byte (a varint)
+            length &= 0x7F
+            shift = 7
+            while True:
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+        pos += length
+    return data[pos:]
 
 
 def shorten(text: str) -> str:
@@ -223,9 +256,11 @@ class _Validator:
     """Two passes over a graph's nodes (their own fields, then their inputs), collecting
     what is wrong with each node."""
 
-    def __init__(self, graph_def: "GraphDef") -> None:
+    def __init__(self, graph_def: "GraphDef", parsed: bool = False) -> None:
         self.graph_def = graph_def
+        self.parsed = parsed  # read from bytes: no deeper than protobuf reads, so each node serializes safely
         self.nodes: list["NodeDef"] = list(graph_def.node)
+        self.names: list[str] = [node.name for node in self.nodes]
         self.functions = {f.signature.name: len(f.signature.output_arg) for f in graph_def.library.function}
         self.rules: dict[str, OpRules] = {"": OpRules()}
         self.dtypes = _valid_dtypes()
@@ -236,7 +271,7 @@ class _Validator:
         """``(node label, problems)`` of every node that has any, in graph order."""
         counts = self.check_nodes()
         self.check_inputs(counts)
-        problems = [(f"node {shorten(self.nodes[i].name)} ({self.nodes[i].op or 'no op'})", found)
+        problems = [(f"node {shorten(self.names[i])} ({self.nodes[i].op or 'no op'})", found)
                     for i, found in sorted(self.found.items())]
         for function in self.graph_def.library.function:
             for inner in function.node_def:
@@ -251,26 +286,55 @@ class _Validator:
 
     def check_nodes(self) -> list[int | None]:
         """Names, op types and attributes; returns every node's output count when its op
-        type tells it (``_PER_NODE``: the node's attributes do)."""
-        rules_of, counts = self.rules, []
-        for i, node in enumerate(self.nodes):
-            if not is_valid_node_name(node.name):
+        type tells it (``_PER_NODE``: the node's attributes do).  A node's problems come in
+        that order: its name, its op type, its attributes."""
+        for i, name in enumerate(self.names):
+            if not is_valid_node_name(name):
                 self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
                                "starting with a letter, digit or '.', no empty scope)")
-            op = node.op
+        by_op: dict[str, list[int]] = {}
+        ops = [node.op for node in self.nodes]
+        for i, op in enumerate(ops):
+            positions = by_op.get(op)
+            if positions is None:
+                by_op[op] = [i]
+            else:
+                positions.append(i)
+        for i in by_op.get("", ()):
+            self.report(i, "it has no op type")
+        rules_of = self.rules
+        for op, positions in by_op.items():
             rules = rules_of.get(op)
             if rules is None:
                 rules = rules_of[op] = op_rules(op, self.functions)
-            if not op:
-                self.report(i, "it has no op type")
-            counts.append(_PER_NODE if rules.outputs is None else rules.outputs)
-            self.check_attrs(i, node, rules)
-        return counts
+            self.check_attrs_of_type(positions, rules)
+        outputs = {op: _PER_NODE if rules.outputs is None else rules.outputs for op, rules in rules_of.items()}
+        return [outputs[op] for op in ops]
 
-    def check_attrs(self, position: int, node: "NodeDef", rules: OpRules) -> None:
+    def check_attrs_of_type(self, positions: list[int], rules: OpRules) -> None:
+        """The attributes of the nodes of one op type.  Such nodes mostly repeat the same
+        attributes: in a parsed graph, a node whose attribute signature was found clean before is
+        clean too; while too few nodes are found so, each node's attributes are judged one by one
+        (and always in a graph built in memory, which may nest deeper than serializing goes)."""
+        nodes, check, clean = self.nodes, self.check_attrs, rules.clean
+        for k, i in enumerate(positions):
+            if not self.parsed or (k >= _FIRST_TRIES and rules.hits * 4 < k):
+                for j in positions[k:]:
+                    check(j, nodes[j], rules)
+                return
+            signature = attr_signature(nodes[i])
+            if signature in clean:
+                rules.hits += 1
+            elif not check(i, nodes[i], rules):
+                clean.add(signature)
+
+    def check_attrs(self, position: int, node: "NodeDef", rules: OpRules) -> bool:
+        """Report what is wrong with a node's attributes; whether anything is."""
         attrs = node.attr
+        found = False
         missing = [key for key in rules.required if key not in attrs]
         if missing:
+            found = True
             self.report(position, f"it lacks the required attribute(s) {', '.join(repr(k) for k in missing)} "
                                   f"({', '.join(rules.attrs[k].declared for k in missing)})")
         declared, seen = rules.attrs, rules.seen
@@ -287,35 +351,49 @@ class _Validator:
                 else:
                     problem = attr_problem(key, value, rule, self.dtypes)
                 if problem is not None:
+                    found = True
                     self.report(position, problem)
             if kind in _NESTING_KINDS and _may_nest(value) and nested_too_deep(value, _ATTR_LEVEL, self.fields):
+                found = True
                 self.report(position, f"attribute {key!r} is nested more than {MAX_NESTING} levels deep")
+        return found
 
     def check_inputs(self, counts: list[int | None]) -> None:
         """Every data input reads a port its producer has, and comes before the control inputs."""
+        index = {name: i for i, name in enumerate(self.names)}
+        # A node whose inputs all name nodes plainly reads output 0 of each: nothing to check when each
+        # producer is known to have an output (or cannot tell).
+        has_output = [count is None or count > 0 for count in counts]
+        plain = {name for name, i in index.items() if has_output[i]}
+        for i, node in enumerate(self.nodes):
+            texts = node.input
+            if texts and not plain.issuperset(texts):
+                self.check_node_inputs(i, texts, index, counts)
+
+    def check_node_inputs(self, i: int, texts: Sequence[str], index: dict[str, int],
+                          counts: list[int | None]) -> None:
+        """The inputs of node ``i``, one by one."""
         nodes = self.nodes
-        index = {node.name: i for i, node in enumerate(nodes)}
-        for i, node in enumerate(nodes):
-            after_control = False
-            for slot, text in enumerate(node.input):
-                producer, name, port = index.get(text), text, 0
-                if producer is None:
-                    if text[:1] == "^":
-                        after_control = True
-                        continue
-                    name, port = parse_input(text)
-                    producer = index.get(name)
-                if after_control:
-                    self.report(i, f"data input {slot} {shorten(text)} comes after a control input")
-                if producer is None:
-                    continue  # an input naming no node: GraphIndex reports it
-                count = counts[producer]
-                if count == _PER_NODE:
-                    count = counts[producer] = output_count(nodes[producer], self.functions)
-                if count is not None and port >= count:
-                    self.report(i, f"input {slot} {shorten(text)} reads output {port} of {shorten(name)} "
-                                   f"({nodes[producer].op or 'no op'}), which has {count} "
-                                   f"output{'' if count == 1 else 's'}")
+        after_control = False
+        for slot, text in enumerate(texts):
+            producer, name, port = index.get(text), text, 0
+            if producer is None:
+                if text[:1] == "^":
+                    after_control = True
+                    continue
+                name, port = parse_input(text)
+                producer = index.get(name)
+            if after_control:
+                self.report(i, f"data input {slot} {shorten(text)} comes after a control input")
+            if producer is None:
+                continue  # an input naming no node: GraphIndex reports it
+            count = counts[producer]
+            if count == _PER_NODE:
+                count = counts[producer] = output_count(nodes[producer], self.functions)
+            if count is not None and port >= count:
+                self.report(i, f"input {slot} {shorten(text)} reads output {port} of {shorten(name)} "
+                               f"({nodes[producer].op or 'no op'}), which has {count} "
+                               f"output{'' if count == 1 else 's'}")
 
 
 def describe(problems: list[tuple[str, list[str]]]) -> str:
@@ -329,12 +407,14 @@ def describe(problems: list[tuple[str, list[str]]]) -> str:
     return "; ".join(parts) + (f"; and {rest} more node(s)" if rest > 0 else "")
 
 
-def validate_graph(graph_def: "GraphDef", source: str = "") -> None:
+def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = False) -> None:
     """Refuse a graph TensorFlow would not accept (see the module's documentation):
     :class:`GraphValidationError` on one line, naming up to five nodes, each with
-    what is wrong with it; ``source`` (a file name) starts the message."""
+    what is wrong with it; ``source`` (a file name) starts the message.  ``parsed``: the
+    graph was just parsed from bytes, so that nothing in it nests deeper than protobuf
+    reads, and nodes repeating the attributes of an earlier one are judged at once."""
     with no_gc():  # many small objects, none of them cyclic
-        problems = _Validator(graph_def).problems()
+        problems = _Validator(graph_def, parsed).problems()
     if problems:
         prefix = f"{source}: " if source else ""
         raise GraphValidationError(f"{prefix}invalid graph: {describe(problems)}")

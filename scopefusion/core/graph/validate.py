@@ -163,8 +163,9 @@ class _Validator:
     def check_attrs_of_type(self, positions: list[int], rules: OpRules) -> None:
         """The attributes of the nodes of one op type.  Such nodes mostly repeat the same
         attributes: in a parsed graph, a node whose attribute signature was found clean before is
-        clean too; while too few nodes are found so, each node's attributes are judged one by one
-        (and always in a graph built in memory, which may nest deeper than serializing goes)."""
+        clean too.  Once fewer than one node in four is found so (counted after the first
+        ``_FIRST_TRIES``), the type's remaining nodes are judged attribute by attribute, as every
+        node of a graph built in memory is (it may nest deeper than serializing goes)."""
         nodes, check, clean = self.nodes, self.check_attrs, rules.clean
         for k, i in enumerate(positions):
             if not self.parsed or (k >= _FIRST_TRIES and rules.hits * 4 < k):

@@ -10,6 +10,7 @@ import tf_slim
 import scopefusion
 from scopefusion import (AttrDef, FusedOp, FusedOpDef, FusionSwitch, FusionSwitchError, GraphIndex, OpPattern,
                          PassError, PatternFusionBasePass, TensorArg, op)
+from scopefusion.core.fusion import pipeline as pipeline_module
 from scopefusion.testing import PassTester, graph_from_function
 
 T = (AttrDef("T", "type"),)
@@ -361,3 +362,60 @@ def test_fusion_stays_inside_the_nodes_a_back_end_runs(two_blocks):
     assert [f.name for f in pr.fused] == ["Square"]
     (refusal,) = pr.refused
     assert refusal.name == "Square_1" and "'Relu_1' lie outside the nodes the back end runs" in refusal.reason
+
+
+# --------------------------------------------------------------------- indexing between stages
+class RefusingReluSquarePass(ReluSquarePass):
+    """Matches Square(Relu(x)) and fuses nothing."""
+
+    def fusion(self, match):
+        return self.refuse("not here")
+
+
+class UBReluSquarePass(ReluSquarePass):
+    """Square(Relu(x)) -> ReluSquare in the UB fusion stage."""
+
+    fusion_type = "UBFusion"
+
+
+def _counting_builds(monkeypatch, rebuild_always: bool) -> list[int]:
+    """Count the indexes the pipeline builds (runs without hints: trying the passes left out builds its own)."""
+    built: list[int] = []
+    build = pipeline_module.GraphIndex
+    monkeypatch.setattr(pipeline_module, "GraphIndex", lambda graph, **kw: built.append(1) or build(graph, **kw))
+    if rebuild_always:
+        monkeypatch.setattr(pipeline_module, "_indexes", lambda index, graph: False)
+    return built
+
+
+def _fingerprint(result) -> tuple:
+    passes = [(p.name, p.match_times, p.effect_times, [r.reason for r in p.refused]) for p in result.report.passes]
+    return result.graph_def.SerializeToString(deterministic=True), passes, sorted(result.report.stage_seconds)
+
+
+@pytest.mark.parametrize("rebuild_always", [False, True])
+def test_a_stage_after_one_that_rewrote_nothing_reads_the_index_it_read(two_blocks, monkeypatch, rebuild_always):
+    tester = _tester(RefusingReluSquarePass, UBReluSquarePass)
+    built = _counting_builds(monkeypatch, rebuild_always)
+    result = tester.run(two_blocks, hints=False)
+    assert result.report.pass_report("RefusingReluSquarePass").match_times == 2
+    assert result.report.fused_count("ReluSquare") == 2  # the UB stage fused on the index it was lent
+    stages = [s.split(".")[0] for s in result.report.stage_seconds if s.endswith(".match")]
+    assert stages == ["scope", "graph", "ub"] and {"graph.index", "ub.index"} <= set(result.report.stage_seconds)
+    assert len(built) == (3 if rebuild_always else 1)  # no stage before UB rewrote the graph
+
+
+def test_reading_the_last_index_again_changes_nothing_in_the_result(two_blocks, monkeypatch):
+    tester = _tester(RefusingReluSquarePass, UBReluSquarePass)
+    reused = _fingerprint(tester.run(two_blocks, hints=False))
+    with monkeypatch.context() as patch:
+        built = _counting_builds(patch, rebuild_always=True)
+        rebuilt = _fingerprint(tester.run(two_blocks, hints=False))
+    assert reused == rebuilt and len(built) == 3
+
+
+def test_a_stage_after_one_that_rewrote_the_graph_indexes_it_anew(two_blocks, monkeypatch):
+    built = _counting_builds(monkeypatch, rebuild_always=False)
+    result = _tester(ReluSquarePass, UBReluSquarePass).run(two_blocks, hints=False)
+    assert result.report.fused_count("ReluSquare") == 2 and result.report.pass_report("UBReluSquarePass").match_times == 0
+    assert len(built) == 2  # the scope stage fused nothing; the graph stage did

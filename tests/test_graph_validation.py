@@ -263,25 +263,64 @@ def test_fuse_refuses_an_in_memory_graph_as_it_refuses_a_file(graph):
         scopefusion.fuse(_spoilt(graph, _set_input("concat", 0, "split:2")))
 
 
+def _copies(graph: graph_pb2.GraphDef, n: int) -> graph_pb2.GraphDef:
+    """``n`` copies of ``graph`` side by side, copy ``k`` under the scope ``c<k>``."""
+    big = graph_pb2.GraphDef()
+    for k in range(n):
+        for node in graph.node:
+            copy = big.node.add()
+            copy.CopyFrom(node)
+            copy.name = f"c{k}/{node.name}"
+            copy.input[:] = [("^" if t[0] == "^" else "") + f"c{k}/{t.lstrip('^')}" for t in node.input]
+    return big
+
+
 def test_op_definitions_are_looked_up_once_per_op_type_whatever_the_size(graph, monkeypatch):
     calls: list[str] = []
     looked_up = validate.op_rules
     monkeypatch.setattr(validate, "op_rules", lambda op, functions: calls.append(op) or looked_up(op, functions))
-
-    def copies(n: int) -> graph_pb2.GraphDef:
-        big = graph_pb2.GraphDef()
-        for k in range(n):
-            for node in graph.node:
-                copy = big.node.add()
-                copy.CopyFrom(node)
-                copy.name = f"c{k}/{node.name}"
-                copy.input[:] = [("^" if t[0] == "^" else "") + f"c{k}/{t.lstrip('^')}" for t in node.input]
-        return big
-    validate.validate_graph(copies(1))
+    validate.validate_graph(_copies(graph, 1))
     one = sorted(calls)
     calls.clear()
-    validate.validate_graph(copies(300))
+    validate.validate_graph(_copies(graph, 300))
     assert sorted(calls) == one == sorted({n.op for n in graph.node})
+
+
+def _refusal(graph: graph_pb2.GraphDef) -> str:
+    """The error of a graph read from bytes, which is that of the same graph handed over in memory."""
+    with pytest.raises(GraphValidationError) as caught:
+        parse_graph_def(graph.SerializeToString(), "m.pb")
+    with pytest.raises(GraphValidationError) as in_memory:
+        validate.validate_graph(graph, "m.pb")
+    assert str(caught.value) == str(in_memory.value)
+    return str(caught.value).removeprefix("m.pb: ")
+
+
+def test_a_bad_attribute_is_found_after_many_nodes_holding_the_same_good_ones(graph):
+    def spoil(g: graph_pb2.GraphDef, prefix: str) -> None:
+        _node(g, f"{prefix}MatMul").attr["transpose_a"].i = 3
+        _node(g, f"{prefix}split").attr["num_split"].i = 0
+    alone = _copies(graph, 1)
+    spoil(alone, "c0/")
+    big = _copies(graph, 150)  # every node of a type holds the attributes of the first
+    spoil(big, "c149/")
+    assert _refusal(big) == _refusal(alone).replace("'c0/", "'c149/") == (
+        "invalid graph: node 'c149/MatMul' (MatMul): attribute 'transpose_a' holds an int, the op declares "
+        "bool; node 'c149/split' (Split): attribute 'num_split' holds the value 0, the op's minimum is 1; "
+        "node 'c149/concat' (ConcatV2): input 0 'c149/split' reads output 0 of 'c149/split' (Split), which has 0 "
+        "outputs, input 1 'c149/split:1' reads output 1 of 'c149/split' (Split), which has 0 outputs")
+
+
+def test_a_bad_attribute_is_found_among_many_nodes_whose_attributes_all_differ(graph):
+    big = _copies(graph, 150)
+    consts = [n for n in big.node if n.op == "Const"]
+    for k, node in enumerate(consts):  # no two constants alike
+        node.attr["value"].tensor.string_val.append(str(k).encode())
+    assert len(consts) > 150
+    parse_graph_def(big.SerializeToString())
+    consts[-1].attr["value"].tensor.tensor_shape.dim.add(size=-1)
+    assert _refusal(big).startswith(f"invalid graph: node {consts[-1].name!r} (Const): attribute 'value' holds a "
+                                    "tensor of undefined shape [")
 
 
 def test_tensorflow_is_not_imported_with_the_module():

@@ -9,6 +9,7 @@ decided here, the same way for all of them.
 """
 from __future__ import annotations
 
+import operator
 import signal
 from collections import Counter
 import threading
@@ -174,24 +175,26 @@ class FusionPipeline:
         report.stage_seconds["index"] = time.perf_counter() - t0
         outputs = self._output_tensors(index)
         report.outputs = [tensor_name(n, p) for n, p in outputs]
-        first = True
+        first, rewritten = True, False
         for engine in self.engines:
             if not engine.active():
                 engine.skipped(report)
                 continue
             if not first:
-                self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
                 t0 = time.perf_counter()
-                index = GraphIndex(graph_def)
+                if rewritten or not _indexes(index, graph_def):  # else the last stage's index serves
+                    self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
+                    index = GraphIndex(graph_def)
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
             first = False
-            self._stage(engine, index, outputs, report)
+            rewritten = self._stage(engine, index, outputs, report)
         report.nodes_after = len(graph_def.node)
         report.op_counts_after = dict(Counter(node.op for node in graph_def.node))
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
-               report: FusionReport) -> None:
+               report: FusionReport) -> bool:
+        """Run one stage over ``index``; whether it rewrote the graph."""
         stages = report.stage_seconds
         context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
                                self.progress)
@@ -223,6 +226,7 @@ class FusionPipeline:
         except GraphValidationError as exc:  # a bug here, never the user's
             raise ScopeFusionError(f"internal error: the fused graph is invalid: {exc}") from exc
         stages[f"{engine.stage}.validate"] = time.perf_counter() - t0
+        return bool(accepted)
 
     def _plans(self, context: StageContext, candidates: Sequence[FusionCandidate],
                reports: Mapping[str, PassReport], recorder: PlaceRecorder | None = None) -> list[FusionPlan]:
@@ -263,6 +267,15 @@ class FusionPipeline:
                 raise OptionError(f"output tensor(s) not in the graph: {', '.join(missing)}")
             return out
         return [(index.names[i], 0) for i in index.sinks() if index.ops[i] not in NON_OUTPUT_SINKS]
+
+
+def _indexes(index: GraphIndex, graph_def: "GraphDef") -> bool:
+    """Whether ``index`` still indexes ``graph_def``, which no stage rewrote since it was built:
+    the same node messages in the same order.  (Passes only read the graph: a node a pass
+    changed is put back as it was, in the same message.)"""
+    nodes = index.nodes
+    return index.graph_def is graph_def and len(graph_def.node) == len(nodes) and all(
+        map(operator.is_, graph_def.node, nodes))
 
 
 def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> dict[int, list[int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import GraphValidationError
@@ -55,10 +56,8 @@ class GraphIndex:
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
             self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
-        self._consumers: list[list[tuple[int, int, int]]] | None = None
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
-        self._position: list[int] | None = None
         if validate:
             self.topological_order()
 
@@ -117,17 +116,16 @@ class GraphIndex:
         """The NodeDef called ``name`` (KeyError if there is none)."""
         return self.nodes[self.index[name]]
 
-    @property
+    @cached_property
     def consumers(self) -> list[list[tuple[int, int, int]]]:
-        """Per producer: ``(consumer, producer_port, consumer_input_slot)``."""
-        if self._consumers is None:
-            with no_gc():
-                consumers: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
-                for c, ins in enumerate(self.inputs):
-                    for slot, (p, port) in enumerate(ins):
-                        consumers[p].append((c, port, slot))
-            self._consumers = consumers
-        return self._consumers
+        """Per producer: ``(consumer, producer_port, consumer_input_slot)`` (built on first use; later
+        reads are plain attribute reads, which hot loops make by the hundred thousand)."""
+        with no_gc():
+            consumers: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
+            for c, ins in enumerate(self.inputs):
+                for slot, (p, port) in enumerate(ins):
+                    consumers[p].append((c, port, slot))
+        return consumers
 
     def nodes_of_type(self, op: str) -> list[int]:
         """Indices of the nodes of one op type, in graph order (one pass builds the table for every type)."""
@@ -187,15 +185,13 @@ class GraphIndex:
         self._order = order
         return order
 
-    @property
+    @cached_property
     def position(self) -> list[int]:
         """Position of every node in :meth:`topological_order`."""
-        if self._position is None:
-            pos = [0] * len(self.nodes)
-            for k, i in enumerate(self.topological_order()):
-                pos[i] = k
-            self._position = pos
-        return self._position
+        pos = [0] * len(self.nodes)
+        for k, i in enumerate(self.topological_order()):
+            pos[i] = k
+        return pos
 
     def attr(self, name: str, key: str, default: Any = None) -> Any:
         """The raw AttrValue ``key`` of node ``name``, or ``default``."""

@@ -65,6 +65,8 @@ def check_tensor_names(graphs: Sequence["GraphDef"], tensors: Sequence[str], par
 
     A node in no graph is an error suggesting close node names; a port the node
     does not have is an error saying how many outputs it has."""
+    if not tensors:
+        return []  # nothing to look up: the graphs' nodes are not gathered
     nodes: dict[str, "NodeDef"] = {}
     functions: dict[str, int] = {}
     for graph in graphs:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping, S
 
 from .attrs import attr_equals, attr_value_to_python
 from .pattern import Alt, AnyTensor, Const, Op, OpPattern, Var, as_var
+from .root_filter import RootFilter
 from .view import GraphView
 from .vocabulary import CONTROL, FORWARDING_OPS, dtype_name, tensor_name
 
@@ -34,6 +35,22 @@ class MatchFailure(Exception):
     def __init__(self, message: str, progress: int = 0) -> None:
         super().__init__(message)
         self.progress = progress
+
+
+class _FirstLevelFailure(MatchFailure):
+    """A root :class:`~.root_filter.RootFilter` ruled out: it fails having matched the root alone
+    (progress 1); its reason, the matcher's own, is found only if asked for."""
+
+    def __init__(self, view: "GraphView", pattern: "OpPattern", root: int) -> None:
+        super().__init__("", 1)
+        self._attempt = (view, pattern, root)
+
+    def __str__(self) -> str:
+        try:
+            match_at(*self._attempt)
+        except MatchFailure as why:
+            return str(why)
+        raise AssertionError("a root the first look ruled out matched")  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -438,11 +455,25 @@ def find_matches(view: GraphView, pattern: OpPattern,
         return []  # no root, or the graph lacks an op type every match has: nothing can match
     if len(pattern.root_types) > 1:
         roots.sort()
+    first_look = _root_filter(pattern)
     found = []
     for root in roots:
+        if not first_look.may_match(index, root):
+            if on_failure is not None:
+                on_failure(root, _FirstLevelFailure(view, pattern, root))
+            continue
         try:
             found.append(match_at(view, pattern, root))
         except MatchFailure as why:
             if on_failure is not None:
                 on_failure(root, why)
     return found
+
+
+def _root_filter(pattern: OpPattern) -> RootFilter:
+    """The pattern's :class:`RootFilter`, made once (patterns are immutable)."""
+    known = pattern.__dict__.get("_root_filter")
+    if known is None:
+        known = RootFilter(pattern)
+        object.__setattr__(pattern, "_root_filter", known)
+    return known  # type: ignore[no-any-return]

@@ -312,6 +312,11 @@ def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],
     return set(groups)
 
 
+def root_options(expr: Any) -> list[Op]:
+    """The op expressions a pattern's root can be: the op itself, or every option of nested one_of()s."""
+    return _root_ops(expr)
+
+
 def _root_ops(expr: Any) -> list[Op]:
     """The op expressions a root can be: the op itself, or every option of nested one_of()s."""
     if isinstance(expr, Op):

@@ -8,6 +8,7 @@ where and why.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -16,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping, S
 
 from .attrs import attr_equals, attr_value_to_python
 from .pattern import Alt, AnyTensor, Const, Op, OpPattern, Var, as_var
-from .root_filter import RootFilter
+from .const_checks import const_problem
+from .match_failure import MatchFailure
+from .root_filter import FirstLevelFailure, root_filter
 from .view import GraphView
 from .vocabulary import CONTROL, FORWARDING_OPS, dtype_name, tensor_name
 
@@ -27,30 +30,6 @@ Tensor = tuple[int, int]
 
 #: Unordered inputs are tried in every order up to this many orders.
 MAX_ORDERS = 720
-
-
-class MatchFailure(Exception):
-    """An expression did not match; ``progress`` counts the ops matched before it failed."""
-
-    def __init__(self, message: str, progress: int = 0) -> None:
-        super().__init__(message)
-        self.progress = progress
-
-
-class _FirstLevelFailure(MatchFailure):
-    """A root :class:`~.root_filter.RootFilter` ruled out: it fails having matched the root alone
-    (progress 1); its reason, the matcher's own, is found only if asked for."""
-
-    def __init__(self, view: "GraphView", pattern: "OpPattern", root: int) -> None:
-        super().__init__("", 1)
-        self._attempt = (view, pattern, root)
-
-    def __str__(self) -> str:
-        try:
-            match_at(*self._attempt)
-        except MatchFailure as why:
-            return str(why)
-        raise AssertionError("a root the first look ruled out matched")  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -265,7 +244,7 @@ class PatternMatcher:
         if value is None:
             self._fail(lambda: f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
             return
-        problem = _const_problem(value, expr)
+        problem = const_problem(value, expr)
         if problem is not None:
             self._fail(lambda: f"{self._tname(tensor)} {problem()}")
             return
@@ -391,52 +370,6 @@ class PatternMatcher:
         return [slots[:n]]
 
 
-#: Relative precision of constants stored in low-precision dtypes.
-_DTYPE_RTOL = {"float16": 1e-3, "bfloat16": 8e-3}
-
-
-def _const_problem(value: Any, expr: Const) -> Callable[[], str] | None:
-    """Why a constant's value is not the expected one (a function writing the reason), None
-    when it is."""
-    if expr.value is not None and not _same_value(value, expr):
-        expected = np.asarray(expr.value)
-        if value.shape != expected.shape and not (value.size == expected.size == 1):
-            return lambda: f"has shape {list(value.shape)}, expected {list(expected.shape)}"
-        return lambda: f"is {_short(value)}, expected {expr.describe()}"
-    if expr.where is not None and not expr.where(value):
-        wanted = expr.description or f"what {getattr(expr.where, '__name__', 'the predicate')} accepts"
-        return lambda: f"is {_short(value)}, which is not {wanted}"
-    return None
-
-
-def _same_value(value: Any, expr: Const) -> bool:
-    """``value`` equals ``expr.value`` (scalars and one-element tensors alike) within the tolerance."""
-    rtol = expr.rtol if expr.rtol is not None else _DTYPE_RTOL.get(value.dtype.name, 1e-6)
-    expected = expr.value
-    if value.size == 1 and isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        try:
-            actual = float(value.reshape(-1)[0])
-        except (TypeError, ValueError):
-            return False
-        return abs(actual - expected) <= expr.atol + rtol * abs(expected)
-    expected = np.asarray(expected)
-    if value.shape != expected.shape and not (value.size == expected.size == 1):
-        return False
-    try:
-        return bool(np.allclose(np.asarray(value, dtype=np.float64).reshape(-1),
-                                expected.astype(np.float64).reshape(-1), rtol=rtol, atol=expr.atol))
-    except (TypeError, ValueError):
-        return bool(np.array_equal(value.reshape(-1), expected.reshape(-1)))
-
-
-def _short(value: Any) -> str:
-    flat = value.reshape(-1)
-    if flat.size == 1:
-        return repr(flat[0].item())
-    shown = ", ".join(repr(v) for v in flat[:4].tolist())
-    return f"[{shown}{', ...' if flat.size > 4 else ''}] (shape {list(value.shape)})"
-
-
 def match_at(view: GraphView, pattern: OpPattern, root: int,
              inside: Container[int] | None = None) -> PatternMatch:
     """Match ``pattern`` with its root at node ``root``; raises :class:`MatchFailure`."""
@@ -455,12 +388,12 @@ def find_matches(view: GraphView, pattern: OpPattern,
         return []  # no root, or the graph lacks an op type every match has: nothing can match
     if len(pattern.root_types) > 1:
         roots.sort()
-    first_look = _root_filter(pattern)
+    first_look = root_filter(pattern)
     found = []
     for root in roots:
         if not first_look.may_match(index, root):
             if on_failure is not None:
-                on_failure(root, _FirstLevelFailure(view, pattern, root))
+                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root)))
             continue
         try:
             found.append(match_at(view, pattern, root))
@@ -469,11 +402,3 @@ def find_matches(view: GraphView, pattern: OpPattern,
                 on_failure(root, why)
     return found
 
-
-def _root_filter(pattern: OpPattern) -> RootFilter:
-    """The pattern's :class:`RootFilter`, made once (patterns are immutable)."""
-    known = pattern.__dict__.get("_root_filter")
-    if known is None:
-        known = RootFilter(pattern)
-        object.__setattr__(pattern, "_root_filter", known)
-    return known  # type: ignore[no-any-return]

@@ -13,9 +13,10 @@ would (so it is never a near miss), whatever order the matcher would have tried.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .index import GraphIndex
+from .match_failure import MatchFailure
 from .pattern import Alt, Const, Op, OpPattern, Var, as_var, root_options
 from .vocabulary import CONTROL, FORWARDING_OPS
 
@@ -99,3 +100,28 @@ def _input_ops(index: GraphIndex, node: int) -> set[str]:
                 break
             p = data[0][0]
     return found
+
+
+def root_filter(pattern: OpPattern) -> RootFilter:
+    """The pattern's :class:`RootFilter`, made once (patterns are immutable)."""
+    known = pattern.__dict__.get("_root_filter")
+    if known is None:
+        known = RootFilter(pattern)
+        object.__setattr__(pattern, "_root_filter", known)
+    return known  # type: ignore[no-any-return]
+
+
+class FirstLevelFailure(MatchFailure):
+    """A root :class:`RootFilter` ruled out: it fails having matched the root alone (progress 1);
+    its reason, the matcher's own, is found only if asked for, by ``attempt`` (the match there)."""
+
+    def __init__(self, attempt: Callable[[], Any]) -> None:
+        super().__init__("", 1)
+        self._attempt = attempt
+
+    def __str__(self) -> str:
+        try:
+            self._attempt()
+        except MatchFailure as why:
+            return str(why)
+        raise AssertionError("a root the first look ruled out matched")  # pragma: no cover

@@ -147,18 +147,23 @@ CANDIDATE_RECURRENT_BIAS = TensorArg(
     "candidate_recurrent_bias", type_attr="T", optional=True,
     description="[hidden] added to h @ candidate_kernel[input:] before the reset (reset_after=True only; absent: 0)")
 
+#: a GRU's weights in TensorFlow's layout, as GRUCell and DynamicGRUV2 take them
+GRU_WEIGHTS = (
+    TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
+    TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
+    TensorArg("candidate_kernel", type_attr="T",
+              description="[input + hidden, hidden] on concat(x, r * h) (reset_after=True: its first input rows "
+                          "on x, the others on h)"),
+    TensorArg("candidate_bias", type_attr="T",
+              description="[hidden] candidate bias (reset_after=True: added to the input's product)"),
+)
+
 GRU_CELL = FusedOpDef(
     name="GRUCell",
     inputs=(
         TensorArg("x", type_attr="T", description="[batch, input] this step's input"),
         TensorArg("h", type_attr="T", description="[batch, hidden] the previous state"),
-        TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
-        TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
-        TensorArg("candidate_kernel", type_attr="T",
-                  description="[input + hidden, hidden] on concat(x, r * h) (reset_after=True: its first input rows "
-                              "on x, the others on h)"),
-        TensorArg("candidate_bias", type_attr="T",
-                  description="[hidden] candidate bias (reset_after=True: added to the input's product)"),
+        *GRU_WEIGHTS,
         CANDIDATE_RECURRENT_BIAS,
     ),
     outputs=(TensorArg("h", type_attr="T", description="[batch, hidden] the new state"),),

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..rnn_cells.ops import (ACTIVATION_OPS, CANDIDATE_RECURRENT_BIAS, RESET_AFTER_ATTR, basic_lstm_cell_reference,
-                             gru_cell_reference)
+from ..rnn_cells.ops import (ACTIVATION_OPS, CANDIDATE_RECURRENT_BIAS, GRU_WEIGHTS, RESET_AFTER_ATTR,
+                             basic_lstm_cell_reference, gru_cell_reference)
 
 
 def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]],
@@ -126,13 +126,7 @@ DYNAMIC_GRU_V2 = FusedOpDef(
     name="DynamicGRUV2",
     inputs=(
         _X,
-        TensorArg("gate_kernel", type_attr="T", description="[input + hidden, 2 * hidden] gates r, u on concat(x, h)"),
-        TensorArg("gate_bias", type_attr="T", description="[2 * hidden] gate bias, r then u"),
-        TensorArg("candidate_kernel", type_attr="T",
-                  description="[input + hidden, hidden] on concat(x, r * h) (reset_after=True: its first input rows "
-                              "on x, the others on h)"),
-        TensorArg("candidate_bias", type_attr="T",
-                  description="[hidden] candidate bias (reset_after=True: added to the input's product)"),
+        *GRU_WEIGHTS,
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the state before the first step"),
         CANDIDATE_RECURRENT_BIAS,
         _SEQ_LENGTH,

@@ -10,20 +10,21 @@ and on the refusals and near misses at that place.  A place no pass can fuse get
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, Sequence
 
 from .core.errors import ScopeFusionError
 from .core.fusion.options import FusionOptions
 from .core.fusion.pipeline import FusionPipeline
 from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
 from .core.graph_fusion.base_pass import FUSION_TYPES
-from .core.graph_fusion.engine import GraphFusionEngine
+from .core.graph_fusion.engine import GraphFusionEngine, checked_patterns
 from .core.graph_fusion.switch import FusionSwitch
 from .core.scope.pass_manager import ScopePassManager
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
+    from .core.fusion.pass_spec import PassSpec
     from .plugins.registry import Registry
 
 #: Places named in a run-level hint (the rest are counted).
@@ -70,17 +71,54 @@ def left_out_passes(registry: "Registry", options: FusionOptions, switch: Fusion
     return scope, graph
 
 
-def probe(graph_def: "GraphDef", registry: "Registry", options: FusionOptions, switch: FusionSwitch) -> FusionReport:
-    """Run the left-out passes on a copy of ``graph_def``; their report (the copy is dropped)."""
+def _may_fuse(spec: "PassSpec", op_types: AbstractSet[str]) -> bool:
+    """Whether a pass can fuse anything in a graph of ``op_types`` (a scope pass says; a graph
+    pass matches only at roots of its patterns' root types).  A pass whose answer fails is tried."""
+    try:
+        if spec.engine == "scope":
+            return bool(spec.cls().may_fuse(op_types))
+        patterns = checked_patterns(spec.cls().define_patterns())
+        return any(not op_types.isdisjoint(p.root_types) for p in patterns)
+    except Exception:  # noqa: BLE001 - the probe runs the pass contained and reports what it raises
+        return True
+
+
+def passes_to_probe(registry: "Registry", options: FusionOptions, switch: FusionSwitch,
+                    op_types: AbstractSet[str]) -> tuple[list, list]:
+    """The left-out passes that may fuse something in a graph of ``op_types``.  A graph pass
+    after a stage that runs may meet the op types that stage makes, so it is kept."""
     scope, graph = left_out_passes(registry, options, switch)
+    scope = [s for s in scope if _may_fuse(s, op_types)]
+    kept: list = []
+    for fusion_type in FUSION_TYPES:
+        of_type = [g for g in graph if g.fusion_type == fusion_type]
+        if scope or kept:
+            kept.extend(of_type)
+        else:
+            kept.extend(g for g in of_type if _may_fuse(g, op_types))
+    return scope, kept
+
+
+def probe(graph_def: "GraphDef", registry: "Registry", options: FusionOptions, switch: FusionSwitch,
+          op_types: AbstractSet[str] | None = None) -> FusionReport:
+    """Run the left-out passes on a copy of ``graph_def``; their report (the copy is dropped).
+    With ``op_types`` (every op type of the graph and its functions), passes that cannot fuse
+    anything in such a graph are not tried, and no copy is made when none can."""
+    if op_types is None:
+        scope, graph = left_out_passes(registry, options, switch)
+    else:
+        scope, graph = passes_to_probe(registry, options, switch, op_types)
+    if not scope and not graph:
+        return FusionReport()
     copy = type(graph_def)()
     copy.CopyFrom(graph_def)
     probe_options = dataclasses.replace(options, enable_scope_fusion_passes=[s.name for s in scope], strict=False,
                                         keep_places=False)  # the probe's report is read for hints only
     engines: list[Any] = [ScopePassManager(scope, registry.fused_ops, probe_options)] if scope else []
-    for fusion_type in FUSION_TYPES if graph else ():  # a stage with no pass to try is not run
-        engines.append(GraphFusionEngine(graph, registry.fused_ops, probe_options, FusionSwitch.default(),
-                                         fusion_type))
+    for fusion_type in FUSION_TYPES:  # a stage with no pass to try is not run
+        if any(g.fusion_type == fusion_type for g in graph):
+            engines.append(GraphFusionEngine(graph, registry.fused_ops, probe_options, FusionSwitch.default(),
+                                             fusion_type))
     return FusionPipeline(engines, registry.fused_ops, probe_options).run(copy).report
 
 
@@ -116,6 +154,17 @@ def _annotate(notes: Sequence[tuple[PassReport, Refusal]], fused: _Places, would
                 break
 
 
+def _op_types(report: FusionReport, graph_def: "GraphDef") -> set[str]:
+    """Every op type of the fused graph and of its functions (the report's counts when they
+    describe this graph)."""
+    if sum(report.op_counts_after.values()) == len(graph_def.node):
+        ops = set(report.op_counts_after)
+    else:
+        ops = {node.op for node in graph_def.node}
+    ops.update(node.op for function in graph_def.library.function for node in function.node_def)
+    return ops
+
+
 def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry", options: FusionOptions,
               switch: FusionSwitch) -> None:
     """Fill in ``report.hints`` and the ``hint`` of every refusal and near miss that has one."""
@@ -127,8 +176,9 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
     would, probed = _Places(), {}
     scope, graph = left_out_passes(registry, options, switch)
     if (scope or graph) and options.fusible_nodes is None:
+        op_types = _op_types(report, fused_graph)
         try:
-            probed_report = probe(fused_graph, registry, options, switch)
+            probed_report = probe(fused_graph, registry, options, switch, op_types)
         except ScopeFusionError as exc:  # never the run's own failure: say so and go without
             report.warnings.append(f"no hints from the passes left out: {' '.join(str(exc).split())}")
             probed_report = FusionReport()

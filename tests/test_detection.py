@@ -250,3 +250,16 @@ def test_each_pass_fuses_only_its_own_scopes(od, registry):
     assert [f.type for f in result.report.fused] == ["DecodeBboxV2"]
     result = fuse(m, registry, [NMS])
     assert [f.type for f in result.report.fused] == ["BatchMultiClassNonMaxSuppression"]
+
+
+# ------------------------------------------------------------------------------- hints
+@pytest.mark.parametrize("build,pass_name,places", [
+    (decode_graph, DECODE, 2), (clip_graph, CLIP, 2), (nms_graph, NMS, 1)],
+    ids=["decode", "clip", "nms"])
+def test_a_detection_pass_left_out_is_named_where_it_would_fuse(od, registry, build, pass_name, places):
+    """The passes a run leaves out are tried for hints only where they may fuse: on the OD API's
+    graphs, each detection pass is (its patterns' op types occur), and says where."""
+    result = fuse(build(od), registry, [])
+    assert result.report.fused == []
+    hint = next(h for h in result.report.hints if h.startswith(f"{pass_name} is not enabled"))
+    assert f"it would fuse {places} place(s)" in hint

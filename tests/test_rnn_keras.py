@@ -465,3 +465,11 @@ def test_a_reset_after_look_alike_is_not_fused(form, edit, refused, reason):
     check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
                                input_shapes=m.input_shapes, runs=2)
     assert not check.passed  # the edit changed what the graph computes
+
+
+def test_the_cell_pass_left_out_is_named_where_it_would_fuse():
+    """An unrolled Keras 3 LSTM keeps MatMul and Split steps the graph passes leave: the cell pass,
+    not enabled, is tried for hints and names them."""
+    result = scopefusion.fuse(rm.keras_rnn("keras", "LSTM").graph_def, registry=REGISTRY)
+    (hint,) = [h for h in result.report.hints if h.startswith("ScopeBasicLSTMCellPass is not enabled")]
+    assert re.search(r"it would fuse [1-9]\d* place\(s\) \('lstm", hint)

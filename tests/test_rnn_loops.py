@@ -634,3 +634,17 @@ def test_a_loop_inside_a_called_function_is_refused():
     cells = [n for f in fused.library.function for n in f.node_def if n.op == "BasicLSTMCell"]
     assert len(cells) == 1
     assert_verifies(m, fused)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: lm.dynamic_rnn(rm.basic_lstm()),
+    lambda: lm.keras("tf_keras", "LSTM", layers=1),
+    lambda: lm.keras("keras", "GRU", layers=1),
+], ids=["dynamic_rnn", "tf_keras LSTM", "Keras 3 GRU"])
+def test_the_loop_pass_left_out_is_named_where_it_would_fuse(build):
+    """With the cell passes on and the loop pass left out, the loop pass is tried for hints (a
+    functional While is in the graph) and names the loop."""
+    result = scopefusion.fuse(build().graph_def, registry=REGISTRY,
+                              enable_scope_fusion_passes="ScopeBasicLSTMCellPass,ScopeGRUCellPass")
+    (hint,) = [h for h in result.report.hints if h.startswith("ScopeDynamicRNNPass is not enabled")]
+    assert "it would fuse 1 place(s)" in hint and "while'" in hint

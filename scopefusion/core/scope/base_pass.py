@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import TYPE_CHECKING, AbstractSet, ClassVar, Sequence
 
-from .patterns import PatternSet
+from .patterns import PatternSet, pattern_sets_may_match
 from .results import FusionScopesResult, ScopesResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +22,8 @@ class ScopeBasePass(ABC):
     * :meth:`generate_fusion_result`: fill in the fused op for one result.
 
     :meth:`last_match_scopes_and_ops` groups matched scopes into results; the
-    default makes one result per matched scope.
+    default makes one result per matched scope.  :meth:`may_fuse` says whether
+    the pass can fuse anything in a graph, from the op types the graph holds.
     """
 
     name: ClassVar[str] = ""
@@ -46,6 +47,18 @@ class ScopeBasePass(ABC):
     @abstractmethod
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         """Describe the fused op for ``scopes`` in ``result``, or ``result.reject(reason)``."""
+
+    def may_fuse(self, op_types: AbstractSet[str]) -> bool:
+        """Whether the pass can fuse anything in a graph whose nodes (function bodies included)
+        have only ``op_types``; a run skips a pass it only tries for hints when it cannot.
+
+        The default is exact for a pass whose results are its matched scopes (it keeps
+        :meth:`last_match_scopes_and_ops`): whether some pattern set can match at all.  A pass
+        that groups other scopes too is always tried, unless it overrides this method.
+        """
+        if type(self).last_match_scopes_and_ops is not ScopeBasePass.last_match_scopes_and_ops:
+            return True
+        return pattern_sets_may_match(self.define_patterns(), op_types)
 
     # -- helpers -----------------------------------------------------------------
     def matched_scopes(self, scope_graph: "ScopeGraph") -> list["Scope"]:

@@ -10,7 +10,7 @@ follow the reference semantics:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, AbstractSet, Any, Sequence, Union
 
 from ..graph.attrs import attr_equals
 from ..graph.vocabulary import dtype_name
@@ -258,6 +258,15 @@ class ScopePattern:
                     break
         return n
 
+    def required_op_types(self) -> frozenset[str]:
+        """Op types without which no scope matches: those an op-type count needs present, and
+        those an attribute feature looks for."""
+        return frozenset(
+            f.op_type for f in self.features
+            if isinstance(f, NodeAttrFeature)
+            or (isinstance(f, NodeOpTypeFeature) and count_requires_presence(f.num, f.step))
+        )
+
     def failures(self, scope: "Scope", limit: int = 2) -> list[Feature]:
         """Up to ``limit`` features ``scope`` does not have."""
         failed: list[Feature] = []
@@ -294,3 +303,13 @@ def check_pattern_sets(value: object) -> list[PatternSet]:
                     raise TypeError(f"{shape}; item {k} of batch {j} of pattern set {i} is a "
                                     f"{type(pattern).__name__}")
     return [[list(batch) for batch in pattern_set] for pattern_set in value]
+
+
+def pattern_sets_may_match(pattern_sets: Sequence[PatternSet], op_types: AbstractSet[str]) -> bool:
+    """Whether any pattern set can match in a graph whose nodes have only ``op_types``: a set
+    matches only if every batch matches a scope, and a pattern only where the op types it
+    requires occur."""
+    return any(
+        all(any(p.required_op_types() <= op_types for p in batch) for batch in pattern_set)
+        for pattern_set in pattern_sets
+    )

@@ -16,7 +16,7 @@ anything beyond its steps, is refused as a whole with the reason.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart
@@ -65,6 +65,11 @@ class _CellScopePass(ScopeBasePass):
                        .add_node_op_type_feature("Split", 0, 1))
             batch.append(pattern.add_node_op_type_feature("Sub", *((0, 1) if self.has_sub else (-1, 0))))
         return [[batch]]
+
+    def may_fuse(self, op_types: AbstractSet[str]) -> bool:
+        """Every scope the pass makes a result of (matched, renamed or a loop body) holds a MatMul
+        and a Split."""
+        return {"MatMul", "Split"} <= op_types
 
     def _holds_cell_ops(self, scope: "Scope") -> bool:
         """What the patterns ask of a cell scope besides its name."""

@@ -17,7 +17,7 @@ v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart
@@ -81,6 +81,10 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         # the scope of a functional loop's outputs (``rnn/while/Identity_3``) and of its counter's start
         # (``rnn/while/loop_counter``), the loop node named like it; a TF1 loop's frame
         return [[[ScopePattern(DYNAMIC_RNN.name).add_scope_feature(suffix="while")]]]
+
+    def may_fuse(self, op_types: AbstractSet[str]) -> bool:
+        """A loop to fuse is a functional ``While`` or a TF1 frame (``Enter`` ... ``Exit``)."""
+        return not op_types.isdisjoint(_LOOPS) or {"Enter", "Exit"} <= op_types
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         index = scope_graph.index

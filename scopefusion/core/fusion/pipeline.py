@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
+from ..graph.reindex import reindex
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
 from .conflicts import Conflict, select_plans
@@ -28,7 +29,7 @@ from .options import FusionOptions
 from .places import Place, PlaceRecorder
 from .plan import FusionPlan, make_plan
 from .report import FusedRecord, FusionReport, PassReport, Refusal
-from .rewrite import apply_plans, check_rewrite
+from .rewrite import RewriteSummary, apply_plans, check_rewrite
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -175,26 +176,25 @@ class FusionPipeline:
         report.stage_seconds["index"] = time.perf_counter() - t0
         outputs = self._output_tensors(index)
         report.outputs = [tensor_name(n, p) for n, p in outputs]
-        first, rewritten = True, False
+        first, rewrite = True, None
         for engine in self.engines:
             if not engine.active():
                 engine.skipped(report)
                 continue
             if not first:
                 t0 = time.perf_counter()
-                if rewritten or not _indexes(index, graph_def):  # else the last stage's index serves
-                    self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
-                    index = GraphIndex(graph_def)
+                self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
+                index = _index_after(index, graph_def, rewrite)
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
             first = False
-            rewritten = self._stage(engine, index, outputs, report)
+            rewrite = self._stage(engine, index, outputs, report)
         report.nodes_after = len(graph_def.node)
         report.op_counts_after = dict(Counter(node.op for node in graph_def.node))
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
-               report: FusionReport) -> bool:
-        """Run one stage over ``index``; whether it rewrote the graph."""
+               report: FusionReport) -> RewriteSummary | None:
+        """Run one stage over ``index``; what its rewrite changed (None: it rewrote nothing)."""
         stages = report.stage_seconds
         context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
                                self.progress)
@@ -226,7 +226,7 @@ class FusionPipeline:
         except GraphValidationError as exc:  # a bug here, never the user's
             raise ScopeFusionError(f"internal error: the fused graph is invalid: {exc}") from exc
         stages[f"{engine.stage}.validate"] = time.perf_counter() - t0
-        return bool(accepted)
+        return summary if accepted else None
 
     def _plans(self, context: StageContext, candidates: Sequence[FusionCandidate],
                reports: Mapping[str, PassReport], recorder: PlaceRecorder | None = None) -> list[FusionPlan]:
@@ -267,6 +267,16 @@ class FusionPipeline:
                 raise OptionError(f"output tensor(s) not in the graph: {', '.join(missing)}")
             return out
         return [(index.names[i], 0) for i in index.sinks() if index.ops[i] not in NON_OUTPUT_SINKS]
+
+
+def _index_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSummary | None) -> GraphIndex:
+    """The index of ``graph_def`` for the next stage: after a rewrite, ``index`` updated with what it
+    changed; after none, ``index`` itself while it still indexes the graph."""
+    if rewrite is not None and index.graph_def is graph_def:
+        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted)
+    if rewrite is None and _indexes(index, graph_def):
+        return index
+    return GraphIndex(graph_def)
 
 
 def _indexes(index: GraphIndex, graph_def: "GraphDef") -> bool:

@@ -6,7 +6,7 @@ sort of the node list.  The cost is linear in nodes plus edges.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import GraphValidationError
@@ -103,11 +103,19 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
 
 @dataclass
 class RewriteSummary:
-    """What :func:`apply_plans` changed, for the output check."""
+    """What :func:`apply_plans` changed: for the output check (``touched``, ``removed_names``,
+    ``new_names``) and for indexing the rewritten graph without reading its untouched nodes
+    again (the rest, by positions in the index that was rewritten)."""
 
     touched: list["NodeDef"]
     removed_names: set[str]
     new_names: list[str]
+    #: nodes dropped from the graph
+    dropped: set[int] = field(default_factory=set)
+    #: nodes kept whose inputs or op changed (rewired readers, graph outputs turned into aliases)
+    changed: set[int] = field(default_factory=set)
+    #: new nodes (their messages in the graph) by the node they follow in the new order
+    inserted: dict[int, list["NodeDef"]] = field(default_factory=dict)
 
 
 def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSummary:
@@ -119,7 +127,9 @@ def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSumm
     resolve = _resolver(index, owner)
     with no_gc():
         touched = _rewire_readers(index, owner, resolve)
-        return _place_new_nodes(index, plans, resolve, touched)
+        summary = _place_new_nodes(index, plans, resolve, touched)
+    summary.changed.update(touched)
+    return summary
 
 
 def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[int, int], str]:
@@ -169,7 +179,6 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     graph = index.graph_def
     order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
     dropped = 0
-    new_wrappers: list["NodeDef"] = []
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     staged = [
         (plan, _build_nodes(plan, index, resolve),
@@ -181,21 +190,23 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
             if d in aliases:  # a graph output keeps its name: the node becomes an alias
                 index.nodes[d].CopyFrom(aliases[d])
                 summary.touched.append(index.nodes[d])
+                summary.changed.add(d)
             else:
                 order_key[id(index.nodes[d])] = _REMOVED
                 summary.removed_names.add(index.names[d])
+                summary.dropped.add(d)
                 dropped += 1
         anchor = plan.removed[0]
         start = len(graph.node)
         graph.node.extend(built)
+        placed = summary.inserted[anchor] = []
         for k in range(len(built)):
             wrapper = graph.node[start + k]
-            new_wrappers.append(wrapper)  # keeps its id valid until the sort
+            placed.append(wrapper)  # the message in the graph; the wrapper follows it through the sort
             order_key[id(wrapper)] = anchor + (k + 1) / (len(built) + 1)
         summary.new_names.extend(n.name for n in built)
         summary.touched.extend(built)  # the copies in the graph are equal to these
     graph.node.sort(key=lambda n: order_key[id(n)])
-    del new_wrappers
     if dropped:
         del graph.node[len(graph.node) - dropped:]
         _drop_stale_colocation(graph, summary.removed_names)

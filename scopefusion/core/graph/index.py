@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
 from .toposort import kahn_order, on_cycles
@@ -37,6 +37,33 @@ def _summarise(problems: Sequence[str]) -> str:
     shown = "; ".join(problems[:_MAX_LISTED])
     more = len(problems) - _MAX_LISTED
     return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_node_inputs(texts: Iterable[str], index: dict[str, int], reader: str,
+                      dangling: list[str]) -> list[tuple[int, int]]:
+    """One node's inputs as ``(producer, port)`` pairs; an input naming no node is told in
+    ``dangling`` (and read as producer -1)."""
+    parsed: list[tuple[int, int]] = []
+    for text in texts:
+        producer = index.get(text)  # names hold no ':' and no '^'
+        if producer is not None:
+            parsed.append((producer, 0))
+            continue
+        if text[:1] == "^":
+            name, port = text[1:], CONTROL
+        else:
+            colon = text.rfind(":")
+            digits = text[colon + 1 :]
+            if colon > 0 and is_port(digits):
+                name, port = text[:colon], int(digits)
+            else:
+                name, port = text, 0
+        producer = index.get(name)
+        if producer is None:
+            dangling.append(f"{reader!r} reads {text!r}")
+            producer = -1
+        parsed.append((producer, port))
+    return parsed
 
 
 class GraphIndex:
@@ -75,30 +102,8 @@ class GraphIndex:
 
     def _parse_inputs(self) -> list[list[tuple[int, int]]]:
         index = self.index
-        result: list[list[tuple[int, int]]] = []
         dangling: list[str] = []
-        for i, node in enumerate(self.nodes):
-            parsed: list[tuple[int, int]] = []
-            for text in node.input:
-                producer = index.get(text)  # names hold no ':' and no '^'
-                if producer is not None:
-                    parsed.append((producer, 0))
-                    continue
-                if text[:1] == "^":
-                    name, port = text[1:], CONTROL
-                else:
-                    colon = text.rfind(":")
-                    digits = text[colon + 1 :]
-                    if colon > 0 and is_port(digits):
-                        name, port = text[:colon], int(text[colon + 1 :])
-                    else:
-                        name, port = text, 0
-                producer = index.get(name)
-                if producer is None:
-                    dangling.append(f"{self.names[i]!r} reads {text!r}")
-                    producer = -1
-                parsed.append((producer, port))
-            result.append(parsed)
+        result = [parse_node_inputs(node.input, index, name, dangling) for node, name in zip(self.nodes, self.names)]
         if dangling:
             raise GraphValidationError(
                 f"inputs that name no node in the graph: {_summarise(dangling)}"

@@ -4,10 +4,13 @@ function body, that index equals one built from scratch; a rewrite that tells le
 is caught."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import loop_models as lm
 import rnn_models as rm
 from pass_checks import REGISTRY
+from detection_models import tf1_graph_mode
+from test_rnn_loops import assert_verifies
 
 import scopefusion
 import scopefusion.core.fusion.pipeline as pipeline_module
@@ -24,6 +27,8 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
+    if updated._colocated is not None:  # carried over: every node with colocation constraints (a superset)
+        assert set(fresh.colocated_nodes()) <= set(updated.colocated_nodes())
 
 
 @pytest.fixture
@@ -72,6 +77,7 @@ def test_recurrent_loops(build, checked):
                               enable_scope_fusion_passes="ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass")
     assert result.report.fused_count("DynamicRNN") + result.report.fused_count("DynamicGRUV2") >= 1
     assert checked
+    assert_verifies(m, result.fused_graph_def)
 
 
 def test_a_rewrite_that_does_not_tell_a_rewired_reader_is_caught(bert_encoder, monkeypatch):
@@ -87,3 +93,38 @@ def test_a_rewrite_that_does_not_tell_a_rewired_reader_is_caught(bert_encoder, m
     with pytest.raises(GraphValidationError, match="inputs that name no node in the graph"):
         scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
     assert told
+
+
+def test_colocation_with_a_fused_node_is_forgotten(checked):
+    """A TF1 ``cond`` colocates its ``Switch`` nodes with the tensors they switch: here a tf_slim layer
+    norm's output, which the scope stage fuses away.  The constraint is dropped (TensorFlow refuses a
+    graph colocating a node with one that is gone), and the graph stage, on the index the scope stage's
+    rewrite updated, fuses the dense layer in the branch."""
+    import tensorflow as tf
+    import tf_slim
+
+    with tf1_graph_mode(control_flow_v1=True):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
+            pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
+            ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
+            kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
+            bias = tf.constant([0.5] * 8)
+            out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
+            tf.identity(tf.tanh(out), name="y")
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                frozen = tf.compat.v1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["y"])
+    constraints = [v.decode() for n in frozen.node if "_class" in n.attr for v in n.attr["_class"].list.s]
+    assert "loc:@LayerNorm/batchnorm/add_1" in constraints
+    result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False)
+    assert result.report.fused_count("LayerNorm") == 1 and result.report.fused_count("MatMulBiasAdd") == 1
+    assert len(checked) == 2  # the graph and UB stages indexed what the stage before them rewrote
+    names = {n.name for n in result.fused_graph_def.node}
+    left = [v.decode() for n in result.fused_graph_def.node if "_class" in n.attr for v in n.attr["_class"].list.s]
+    assert all(v.removeprefix("loc:@") in names for v in left)
+    for taken in (True, False):
+        scopefusion.verify(frozen, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
+                           feeds={"x:0": np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8),
+                                  "pred:0": np.array(taken)}).assert_ok()

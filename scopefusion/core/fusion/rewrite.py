@@ -7,11 +7,11 @@ sort of the node list.  The cost is linear in nodes plus edges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
-from ..graph.index import GraphIndex, no_gc
+from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
 from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
@@ -177,6 +177,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     plan's first removed node stood.  The wrappers in ``index.nodes`` follow their messages
     through the sort, so positions are keyed by wrapper identity."""
     graph = index.graph_def
+    colocated = index.colocated_nodes()  # read before the messages move
     order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
     dropped = 0
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
@@ -209,18 +210,16 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     graph.node.sort(key=lambda n: order_key[id(n)])
     if dropped:
         del graph.node[len(graph.node) - dropped:]
-        _drop_stale_colocation(graph, summary.removed_names)
+        kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
+        kept += [n for built in summary.inserted.values() for n in built]
+        _drop_stale_colocation(kept, summary.removed_names)
     return summary
 
 
-#: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
-_COLOCATE = "_class"
-
-
-def _drop_stale_colocation(graph: "GraphDef", removed: set[str]) -> None:
+def _drop_stale_colocation(nodes: Iterable["NodeDef"], removed: set[str]) -> None:
     """Forget colocation constraints naming removed nodes (TensorFlow refuses to import a node
     colocated with a node that does not exist; a TF1 cond's Switch is colocated with its input)."""
-    for node in graph.node:
+    for node in nodes:
         if _COLOCATE not in node.attr:
             continue
         values = node.attr[_COLOCATE].list.s

@@ -14,6 +14,9 @@ from ..errors import GraphValidationError
 from .toposort import kahn_order, on_cycles
 from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS, is_port
 
+#: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
+COLOCATE = "_class"
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -85,6 +88,7 @@ class GraphIndex:
             self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
+        self._colocated: list[int] | None = None
         if validate:
             self.topological_order()
 
@@ -145,6 +149,13 @@ class GraphIndex:
                         bucket.append(i)
             self._by_op = by_op
         return self._by_op.get(op, [])
+
+    def colocated_nodes(self) -> list[int]:
+        """Nodes holding colocation constraints (a ``_class`` attribute), in graph order (found on
+        first use; an index updated after a rewrite carries them over)."""
+        if self._colocated is None:
+            self._colocated = [i for i, node in enumerate(self.nodes) if COLOCATE in node.attr]
+        return self._colocated
 
     def data_input(self, node_index: int, slot: int) -> tuple[int, int]:
         """The tensor feeding data input ``slot`` of a node."""

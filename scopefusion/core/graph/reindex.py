@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 from ..errors import GraphValidationError
-from .index import GraphIndex, _summarise, no_gc, parse_node_inputs
+from .index import COLOCATE, GraphIndex, _summarise, no_gc, parse_node_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -26,13 +26,14 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
     new = GraphIndex.__new__(GraphIndex)
     new.graph_def = old.graph_def
     with no_gc():
-        position, pieces = _lay_out(old, new, dropped, changed, inserted)
+        position, pieces, fresh = _lay_out(old, new, dropped, changed, inserted)
         new.index = {name: i for i, name in enumerate(new.names)}
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
         new.inputs = _inputs(old, new, position, pieces)
     new._by_op = None
     new._order = None
+    new._colocated = _colocated(old, new, position, fresh)
     if validate:
         _check_told(old, new, dropped, changed)
         new.topological_order()
@@ -45,14 +46,16 @@ _Piece = Union[tuple[int, int], int, "NodeDef"]
 
 
 def _lay_out(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int],
-             inserted: Mapping[int, Sequence["NodeDef"]]) -> tuple[list[int], list[_Piece]]:
+             inserted: Mapping[int, Sequence["NodeDef"]]) -> tuple[list[int], list[_Piece], list[int]]:
     """Fill in ``new``'s nodes, names and ops in the rewritten order; returns every old node's new
-    position (-1 when dropped) and the pieces the new node list is made of, in order."""
+    position (-1 when dropped), the pieces the new node list is made of, in order, and the new
+    nodes' positions."""
     nodes: list["NodeDef"] = []
     names: list[str] = []
     ops: list[str] = []
     position = [-1] * len(old.nodes)
     pieces: list[_Piece] = []
+    fresh: list[int] = []
     start = 0
     for e in [*sorted({*dropped, *changed, *inserted}), len(old.nodes)]:
         if e > start:  # untouched nodes: copied as slices
@@ -71,13 +74,14 @@ def _lay_out(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[i
             names.append(old.names[e])
             ops.append(node.op if e in changed else old.ops[e])  # an output turned alias has a new op
         for node in inserted.get(e, ()):
+            fresh.append(len(nodes))
             pieces.append(node)
             nodes.append(node)
             names.append(node.name)
             ops.append(node.op)
         start = e + 1
     new.nodes, new.names, new.ops = nodes, names, ops
-    return position, pieces
+    return position, pieces, fresh
 
 
 def _inputs(old: GraphIndex, new: GraphIndex, position: list[int],
@@ -97,6 +101,16 @@ def _inputs(old: GraphIndex, new: GraphIndex, position: list[int],
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")
     return inputs
+
+
+def _colocated(old: GraphIndex, new: GraphIndex, position: list[int], fresh: list[int]) -> list[int] | None:
+    """The old index's colocated nodes still there (renumbered; a changed one kept its attributes,
+    or became an alias without any), and the new nodes that are."""
+    if old._colocated is None:
+        return None
+    kept = [position[i] for i in old._colocated if position[i] >= 0]
+    kept += [i for i in fresh if COLOCATE in new.nodes[i].attr]
+    return sorted(kept)
 
 
 def _check_told(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int]) -> None:

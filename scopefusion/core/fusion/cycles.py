@@ -60,8 +60,93 @@ def plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[Fusio
     topologically; returns the plans lying on a cycle (empty when none).
 
     Each plan is convex on its own (:func:`find_cycle`), yet two can feed each
-    other once both are contracted; this one pass over all edges finds that.
+    other once both are contracted.  Only plans whose spans overlap can (see
+    :func:`_no_cycle_possible`), so the whole graph is sorted only when they may.
     """
+    if _no_cycle_possible(index, plans):
+        return []
+    return _plans_on_cycle(index, plans)
+
+
+def _spans(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[tuple[int, int, int]] | None:
+    """Per plan ``(first, last, k)``: the topological positions of its first and last removed node
+    read from, or reading, outside; None when a plan takes a loop's back edge (NextIteration or
+    Merge), which runs against the order."""
+    pos, inputs, consumers, ops = index.position, index.inputs, index.consumers, index.ops
+    spans = []
+    for k, plan in enumerate(plans):
+        removed = set(plan.removed)
+        ends = []
+        for d in plan.removed:
+            if ops[d] in LOOP_BACK_OPS or ops[d] in LOOP_MERGE_OPS:
+                return None
+            if any(p not in removed for p, _ in inputs[d]) or any(c not in removed for c, _, _ in consumers[d]):
+                ends.append(pos[d])
+        if ends:
+            spans.append((min(ends), max(ends), k))
+    return sorted(spans)
+
+
+def _no_cycle_possible(index: GraphIndex, plans: Sequence[FusionPlan]) -> bool:
+    """True when no two plans can feed each other once contracted.
+
+    A path between plans runs forward in the topological order, from a node a plan reads
+    into to one it is read from.  So the plans of a cycle come back to where they started
+    only through overlapping spans (first to last such node of each plan): their spans form one
+    run of overlapping intervals, and every node of the cycle lies in that run's positions.
+    Each run holding two plans or more is sorted on its own, over the nodes of its positions.
+    """
+    spans = _spans(index, plans)
+    if spans is None:
+        return False
+    run: list[int] = []
+    lo = hi = -1
+    for first, last, k in [*spans, (len(index) + 1, 0, -1)]:
+        if first > hi:  # the run so far is closed
+            if len(run) > 1 and _sorts(index, [plans[j] for j in run], lo, hi):
+                return False
+            run, lo, hi = [], first, last
+        run.append(k)
+        hi = max(hi, last)
+    return True
+
+
+def _sorts(index: GraphIndex, plans: Sequence[FusionPlan], lo: int, hi: int) -> bool:
+    """Whether the nodes at topological positions ``lo`` to ``hi``, each plan's removed nodes
+    contracted to one, hold a cycle."""
+    group: dict[int, int] = {}
+    for k, plan in enumerate(plans):
+        for d in plan.removed:
+            group[d] = -1 - k
+    pos, ops = index.position, index.ops
+    indegree: dict[int, int] = {}
+    succ: dict[int, list[int]] = {}
+    for c in index.topological_order()[lo:hi + 1]:
+        gc_ = group.get(c, c)
+        indegree.setdefault(gc_, 0)
+        closes_loop = gc_ == c and ops[c] in LOOP_MERGE_OPS
+        for p, port in index.inputs[c]:
+            if not lo <= pos[p] <= hi:
+                continue
+            gp = group.get(p, p)
+            if gp == gc_ or (closes_loop and gp == p and port != CONTROL and ops[p] in LOOP_BACK_OPS):
+                continue
+            indegree[gc_] += 1
+            succ.setdefault(gp, []).append(gc_)
+    queue = deque(v for v, d in indegree.items() if d == 0)
+    seen = 0
+    while queue:
+        v = queue.popleft()
+        seen += 1
+        for c in succ.get(v, ()):
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                queue.append(c)
+    return seen < len(indegree)
+
+
+def _plans_on_cycle(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[FusionPlan]:
+    """:func:`plans_on_cycle` over the whole graph."""
     n = len(index)
     group = list(range(n))
     for k, plan in enumerate(plans):

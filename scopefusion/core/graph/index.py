@@ -6,6 +6,7 @@ Tensors are ``(node_index, port)`` pairs; a control edge uses port ``-1``.
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -81,7 +82,7 @@ class GraphIndex:
         with no_gc():
             self.nodes: list["NodeDef"] = list(graph_def.node)
             self.names: list[str] = [n.name for n in self.nodes]
-            self.ops: list[str] = [n.op for n in self.nodes]
+            self.ops: list[str] = list(map(sys.intern, [n.op for n in self.nodes]))  # one string per op type
             self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()

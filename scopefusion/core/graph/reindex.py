@@ -7,6 +7,7 @@ and new nodes are read: the rest is taken from the old index, producers renumber
 """
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 from ..errors import GraphValidationError
@@ -72,13 +73,13 @@ def _lay_out(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[i
             node = old.nodes[e]
             nodes.append(node)
             names.append(old.names[e])
-            ops.append(node.op if e in changed else old.ops[e])  # an output turned alias has a new op
+            ops.append(sys.intern(node.op) if e in changed else old.ops[e])  # an output turned alias has a new op
         for node in inserted.get(e, ()):
             fresh.append(len(nodes))
             pieces.append(node)
             nodes.append(node)
             names.append(node.name)
-            ops.append(node.op)
+            ops.append(sys.intern(node.op))
         start = e + 1
     new.nodes, new.names, new.ops = nodes, names, ops
     return position, pieces, fresh

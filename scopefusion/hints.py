@@ -169,10 +169,6 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
               switch: FusionSwitch) -> None:
     """Fill in ``report.hints`` and the ``hint`` of every refusal and near miss that has one."""
     notes = [(p, r) for p in report.passes for r in (*p.refused, *p.near_misses)]
-    fused = _Places()
-    for p in report.passes:
-        for record in p.fused:
-            fused.add(p.name, record)
     would, probed = _Places(), {}
     scope, graph = left_out_passes(registry, options, switch)
     if (scope or graph) and options.fusible_nodes is None:
@@ -188,4 +184,9 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
                 report.hints.append(_would_fuse_text(p))
                 for record in p.fused:
                     would.add(p.name, record)
-    _annotate(notes, fused, would, probed)
+    if notes:  # the places of what was fused are looked up only for refusals and near misses
+        fused = _Places()
+        for p in report.passes:
+            for record in p.fused:
+                fused.add(p.name, record)
+        _annotate(notes, fused, would, probed)

@@ -154,13 +154,9 @@ def _annotate(notes: Sequence[tuple[PassReport, Refusal]], fused: _Places, would
                 break
 
 
-def _op_types(report: FusionReport, graph_def: "GraphDef") -> set[str]:
-    """Every op type of the fused graph and of its functions (the report's counts when they
-    describe this graph)."""
-    if sum(report.op_counts_after.values()) == len(graph_def.node):
-        ops = set(report.op_counts_after)
-    else:
-        ops = {node.op for node in graph_def.node}
+def _op_types(graph_def: "GraphDef") -> set[str]:
+    """Every op type of the fused graph and of its functions."""
+    ops = {node.op for node in graph_def.node}
     ops.update(node.op for function in graph_def.library.function for node in function.node_def)
     return ops
 
@@ -172,7 +168,7 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
     would, probed = _Places(), {}
     scope, graph = left_out_passes(registry, options, switch)
     if (scope or graph) and options.fusible_nodes is None:
-        op_types = _op_types(report, fused_graph)
+        op_types = _op_types(fused_graph)
         try:
             probed_report = probe(fused_graph, registry, options, switch, op_types)
         except ScopeFusionError as exc:  # never the run's own failure: say so and go without

@@ -5,6 +5,8 @@ tested beside each pass (instance norm, detection, RNN cells and loops)."""
 from __future__ import annotations
 
 import pytest
+import loop_models as lm
+import rnn_models as rm
 from pass_checks import REGISTRY
 
 import scopefusion
@@ -131,3 +133,11 @@ def test_a_pass_whose_answer_fails_is_tried():
 
 def _notes(report):
     return [(p.name, r) for p in report.passes for r in (*p.refused, *p.near_misses)]
+
+
+def test_the_op_types_asked_about_are_the_fused_graphs_and_its_functions():
+    """A loop body's ops count: a functional loop's cells are in its body, not the graph."""
+    m = lm.dynamic_rnn(rm.basic_lstm())
+    ops = hints_module._op_types(m.graph_def)
+    assert {"MatMul", "Split", "Sigmoid"} <= ops and ops & {"While", "StatelessWhile"}
+    assert "Sigmoid" not in {n.op for n in m.graph_def.node}

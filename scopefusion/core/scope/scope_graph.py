@@ -6,7 +6,8 @@ counts op types over all of its descendant nodes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 from ..graph.index import GraphIndex, no_gc
 from ..graph.tf_shapes import ShapeRules
@@ -19,6 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 __all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "strip_index_suffix"]
+
+#: What a scope without sub-scopes or labelled descendants holds until it has some (one shared,
+#: read-only mapping: most scopes are leaves and most are never labelled below)
+_NONE: Mapping = MappingProxyType({})
+
 
 def strip_index_suffix(component: str) -> str:
     """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
@@ -44,11 +50,11 @@ class Scope:
         self.last_name = strip_index_suffix(component) if name else "root"
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
-        self.children: dict[str, Scope] = {}
+        self.children: Mapping[str, Scope] = _NONE  # a dict once it has one
         self.direct_nodes: list[int] = []
         self.op_counts: dict[str, int] = {}
         self.sub_type: str | None = None
-        self.label_counts: dict[str, int] = {}  # labelled strict descendants per sub_type
+        self.label_counts: Mapping[str, int] = _NONE  # labelled strict descendants per sub_type
         self.contains_return = False
         self._all_sub_scopes: list[Scope] | None = None
         self._all_nodes: list[int] | None = None
@@ -180,7 +186,9 @@ class ScopeTree:
         parent = self._by_name[path]
         for name in reversed(missing):
             scope = Scope(self, name, parent)
-            parent.children[name.rpartition("/")[2]] = scope
+            if parent.children is _NONE:
+                parent.children = {}
+            parent.children[name.rpartition("/")[2]] = scope  # type: ignore[index]
             self._by_name[name] = scope
             self.scopes.append(scope)
             parent = scope
@@ -237,7 +245,9 @@ class ScopeTree:
         s = scope.parent
         while s is not None:
             counts = s.label_counts
-            counts[sub_type] = counts.get(sub_type, 0) + delta
+            if counts is _NONE:
+                counts = s.label_counts = {}
+            counts[sub_type] = counts.get(sub_type, 0) + delta  # type: ignore[index]
             s = s.parent
 
     def clear_labels(self) -> None:
@@ -269,7 +279,7 @@ class ScopeGraph(GraphView):
     def close(self) -> None:
         """Break the parent/child reference cycles so memory is freed at once."""
         for scope in self.tree.scopes:
-            scope.children = {}
+            scope.children = _NONE
             scope.parent = None
             scope._all_sub_scopes = None
             scope._tree = None  # type: ignore[assignment]

@@ -141,3 +141,24 @@ def test_the_op_types_asked_about_are_the_fused_graphs_and_its_functions():
     ops = hints_module._op_types(m.graph_def)
     assert {"MatMul", "Split", "Sigmoid"} <= ops and ops & {"While", "StatelessWhile"}
     assert "Sigmoid" not in {n.op for n in m.graph_def.node}
+
+
+def test_a_pass_whose_may_fuse_denies_what_it_fused_is_warned_about(bert_encoder):
+    """ScopeLayerNormPass with a may_fuse() that says no: the run still fuses (may_fuse only
+    decides what hints try) and warns, naming the pass."""
+    from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass
+    from scopefusion.testing import registry_with
+
+    class Denying(ScopeLayerNormPass):
+        name = "ScopeLayerNormPass"
+
+        def may_fuse(self, op_types):
+            return False
+
+    registry = registry_with([Denying], [])
+    result = scopefusion.fuse(bert_encoder.graph_def, registry=registry, hints=False)
+    assert result.report.fused_count("LayerNorm") == 7
+    assert any(w.startswith("pass ScopeLayerNormPass (") and "its may_fuse() is wrong" in w
+               for w in result.report.warnings)
+    plain = scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
+    assert not any("may_fuse" in w for w in plain.report.warnings)

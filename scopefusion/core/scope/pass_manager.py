@@ -82,7 +82,7 @@ class ScopePassManager:
                 changed: list[str] = []
                 with contained(spec.name, spec.origin, pr, self.options.strict, self.options.pass_timeout, changed):
                     with scope_graph.watch(changed):
-                        found = self._run_pass(k, spec, scope_graph, pr)
+                        found = self._run_pass(k, spec, scope_graph, pr, context.report.warnings)
                     reject_if_changed(spec.name, spec.origin, changed)
                     candidates.extend(found)
                 pr.seconds = time.perf_counter() - started
@@ -91,7 +91,7 @@ class ScopePassManager:
         return candidates
 
     def _run_pass(self, order: int, spec: PassSpec, scope_graph: ScopeGraph,
-                  pr: PassReport) -> list[FusionCandidate]:
+                  pr: PassReport, warnings: list[str]) -> list[FusionCandidate]:
         instance = spec.cls()
         stats = MatchStats()
         scope_graph.tree.clear_labels()  # labels of earlier passes are theirs only
@@ -124,7 +124,19 @@ class ScopePassManager:
                                                order=order * ORDER_STRIDE + j))
             except Refused as why:
                 pr.refuse(result.name, str(why), scopes)
+        if candidates:
+            _check_may_fuse(instance, spec, scope_graph, len(candidates), warnings)
         return candidates
+
+
+def _check_may_fuse(instance: ScopeBasePass, spec: PassSpec, scope_graph: ScopeGraph, found: int,
+                    warnings: list[str]) -> None:
+    """A pass that made results where its ``may_fuse`` says it cannot would be left out of hints
+    wrongly: say so."""
+    op_types = set(scope_graph.index.ops)
+    if not instance.may_fuse(op_types):
+        warnings.append(f"pass {spec.name} ({spec.origin}) made {found} result(s) in a graph whose op types its "
+                        "may_fuse() says it cannot fuse: hints would leave it out; its may_fuse() is wrong")
 
 
 def _without_result(matches: Sequence[Scope], groups: Sequence[ScopesResult]) -> list[Scope]:

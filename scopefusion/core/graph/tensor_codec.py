@@ -13,6 +13,7 @@ floats) raise :class:`UnsupportedDtype`; callers hand those to TensorFlow.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -55,18 +56,25 @@ class UnsupportedDtype(TypeError):
     """A dtype this module does not encode or decode."""
 
 
+_NUMPY_TYPES: dict[int, np.dtype] = {}
+
+
 def _numpy_type(dtype: int) -> np.dtype:
+    known = _NUMPY_TYPES.get(dtype)
+    if known is not None:
+        return known
     found = numpy_dtype(dtype) if dtype in VALUE_FIELD and dtype != DT_STRING else None
     if found is None:
         raise UnsupportedDtype(f"tensors of dtype {dtype_name(dtype)} are not decoded here")
-    return np.dtype(found)  # type: ignore[call-overload]
+    known = _NUMPY_TYPES[dtype] = np.dtype(found)  # type: ignore[call-overload]
+    return known
 
 
 def make_ndarray(tensor: Any) -> np.ndarray:
     """The value of TensorProto ``tensor`` as a numpy array (a copy; strings as ``object``
     arrays of bytes). ``ValueError`` when the stored values do not fit the declared shape."""
     shape = [d.size for d in tensor.tensor_shape.dim]
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     if tensor.dtype == DT_STRING:
         strings = list(tensor.string_val)
         strings += [strings[-1] if strings else b""] * (count - len(strings))

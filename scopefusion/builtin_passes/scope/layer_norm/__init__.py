@@ -157,9 +157,10 @@ def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesRe
     fused_input = {(index.index[name], port): k for k, (name, port) in enumerate((match.x, match.gamma, match.beta))}
     names, inputs = index.names, index.inputs
     for i in scope.all_node_indices():
+        if fused_input.keys().isdisjoint(inputs[i]):  # reads none of them (control inputs are on port -1)
+            continue
         slots = [fused_input.get(t) for t in inputs[i] if t[1] != CONTROL]
-        if any(s is not None for s in slots):
-            result.insert_inputs(scope.suffix_of(names[i]), slots)
+        result.insert_inputs(scope.suffix_of(names[i]), slots)
 
 
 def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:

@@ -53,8 +53,8 @@ class _Description:
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
         parts: list[Hashable] = [bool(getattr(scope, "is_root", False))]
         for i in self.members:
-            refs = []
-            for j, port in inputs[i]:
+            refs: list[Ref] = []
+            for j, port in inputs[i]:  # a member by position, anything else by order of first read
                 k = position.get(j)
                 refs.append(("in", k, port) if k is not None else ("out", outside.setdefault((j, port), len(outside))))
             read = [p for c, p, _ in consumers[i] if p != CONTROL and c not in position]
@@ -65,12 +65,6 @@ class _Description:
                           bool(consumers[i])))
         parts.append(tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
         self.key = tuple(parts)
-
-    def _ref(self, j: int, port: int) -> Ref:
-        k = self.position.get(j)
-        if k is not None:
-            return ("in", k, port)
-        return ("out", self.outside.setdefault((j, port), len(self.outside)))
 
     def _constant_key(self, sg: "ScopeGraph", i: int) -> Hashable:
         """What a constant read from outside holds: the forwarding ops and casts down to it

@@ -2,10 +2,11 @@
 
 A model's alike layer norms hold nodes with the same attributes over and over (every ``Mul``
 with ``T: float``, every axis constant with the same value).  :class:`AttributeKeys` reads a
-node's attributes from its serialized bytes with the name and the inputs left out (one call
-into protobuf, no Python object per attribute) and builds the key of :func:`attributes_key`
+node's attributes from its serialized bytes with its name, op, inputs and device left out (one
+call into protobuf, no Python object per attribute) and builds the key of :func:`attributes_key`
 only for bytes it has not met before.  Equal bytes hold equal attributes, so a node gets the
-very key it would get on its own: the bytes decide only whether the key is built or looked up.
+very key it would get on its own: the bytes decide only whether the key is built or looked up
+(bytes that also hold a colocation list or debug info are only met less often).
 """
 from __future__ import annotations
 

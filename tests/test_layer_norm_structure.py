@@ -17,6 +17,7 @@ from pass_checks import REGISTRY, assert_verifies, pass_report
 
 import scopefusion
 from scopefusion.builtin_passes.scope import layer_norm as ln_pass
+from scopefusion.builtin_passes.scope.layer_norm.node_keys import AttributeKeys, attributes_key
 from scopefusion.builtin_passes.scope.layer_norm.structure import AnalysisCache
 
 H = nm.HIDDEN
@@ -116,3 +117,65 @@ def test_an_alike_scope_without_beta_is_refused_not_recalled(path):
     assert len(report.refused) == 1 and "ln2" in report.refused[0].name, report.refused
     assert "no beta (center=False)" in report.refused[0].reason
     assert_verifies(m, result)
+
+
+def test_an_alike_scope_reducing_other_axes_is_analysed_on_its_own(analyses):
+    """ln3 is ln1 again but for the values of its two axis constants: not recalled, refused."""
+    m = built("moments")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    for node in graph_def.node:
+        if node.name in ("ln3/moments/mean/reduction_indices", "ln3/moments/variance/reduction_indices"):
+            assert list(node.attr["value"].tensor.int_val) == [2]
+            node.attr["value"].tensor.int_val[:] = [1]
+    result = scopefusion.fuse(graph_def, registry=REGISTRY)
+    report = pass_report(result, "ScopeLayerNormPass")
+    assert "ln3" in analyses and "ln5" not in analyses, analyses
+    assert [r.name for r in report.refused] == ["ln3"], report.refused
+    assert "reduction axes [1]" in report.refused[0].reason
+    assert len(report.fused) == 6
+
+
+def _copy(node, name: str, inputs: list[str]):
+    copy = type(node)()
+    copy.CopyFrom(node)
+    copy.name = name
+    copy.ClearField("input")
+    copy.input.extend(inputs)
+    return copy
+
+
+def _variants(node):
+    """Copies of a real node that the bytes behind :class:`AttributeKeys` must tell apart or
+    not: ``renamed`` differ in name, inputs and device only (a name of 300 bytes takes two
+    bytes for its length; 42 is the attribute field's own tag), ``others`` in a colocation list
+    or debug info too (left out of the key, but not of the bytes); ``changed`` has one
+    attribute more (in the key)."""
+    renamed = [_copy(node, "n" * 42, ["a" * 42]), _copy(node, "m" * 300, ["x", "y:1", "^z"])]
+    renamed[0].device = "/device:CPU:0"
+    others = [_copy(node, "k", []), _copy(node, "j", ["x"])]
+    others[0].attr["_class"].list.s.append(b"loc:@" + node.name.encode())
+    others[1].experimental_debug_info.original_node_names.append(node.name)
+    changed = _copy(node, node.name, list(node.input))
+    changed.attr["_changed"].i = 1
+    return renamed, others, changed
+
+
+def test_attribute_keys_are_the_keys_built_node_by_node():
+    graph_def = built("fused_batch_norm").graph_def
+    originals = list(graph_def.node)
+    variants = [_variants(node) for node in originals]
+    renamed = [copy for copies, _, _ in variants for copy in copies]
+    others = [copy for _, copies, _ in variants for copy in copies] + [changed for _, _, changed in variants]
+    nodes = originals + renamed + others
+    keys = AttributeKeys(nodes)
+    for i, node in enumerate(nodes):
+        assert keys.of(i) == attributes_key(node), node.name
+        if i == len(originals) - 1:
+            assert keys.built < len(originals)  # alike nodes share one key, built once
+            after_originals = keys.built
+        if i == len(originals) + len(renamed) - 1:
+            assert keys.built == after_originals  # named otherwise, reading other inputs: looked up
+    for node, (renamed, others, changed) in zip(originals, variants):
+        assert all(attributes_key(copy) == attributes_key(node) for copy in renamed + others), node.name
+        assert attributes_key(changed) != attributes_key(node), node.name

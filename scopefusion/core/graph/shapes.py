@@ -8,7 +8,7 @@ reported as unknown (``None``), never guessed.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from .index import GraphIndex
 from .vocabulary import CONTROL, parse_input
@@ -41,8 +41,34 @@ _RANK4 = frozenset({
 })
 
 
+#: How a tensor's rank follows from the ranks of the tensors its rule reads (see ``Rule``).
+KNOWN, SHIFT, WIDEST, TOTAL, GATHER = range(5)
+
+#: ``(kind, deps, arg)``: KNOWN: ``arg`` (no deps); SHIFT: the one dep's rank plus ``arg``;
+#: WIDEST: the largest of the deps' ranks; TOTAL: their sum; GATHER: params' + indices' - 1.
+#: Unknown (None) when a dep's rank is unknown.
+Rule = tuple[int, tuple[tuple[int, int], ...], Rank]
+
+_UNKNOWN: Rule = (KNOWN, (), None)
+#: Op types whose output 0 has the rank of input 0 (SHIFT) or the widest input's (WIDEST).
+_KIND = {**{op: SHIFT for op in _SAME_AS_FIRST}, **{op: WIDEST for op in _BROADCAST}}
+
+
+def _combine(kind: int, ranks: list[Rank], arg: Rank) -> Rank:
+    if None in ranks:
+        return None
+    if kind == SHIFT:
+        return ranks[0] + arg  # type: ignore[operator]
+    if kind == WIDEST:
+        return max(ranks)  # type: ignore[type-var]
+    if kind == TOTAL:
+        return sum(ranks)  # type: ignore[arg-type]
+    return ranks[0] + ranks[1] - 1  # type: ignore[operator]  # GATHER
+
+
 class RankInference:
-    """Memoised rank lookups for the tensors of one indexed graph."""
+    """Memoised rank lookups for the tensors of one indexed graph: each tensor's rank is
+    inferred once, from its producer's rule and the ranks that rule reads."""
 
     def __init__(self, index: GraphIndex, same_shape: Mapping[str, Mapping[int, int]] | None = None) -> None:
         self.index = index
@@ -56,22 +82,26 @@ class RankInference:
         i = self.index.index.get(name)
         if i is None or port == CONTROL:
             return None
-        return self._rank_of((i, port))
+        return self.rank_at(i, port)
 
-    # -- machinery ------------------------------------------------------------
-    def _rank_of(self, key: tuple[int, int]) -> Rank:
+    def rank_at(self, i: int, port: int) -> Rank:
+        """The rank of output ``port`` of node ``i`` (LENGTH: the length of a 1-D tensor)."""
+        key = (i, port)
         memo = self._memo
+        if key in memo:
+            return memo[key]
+        rule_of = self._rule
         active: set[tuple[int, int]] = set()  # on the current path: a loop if met again
-        stack: list[tuple[tuple[int, int], object]] = [(key, None)]
+        stack: list[tuple[tuple[int, int], Rule | None]] = [(key, None)]
         while stack:
             top, rule = stack.pop()
             if top in memo:
                 continue
             if rule is None:
-                rule = self._rule(*top)
-                deps = rule[0]  # type: ignore[index]
+                rule = rule_of(*top)
+                deps = rule[1]
                 if not deps:
-                    memo[top] = rule[1]([])  # type: ignore[index]
+                    memo[top] = rule[2]
                     continue
                 active.add(top)
                 stack.append((top, rule))
@@ -82,10 +112,11 @@ class RankInference:
                         stack.append((d, None))
                 continue
             active.discard(top)
-            deps, combine = rule  # type: ignore[misc]
-            memo[top] = combine([memo.get(d) for d in deps])
+            kind, deps, arg = rule
+            memo[top] = _combine(kind, [memo.get(d) for d in deps], arg)
         return memo[key]
 
+    # -- machinery ------------------------------------------------------------
     def _data_inputs(self, i: int) -> list[tuple[int, int]]:
         return [t for t in self.index.inputs[i] if t[1] != CONTROL]
 
@@ -113,98 +144,88 @@ class RankInference:
         shape = [d.size for d in t.tensor_shape.dim]
         return [] if shape == [0] else None
 
-    def _length_rule(self, i: int) -> tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]:
+    def _length_rule(self, i: int) -> Rule:
         """The length of a 1-D shape vector, e.g. the shape input of a Reshape
         computed as ``ConcatV2(GatherV2(Shape(x), ...), ...)`` (Keras' Tensordot)."""
         op = self.index.ops[i]
         ins = self._data_inputs(i)
         if op == "Const":
             shape = self._const_shape(i)
-            return [], (lambda _: shape[0] if shape is not None and len(shape) == 1 else None)
+            return (KNOWN, (), shape[0] if shape is not None and len(shape) == 1 else None)
         if op == "Pack":
-            return [], (lambda _: len(ins))
+            return (KNOWN, (), len(ins))
         if op == "Shape" and ins:
-            return ins[:1], lambda r: r[0]
+            return (SHIFT, (ins[0],), 0)
         if op == "ConcatV2" and len(ins) >= 2:
-            def total(r: list[Rank]) -> Rank:
-                return None if any(x is None for x in r) else sum(r)  # type: ignore[arg-type]
-            return [(p, LENGTH) for p, _ in ins[:-1]], total
+            return (TOTAL, tuple((p, LENGTH) for p, _ in ins[:-1]), None)
         if op in ("GatherV2", "Gather") and len(ins) >= 2:
             indices = self._const_shape(ins[1][0])
-            return [], (lambda _: indices[0] if indices is not None and len(indices) == 1 else None)
+            return (KNOWN, (), indices[0] if indices is not None and len(indices) == 1 else None)
         if op in ("Identity", "Cast") and ins:
-            return [(ins[0][0], LENGTH)], lambda r: r[0]
-        return [], (lambda _: None)
+            return (SHIFT, ((ins[0][0], LENGTH),), 0)
+        return _UNKNOWN
 
-    def _rule(self, i: int, port: int) -> tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]:
+    def _rule(self, i: int, port: int) -> Rule:
         if port == LENGTH:
             return self._length_rule(i)
         node = self.index.nodes[i]
         op = self.index.ops[i]
-        known: Callable[[Rank], tuple[list[tuple[int, int]], Callable[[list[Rank]], Rank]]]
-        known = lambda r: ([], lambda _: r)  # noqa: E731
-
         if "_output_shapes" in node.attr:
             shapes = node.attr["_output_shapes"].list.shape
             if port < len(shapes) and not shapes[port].unknown_rank:
-                return known(len(shapes[port].dim))
+                return (KNOWN, (), len(shapes[port].dim))
+        if op == "Const":
+            return (KNOWN, (), len(node.attr["value"].tensor.tensor_shape.dim))
         if op in ("Placeholder", "PlaceholderWithDefault", "PlaceholderV2"):
             shape = node.attr["shape"].shape if "shape" in node.attr else None
             if shape is not None and not shape.unknown_rank:
-                return known(len(shape.dim))
-            if op == "PlaceholderWithDefault":
-                return self._data_inputs(i)[:1], lambda r: r[0]
-            return known(None)
-        if op == "Const":
-            return known(len(self._const_shape(i) or []))
-        ins = self._data_inputs(i)
+                return (KNOWN, (), len(shape.dim))
+            ins = self._data_inputs(i)
+            return (SHIFT, (ins[0],), 0) if op == "PlaceholderWithDefault" and ins else _UNKNOWN
+        ins = [t for t in self.index.inputs[i] if t[1] != CONTROL]
         if not ins:
-            return known(None)
-        if op in _SAME_AS_FIRST or (op == "Select" and port == 0):
-            return ins[:1], lambda r: r[0]
-        source = self.same_shape.get(op, {}).get(port)
+            return _UNKNOWN
+        kind = _KIND.get(op)
+        if kind == SHIFT or (op == "Select" and port == 0):
+            return (SHIFT, (ins[0],), 0)
+        rules = self.same_shape.get(op)
+        source = None if rules is None else rules.get(port)
         if source is not None and source < len(ins):
-            return [ins[source]], lambda r: r[0]
-        if op in _BROADCAST:
-            def widest(r: list[Rank]) -> Rank:
-                return None if any(x is None for x in r) else max(r)  # type: ignore[type-var]
-            return ins, widest
+            return (SHIFT, (ins[source],), 0)
+        if kind == WIDEST:
+            return (WIDEST, tuple(ins), None)
+        return self._op_rule(node, op, ins)
+
+    def _op_rule(self, node: Any, op: str, ins: list[tuple[int, int]]) -> Rule:
+        """The rule of an op whose output rank follows from its type, its attributes or its
+        constant inputs (matrix products, reshapes, reductions, ...)."""
         if op == "MatMul":
-            return known(2)
+            return (KNOWN, (), 2)
         if op in _RANK4:
-            return known(4)
+            return (KNOWN, (), 4)
         if op in ("Reshape", "BroadcastTo") and len(ins) > 1:
             # the rank is the length of the shape vector (see _length_rule)
-            return [(ins[1][0], LENGTH)], lambda r: r[0]
+            return (SHIFT, ((ins[1][0], LENGTH),), 0)
         if op == "Einsum":
             equation = node.attr["equation"].s.decode() if "equation" in node.attr else ""
             out = equation.partition("->")[2].strip()
-            return known(len(out) if "->" in equation and "." not in out else None)
-        if op == "ExpandDims":
-            return ins[:1], lambda r: None if r[0] is None else r[0] + 1
-        if op == "Pack":
-            return ins[:1], lambda r: None if r[0] is None else r[0] + 1
+            return (KNOWN, (), len(out) if "->" in equation and "." not in out else None)
+        if op in ("ExpandDims", "Pack"):
+            return (SHIFT, (ins[0],), 1)
         if op in ("ConcatV2", "Concat"):
-            first = ins[1] if op == "Concat" else ins[0]
-            return [first], lambda r: r[0]
+            return (SHIFT, (ins[1] if op == "Concat" else ins[0],), 0)
         if op == "Squeeze":
             dims = list(node.attr["squeeze_dims"].list.i) if "squeeze_dims" in node.attr else []
-            if not dims:
-                return known(None)
-            return ins[:1], lambda r: None if r[0] is None else r[0] - len(dims)
+            return (SHIFT, (ins[0],), -len(dims)) if dims else _UNKNOWN
         if op in _REDUCTIONS and len(ins) > 1:
-            keep = "keep_dims" in node.attr and node.attr["keep_dims"].b
-            if keep:
-                return ins[:1], lambda r: r[0]
+            if "keep_dims" in node.attr and node.attr["keep_dims"].b:
+                return (SHIFT, (ins[0],), 0)
             axes = self._const_ints(ins[1][0])
-            if axes is None:
-                return known(None)
-            n_axes = len(set(axes))
-            return ins[:1], lambda r: None if r[0] is None else r[0] - n_axes
+            return _UNKNOWN if axes is None else (SHIFT, (ins[0],), -len(set(axes)))
         if op in ("GatherV2", "Gather", "ResourceGather") and len(ins) > 1:
-            return ins[:2], lambda r: None if None in r else r[0] + r[1] - 1  # type: ignore[operator]
-        if op in ("Shape",):
-            return known(1)
+            return (GATHER, (ins[0], ins[1]), None)
+        if op == "Shape":
+            return (KNOWN, (), 1)
         if op in ("Size", "Rank"):
-            return known(0)
-        return known(None)
+            return (KNOWN, (), 0)
+        return _UNKNOWN

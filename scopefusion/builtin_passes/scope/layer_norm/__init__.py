@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ....core.graph.vocabulary import CONTROL
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart, split_instances
 from ....core.scope.patterns import PatternSet, ScopePattern
@@ -131,7 +132,6 @@ class ScopeLayerNormPass(ScopeBasePass):
             return
         if result.part is not None:  # one of several calls in the scope: named like its output
             result.set_name(match.output_cast or match.output)
-        sg = scope.graph
         result.set_type(LAYER_NORM.name)
         result.set_description(match.description)
         result.set_attr("begin_norm_axis", match.begin_norm_axis)
@@ -141,11 +141,7 @@ class ScopeLayerNormPass(ScopeBasePass):
         if len({match.x, match.gamma, match.beta}) != 3:
             result.reject("x, gamma and beta are not three different tensors")
             return
-        fused_input = {match.x: 0, match.gamma: 1, match.beta: 2}
-        for name in scope.node_names():  # every inner read of x, gamma and beta
-            slots = [fused_input.get(sg.producer(name, k)) for k in range(len(sg.input_names(name)))]
-            if any(s is not None for s in slots):
-                result.insert_inputs(scope.suffix_of(name), slots)
+        _insert_inputs(scope, match, result)
         if match.output_cast is not None:
             _cast_after(scope, match, result)
             return
@@ -153,6 +149,18 @@ class ScopeLayerNormPass(ScopeBasePass):
         if match.mean is not None and match.variance is not None:
             result.insert_outputs(scope.suffix_of(match.mean), [1])
             result.insert_outputs(scope.suffix_of(match.variance), [2])
+
+
+def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
+    """Every inner read of x, gamma and beta: which data input slot of which node reads which."""
+    index = scope.graph.index
+    fused_input = {(index.index[name], port): k for k, (name, port) in enumerate((match.x, match.gamma, match.beta))}
+    names, inputs = index.names, index.inputs
+    for i in scope.all_node_indices():
+        if fused_input.keys().isdisjoint(inputs[i]):  # reads none of them (control inputs are on port -1)
+            continue
+        slots = [fused_input.get(t) for t in inputs[i] if t[1] != CONTROL]
+        result.insert_inputs(scope.suffix_of(names[i]), slots)
 
 
 def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
@@ -236,8 +244,9 @@ def _inside_one_child(part: ScopePart, scope: "Scope") -> bool:
 
 def _tightest(scope: "Scope") -> "Scope":
     """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``."""
-    sg = scope.graph
-    homes = [sg.scope_of(n.name) for n in scope.nodes() if n.op in CORE_OPS]
+    tree = scope.graph.tree
+    ops = tree.index.ops
+    homes = [tree.node_scope[i] for i in scope.all_node_indices() if ops[i] in CORE_OPS]
     if not homes:
         return scope
     common = homes[0]

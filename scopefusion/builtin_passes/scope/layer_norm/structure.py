@@ -8,7 +8,9 @@ outputs are read outside and whether anything reads it), the value of every smal
 (the shape and type of larger ones), and for each tensor coming from outside its producer's
 op, what that forwards to, the constants that feeds on, and the tensor's static shape and
 rank - and analyses a scope only when no scope described alike was analysed before.  An alike
-scope's layer norm is the first one's, with its own node and tensor names.
+scope's layer norm is the first one's, with its own node and tensor names.  Describing a
+scope costs one pass over its nodes: attribute keys are built once per distinct set of
+attributes (:mod:`.node_keys`) and ranks are inferred once per tensor of the graph.
 
 The values of large constants other than gamma and beta are compared too (the first scope's
 are kept), since an analysis may read them (a batch norm's scale of ones).  A scope the
@@ -17,21 +19,18 @@ is analysed (and they are rare in a model that has its layer norms fused).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Union
 
 from ....core.graph.vocabulary import CONTROL
 from .common import LayerNormMatch, rank_of, static_shape
+from .node_keys import AttributeKeys
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
     AnyScope = Union[Scope, ScopePart]
-
-#: Constants of at most this many elements (scalars, axes, shapes) are described by their values.
-SMALL_CONSTANT = 8
 
 #: A tensor of the scope (``("in", position, port)``) or from outside it (``("out", k)``).
 Ref = tuple
@@ -41,64 +40,57 @@ class _Description:
     """What the analysis of one scope can read, as a hashable ``key``, plus the names
     needed to turn a remembered match into this scope's."""
 
-    def __init__(self, scope: "AnyScope") -> None:
+    def __init__(self, scope: "AnyScope", attributes: AttributeKeys) -> None:
         sg = scope.graph
         index = sg.index
-        self.members: list[int] = list(scope.all_node_indices())
-        self.position = {i: k for k, i in enumerate(self.members)}
+        self.attributes = attributes
+        self.members: list[int] = scope.all_node_indices()
+        self.position = position = {i: k for k, i in enumerate(self.members)}
         self.outside: dict[tuple[int, int], int] = {}
         self.large: dict[int, bytes | None] = {}  # node -> its value's bytes, taken only when asked
-        consumers = index.consumers
+        names, ops, inputs, consumers = index.names, index.ops, index.inputs, index.consumers
+        attributes_of, large, outside = attributes.of, self.large, self.outside
+        start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
         parts: list[Hashable] = [bool(getattr(scope, "is_root", False))]
         for i in self.members:
-            node = index.nodes[i]
-            inputs = tuple(self._ref(j, port) for j, port in index.inputs[i])
-            read_outside = tuple(sorted({p for c, p, _ in consumers[i] if c not in self.position and p != CONTROL}))
-            parts.append((scope.suffix_of(index.names[i]), node.op, inputs, self._attrs_key(i, node), read_outside,
+            refs: list[Ref] = []
+            for j, port in inputs[i]:  # a member by position, anything else by order of first read
+                k = position.get(j)
+                refs.append(("in", k, port) if k is not None else ("out", outside.setdefault((j, port), len(outside))))
+            read = [p for c, p, _ in consumers[i] if p != CONTROL and c not in position]
+            attrs, is_large = attributes_of(i)
+            if is_large:
+                large.setdefault(i, None)
+            parts.append((names[i][start:], ops[i], tuple(refs), attrs, tuple(sorted(set(read))) if read else (),
                           bool(consumers[i])))
         parts.append(tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
         self.key = tuple(parts)
 
-    def _ref(self, j: int, port: int) -> Ref:
-        k = self.position.get(j)
-        if k is not None:
-            return ("in", k, port)
-        return ("out", self.outside.setdefault((j, port), len(self.outside)))
-
     def _constant_key(self, sg: "ScopeGraph", i: int) -> Hashable:
         """What a constant read from outside holds: the forwarding ops and casts down to it
-        (with their attributes) and the constant's own tensor (:func:`_attrs_key`)."""
+        (with their attributes) and the constant's own tensor (:func:`.attributes_key`)."""
         chain = sg.constant_chain(i)
         if chain is None:
             return None
-        nodes = sg.index.nodes
-        return tuple((nodes[k].op, self._attrs_key(k, nodes[k])) for k in chain)
+        ops = sg.index.ops
+        return tuple((ops[k], self._attrs_key(k)) for k in chain)
 
-    def _attrs_key(self, i: int, node: Any) -> Hashable:
-        """A node's attributes; a constant's value as its bytes when it is small, else as its
-        type and shape (its bytes are compared only if the first analysis asks)."""
-        items = []
-        for k, v in sorted(node.attr.items()):
-            if k == "_class":
-                continue
-            if k == "value" and v.WhichOneof("value") == "tensor":
-                tensor = v.tensor
-                dims = tuple(d.size for d in tensor.tensor_shape.dim)
-                if math.prod(dims) > SMALL_CONSTANT:
-                    self.large.setdefault(i, None)
-                    items.append((k, ("large", tensor.dtype, dims)))
-                    continue
-            items.append((k, v.SerializeToString(deterministic=True)))
-        return tuple(items)
+    def _attrs_key(self, i: int) -> Hashable:
+        """Node ``i``'s attributes (:func:`.attributes_key`); a large constant is noted for
+        :meth:`large_values`."""
+        key, large = self.attributes.of(i)
+        if large:
+            self.large.setdefault(i, None)
+        return key
 
     def _outside_key(self, sg: "ScopeGraph", j: int, port: int) -> Hashable:
         index = sg.index
         name = index.names[j]
-        resolved = index.index[sg.resolve_forwarding(name)]
+        resolved = sg.forwarded(j)
         resolved_ref = ("in", self.position[resolved]) if resolved in self.position else index.ops[resolved]
         feeds = tuple(self._constant_key(sg, f) if p != CONTROL else None for f, p in index.inputs[resolved])
         shape = static_shape(sg, (name, port))
-        return (index.ops[j], port, self._attrs_key(j, index.nodes[j]), self._constant_key(sg, j),
+        return (index.ops[j], port, self._attrs_key(j), self._constant_key(sg, j),
                 resolved_ref, feeds, None if shape is None else tuple(shape), rank_of(sg, (name, port)))
 
     def large_values(self, sg: "ScopeGraph", skip: set[int]) -> dict[int, bytes]:
@@ -174,13 +166,14 @@ class AnalysisCache:
     def __init__(self, graph: "ScopeGraph") -> None:
         self.graph = graph
         self._remembered: dict[Hashable, _Remembered | None] = {}
+        self.attributes = AttributeKeys(graph.index.nodes)
         self.analysed = 0
         self.recalled = 0
 
     def analyse(self, scope: "AnyScope", analyse: Callable[["AnyScope"], LayerNormMatch]) -> LayerNormMatch:
         """``analyse(scope)``, or the match of a scope described alike analysed before."""
         sg = self.graph
-        described = _Description(scope)
+        described = _Description(scope, self.attributes)
         remembered = self._remembered.get(described.key)
         if remembered is not None:
             match = _recall(sg, described, remembered)

@@ -1,0 +1,93 @@
+"""What a layer-norm description holds of a node's attributes, found once per distinct set.
+
+A model's alike layer norms hold nodes with the same attributes over and over (every ``Mul``
+with ``T: float``, every axis constant with the same value).  :class:`AttributeKeys` reads a
+node's attributes from its serialized bytes with its name, op, inputs and device left out (one
+call into protobuf, no Python object per attribute) and builds the key of :func:`attributes_key`
+only for bytes it has not met before.  Equal bytes hold equal attributes, so a node gets the
+very key it would get on its own: the bytes decide only whether the key is built or looked up
+(bytes that also hold a colocation list or debug info are only met less often).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Hashable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+#: Constants of at most this many elements (scalars, axes, shapes) are described by their values.
+SMALL_CONSTANT = 8
+
+#: NodeDef's fields before its attributes, as their one-byte tags (field number << 3 | 2,
+#: length-delimited): name 1, op 2, input 3, device 4.
+_LEADING_TAGS = frozenset({1 << 3 | 2, 2 << 3 | 2, 3 << 3 | 2, 4 << 3 | 2})
+
+#: Bytes longer than this (a large constant's values) are not kept: they rarely repeat.
+_KEPT_BYTES = 512
+
+
+def attributes_key(node: "NodeDef") -> tuple[Hashable, bool]:
+    """``(key, large)``: a node's attributes, but ``_class`` (it names other nodes), with a
+    constant's value as its bytes when it is small, else as its type and shape (``large``:
+    its bytes are compared only if the first analysis asks)."""
+    items: list[tuple[str, Hashable]] = []
+    large = False
+    for k, v in sorted(node.attr.items()):
+        if k == "_class":
+            continue
+        if k == "value" and v.WhichOneof("value") == "tensor":
+            tensor = v.tensor
+            dims = tuple(d.size for d in tensor.tensor_shape.dim)
+            if math.prod(dims) > SMALL_CONSTANT:
+                large = True
+                items.append((k, ("large", tensor.dtype, dims)))
+                continue
+        items.append((k, v.SerializeToString(deterministic=True)))
+    return tuple(items), large
+
+
+def after_name_and_inputs(data: bytes) -> bytes | None:
+    """A serialized NodeDef from its first field that is not its name, op, an input or its
+    device on: its attributes (and anything after them) when the fields come in number order,
+    as protobuf writes them.  None when the bytes do not parse as length-delimited fields."""
+    pos, end = 0, len(data)
+    while pos < end and data[pos] in _LEADING_TAGS:
+        if pos + 1 >= end:
+            return None
+        length = data[pos + 1]  # the field's length, a varint: one byte below 128
+        pos += 2
+        if length >= 0x80:
+            length, shift = length & 0x7F, 7
+            while True:
+                if pos >= end:
+                    return None
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+        pos += length
+    return data[pos:] if pos <= end else None
+
+
+class AttributeKeys:
+    """:func:`attributes_key` of the nodes of one graph, built once per distinct attributes."""
+
+    def __init__(self, nodes: "list[NodeDef]") -> None:
+        self.nodes = nodes
+        self._known: dict[bytes, tuple[Hashable, bool]] = {}
+        self.built = 0
+
+    def of(self, i: int) -> tuple[Hashable, bool]:
+        """``(key, large)`` of node ``i`` (see :func:`attributes_key`)."""
+        node = self.nodes[i]
+        rest = after_name_and_inputs(node.SerializeToString(deterministic=True))
+        found = None if rest is None else self._known.get(rest)
+        if found is None:
+            self.built += 1
+            found = attributes_key(node)
+            if rest is not None and len(rest) <= _KEPT_BYTES:
+                self._known[rest] = found
+        return found

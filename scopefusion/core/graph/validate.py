@@ -117,7 +117,7 @@ class _Validator:
         self.graph_def = graph_def
         self.parsed = parsed  # read from bytes: no deeper than protobuf reads, so each node serializes safely
         self.serialized = serialized  # the bytes the graph was parsed from, when known
-        self.nodes: list["NodeDef"] = list(graph_def.node)
+        self.nodes: Sequence["NodeDef"] = graph_def.node  # no list: a node's object is made when it is read
         self.names: list[str] = list(map(_NAME, self.nodes))
         self.functions = {f.signature.name: len(f.signature.output_arg) for f in graph_def.library.function}
         self.rules: dict[str, OpRules] = {"": OpRules()}

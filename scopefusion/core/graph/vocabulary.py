@@ -70,6 +70,8 @@ _NAME = r"[A-Za-z0-9.][A-Za-z0-9_./>-]*"
 _NODE_NAME = re.compile(_NAME)
 #: Names joined by newlines, each one TensorFlow accepts as far as characters go.
 _NODE_NAME_LINES = re.compile(rf"(?:{_NAME}\n)*{_NAME}")
+#: An empty scope in such lines: a "/" followed by another or ending a name.
+_EMPTY_SCOPE = re.compile("/[/\n]")
 
 
 def is_valid_node_name(name: str) -> bool:
@@ -84,7 +86,7 @@ def invalid_node_names(names: Sequence[str]) -> list[int]:
     if names:
         text = "\n".join(names)
         if (text.count("\n") == len(names) - 1 and _NODE_NAME_LINES.fullmatch(text)
-                and "//" not in text and "/\n" not in text and not text.endswith("/")):
+                and not _EMPTY_SCOPE.search(text) and not text.endswith("/")):
             return []
     return [i for i, name in enumerate(names) if not is_valid_node_name(name)]
 

@@ -204,8 +204,8 @@ def test_inputs_are_judged_the_same_whatever_reads_a_node_without_outputs(big_gr
     graph.node.add(name="r3", op="Identity", input=["^wait", last]).attr["T"].type = 1
     problems = dict(assert_agree(graph.SerializeToString(), "NoOps"))
     assert problems["node 'r1' (Identity)"] == ["input 0 'wait' reads output 0 of 'wait' (NoOp), which has 0 outputs"]
-    assert problems["node 'r2' (Identity)"] == [f"input 0 {first!r} reads output 0 of {first!r} (NoOp), which has "
-                                                "0 outputs"]
+    assert problems["node 'r2' (Identity)"] == [
+        f"input 0 {first!r} reads output 0 of {first!r} (NoOp), which has 0 outputs"]
     assert problems["node 'r3' (Identity)"] == [f"data input 1 {last!r} comes after a control input"]
 
 

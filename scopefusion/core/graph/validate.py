@@ -245,7 +245,7 @@ class _Validator:
         it, which it has: only the nodes with another input are looked at one by one (found
         among the distinct inputs of the graph, then in the list of all inputs).  ``silent``:
         the positions of the nodes whose op type tells no output count above zero."""
-        nodes, names = self.nodes, self.names
+        nodes = self.nodes
         flat = None if self.serialized is None else all_inputs(self.serialized)
         if flat is None:
             flat = list(chain.from_iterable(map(_INPUT, nodes)))

@@ -3,7 +3,7 @@ that several parts of the project agree on."""
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 #: The "port" of a control edge (``^name``).
 CONTROL = -1

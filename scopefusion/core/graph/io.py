@@ -77,7 +77,7 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
             graph.Clear()
             errors.append("as pb: no nodes found")
             continue
-        validate_graph(graph, source, parsed=True)
+        validate_graph(graph, source, parsed=True, serialized=data if fmt == "pb" else None)
         return graph, fmt
     raise GraphLoadError(f"{source}: not a GraphDef ({'; '.join(errors)})")
 

@@ -12,16 +12,23 @@ module refuses what would still make TensorFlow reject the graph later, node by 
   too large, and a required attribute missing;
 * an attribute value nested deeper than protobuf reads (:data:`MAX_NESTING`).
 
-Two passes over the nodes (their own fields, then their inputs), each linear: op
-definitions are looked up once per op type, output counts once per producer read, and
-repeated attribute values judged once.  Most nodes cost less still: in a graph parsed
-from bytes, a node holding the same attributes as an earlier clean node of its type (the
-same serialized attributes) is clean, and a node whose inputs all plainly name nodes
-that have an output needs no look at its inputs one by one.  TensorFlow is imported on
-the first call.
+Two passes over the nodes (their own fields, then their inputs), each linear, and most of
+each done once for many nodes.  Names are matched all at once (joined by newlines), name by
+name only to tell which are wrong.  Op definitions are looked up once per op type, output
+counts once per producer read, and repeated attribute values judged once.  Given the bytes a
+graph was read from, :mod:`.wire_view` reads them again for each node's attribute signature
+(its op type and attributes, tensor contents left out), and each signature is judged on one
+of its nodes; without them (a text file), a node holding the same serialized attributes as an
+earlier clean node of its type is clean, and a graph built in memory is judged node by node.
+Inputs are looked at one by one only in the nodes holding one that does not plainly name a
+node with an output, found among the graph's distinct inputs.  TensorFlow is imported on the
+first call.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate, chain, compress
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import GraphValidationError
@@ -36,7 +43,8 @@ from .attr_rules import (
 )
 from .index import no_gc
 from .output_ports import output_count
-from .vocabulary import is_valid_node_name, parse_input
+from .vocabulary import invalid_node_names, parse_input
+from .wire_view import all_inputs, attr_signatures
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -49,10 +57,10 @@ _ATTR_LEVEL = 3  # GraphDef > NodeDef > attr map entry > AttrValue
 _LIBRARY_ATTR_LEVEL = 5  # GraphDef > library > FunctionDef > NodeDef > entry > AttrValue
 _MAX_NODES_SHOWN = 5
 _MAX_PROBLEMS_PER_NODE = 3
-_PER_NODE = -1  # an output count that each node's attributes tell
 _FIRST_TRIES = 64  # nodes of a type looked up by attribute signature before the hit rate decides
 _SCALAR_FIELDS = frozenset({"s", "i", "f", "b", "type"})
 _NESTING_KINDS = frozenset({"func", "tensor", "list"})
+_NAME, _OP, _INPUT = attrgetter("name"), attrgetter("op"), attrgetter("input")
 
 
 def _message_fields(descriptor: Any, cache: dict[Any, list[tuple[str, bool, bool]]]) -> list[tuple[str, bool, bool]]:
@@ -105,11 +113,12 @@ class _Validator:
     """Two passes over a graph's nodes (their own fields, then their inputs), collecting
     what is wrong with each node."""
 
-    def __init__(self, graph_def: "GraphDef", parsed: bool = False) -> None:
+    def __init__(self, graph_def: "GraphDef", parsed: bool = False, serialized: bytes | None = None) -> None:
         self.graph_def = graph_def
         self.parsed = parsed  # read from bytes: no deeper than protobuf reads, so each node serializes safely
-        self.nodes: list["NodeDef"] = list(graph_def.node)
-        self.names: list[str] = [node.name for node in self.nodes]
+        self.serialized = serialized  # the bytes the graph was parsed from, when known
+        self.nodes: Sequence["NodeDef"] = graph_def.node  # no list: a node's object is made when it is read
+        self.names: list[str] = list(map(_NAME, self.nodes))
         self.functions = {f.signature.name: len(f.signature.output_arg) for f in graph_def.library.function}
         self.rules: dict[str, OpRules] = {"": OpRules()}
         self.dtypes = valid_dtypes()
@@ -117,9 +126,17 @@ class _Validator:
         self.found: dict[int, list[str]] = {}  # node position -> its problems
 
     def problems(self) -> list[tuple[str, list[str]]]:
-        """``(node label, problems)`` of every node that has any, in graph order."""
-        counts = self.check_nodes()
-        self.check_inputs(counts)
+        """``(node label, problems)`` of every node that has any, in graph order.  A node's
+        problems come in this order: its name, its op type, its attributes, its inputs."""
+        for i in invalid_node_names(self.names):
+            self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
+                           "starting with a letter, digit or '.', no empty scope)")
+        signatures = None if self.serialized is None else attr_signatures(self.serialized)
+        if signatures is not None and len(signatures) == len(self.nodes):
+            silent = self.check_by_signature(signatures)
+        else:
+            silent = self.check_by_op()
+        self.check_inputs(silent)
         problems = [(f"node {shorten(self.names[i])} ({self.nodes[i].op or 'no op'})", found)
                     for i, found in sorted(self.found.items())]
         for function in self.graph_def.library.function:
@@ -133,17 +150,34 @@ class _Validator:
     def report(self, position: int, problem: str) -> None:
         self.found.setdefault(position, []).append(problem)
 
-    def check_nodes(self) -> list[int | None]:
-        """Names, op types and attributes; returns every node's output count when its op
-        type tells it (``_PER_NODE``: the node's attributes do).  A node's problems come in
-        that order: its name, its op type, its attributes."""
-        for i, name in enumerate(self.names):
-            if not is_valid_node_name(name):
-                self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
-                               "starting with a letter, digit or '.', no empty scope)")
+    def rules_of(self, op: str) -> OpRules:
+        rules = self.rules.get(op)
+        if rules is None:
+            rules = self.rules[op] = op_rules(op, self.functions)
+        return rules
+
+    def check_by_signature(self, signatures: list[bytes]) -> list[int]:
+        """Op types and attributes, judged once per attribute signature (:mod:`.wire_view`):
+        a node whose signature is another's has the same op type and problems.  Returns the
+        positions of the nodes whose op type tells no output count above zero."""
+        nodes, problems_of, silent = self.nodes, {}, set()
+        for signature, i in dict(zip(signatures, range(len(nodes)))).items():
+            op = nodes[i].op
+            rules = self.rules_of(op)
+            problems = ([] if op else ["it has no op type"]) + self.attr_problems(nodes[i], rules)
+            if problems:
+                problems_of[signature] = problems
+            if not rules.outputs:
+                silent.add(signature)
+        for i in compress(range(len(nodes)), map(problems_of.__contains__, signatures)) if problems_of else ():
+            self.found.setdefault(i, []).extend(problems_of[signatures[i]])
+        return list(compress(range(len(nodes)), map(silent.__contains__, signatures))) if silent else []
+
+    def check_by_op(self) -> list[int]:
+        """Op types and attributes, node by node within each op type (see
+        :meth:`check_attrs_of_type`).  Returns what :meth:`check_by_signature` returns."""
         by_op: dict[str, list[int]] = {}
-        ops = [node.op for node in self.nodes]
-        for i, op in enumerate(ops):
+        for i, op in enumerate(map(_OP, self.nodes)):
             positions = by_op.get(op)
             if positions is None:
                 by_op[op] = [i]
@@ -151,14 +185,9 @@ class _Validator:
                 positions.append(i)
         for i in by_op.get("", ()):
             self.report(i, "it has no op type")
-        rules_of = self.rules
         for op, positions in by_op.items():
-            rules = rules_of.get(op)
-            if rules is None:
-                rules = rules_of[op] = op_rules(op, self.functions)
-            self.check_attrs_of_type(positions, rules)
-        outputs = {op: _PER_NODE if rules.outputs is None else rules.outputs for op, rules in rules_of.items()}
-        return [outputs[op] for op in ops]
+            self.check_attrs_of_type(positions, self.rules_of(op))
+        return sorted(i for op, positions in by_op.items() if not self.rules[op].outputs for i in positions)
 
     def check_attrs_of_type(self, positions: list[int], rules: OpRules) -> None:
         """The attributes of the nodes of one op type.  Such nodes mostly repeat the same
@@ -166,27 +195,31 @@ class _Validator:
         clean too.  Once fewer than one node in four is found so (counted after the first
         ``_FIRST_TRIES``), the type's remaining nodes are judged attribute by attribute, as every
         node of a graph built in memory is (it may nest deeper than serializing goes)."""
-        nodes, check, clean = self.nodes, self.check_attrs, rules.clean
+        nodes, clean = self.nodes, rules.clean
         for k, i in enumerate(positions):
             if not self.parsed or (k >= _FIRST_TRIES and rules.hits * 4 < k):
                 for j in positions[k:]:
-                    check(j, nodes[j], rules)
+                    for problem in self.attr_problems(nodes[j], rules):
+                        self.report(j, problem)
                 return
             signature = attr_signature(nodes[i])
             if signature in clean:
                 rules.hits += 1
-            elif not check(i, nodes[i], rules):
+                continue
+            problems = self.attr_problems(nodes[i], rules)
+            for problem in problems:
+                self.report(i, problem)
+            if not problems:
                 clean.add(signature)
 
-    def check_attrs(self, position: int, node: "NodeDef", rules: OpRules) -> bool:
-        """Report what is wrong with a node's attributes; whether anything is."""
+    def attr_problems(self, node: "NodeDef", rules: OpRules) -> list[str]:
+        """What is wrong with a node's attributes."""
         attrs = node.attr
-        found = False
+        found = []
         missing = [key for key in rules.required if key not in attrs]
         if missing:
-            found = True
-            self.report(position, f"it lacks the required attribute(s) {', '.join(repr(k) for k in missing)} "
-                                  f"({', '.join(rules.attrs[k].declared for k in missing)})")
+            found.append(f"it lacks the required attribute(s) {', '.join(repr(k) for k in missing)} "
+                         f"({', '.join(rules.attrs[k].declared for k in missing)})")
         declared, seen = rules.attrs, rules.seen
         for key in attrs:
             value = attrs[key]
@@ -201,27 +234,57 @@ class _Validator:
                 else:
                     problem = attr_problem(key, value, rule, self.dtypes)
                 if problem is not None:
-                    found = True
-                    self.report(position, problem)
+                    found.append(problem)
             if kind in _NESTING_KINDS and _may_nest(value) and nested_too_deep(value, _ATTR_LEVEL, self.fields):
-                found = True
-                self.report(position, f"attribute {key!r} is nested more than {MAX_NESTING} levels deep")
+                found.append(f"attribute {key!r} is nested more than {MAX_NESTING} levels deep")
         return found
 
-    def check_inputs(self, counts: list[int | None]) -> None:
-        """Every data input reads a port its producer has, and comes before the control inputs."""
-        index = {name: i for i, name in enumerate(self.names)}
-        # A node whose inputs all name nodes plainly reads output 0 of each: nothing to check when each
-        # producer is known to have an output (or cannot tell).
-        has_output = [count is None or count > 0 for count in counts]
-        plain = {name for name, i in index.items() if has_output[i]}
-        for i, node in enumerate(self.nodes):
-            texts = node.input
-            if texts and not plain.issuperset(texts):
-                self.check_node_inputs(i, texts, index, counts)
+    def check_inputs(self, silent: list[int]) -> None:
+        """Every data input reads a port its producer has, and comes before the control inputs.
+        An input that plainly names a node whose op type tells it has outputs reads output 0 of
+        it, which it has: only the nodes with another input are looked at one by one (found
+        among the distinct inputs of the graph, then in the list of all inputs).  ``silent``:
+        the positions of the nodes whose op type tells no output count above zero."""
+        nodes = self.nodes
+        flat = None if self.serialized is None else all_inputs(self.serialized)
+        if flat is None:
+            flat = list(chain.from_iterable(map(_INPUT, nodes)))
+        odd, index = self.odd_inputs(flat, silent)
+        if not odd:
+            return
+        ends = list(accumulate(map(len, map(_INPUT, nodes))))
+        if ends[-1] != len(flat):  # not seen: the same bytes hold the same inputs
+            flat = list(chain.from_iterable(map(_INPUT, nodes)))
+            odd, index = self.odd_inputs(flat, silent)
+        owners = {bisect_right(ends, k) for k in compress(range(len(flat)), map(odd.__contains__, flat))}
+        counts: dict[int, int | None] = {}
+        for i in sorted(owners):
+            self.check_node_inputs(i, nodes[i].input, index, counts)
+
+    def odd_inputs(self, flat: list[str], silent: list[int]) -> tuple[set[str], dict[str, int]]:
+        """The distinct inputs that do not plainly name a node with outputs (a repeated name
+        stands for its last node), and the position of each name when there are any."""
+        names = self.names
+        texts = set(flat)
+        odd = texts.difference(names)
+        read_silent = texts.intersection([names[i] for i in silent]) if silent else ()
+        if not odd and not read_silent:
+            return odd, {}
+        index = dict(zip(names, range(len(names))))
+        silent_set = set(silent)
+        odd.update(name for name in read_silent if index[name] in silent_set)
+        return odd, index
+
+    def output_count_of(self, producer: int, counts: dict[int, int | None]) -> int | None:
+        """How many outputs node ``producer`` has (None: cannot tell), counted once."""
+        if producer not in counts:
+            node = self.nodes[producer]
+            outputs = self.rules[node.op].outputs
+            counts[producer] = output_count(node, self.functions) if outputs is None else outputs
+        return counts[producer]
 
     def check_node_inputs(self, i: int, texts: Sequence[str], index: dict[str, int],
-                          counts: list[int | None]) -> None:
+                          counts: dict[int, int | None]) -> None:
         """The inputs of node ``i``, one by one."""
         nodes = self.nodes
         after_control = False
@@ -237,9 +300,7 @@ class _Validator:
                 self.report(i, f"data input {slot} {shorten(text)} comes after a control input")
             if producer is None:
                 continue  # an input naming no node: GraphIndex reports it
-            count = counts[producer]
-            if count == _PER_NODE:
-                count = counts[producer] = output_count(nodes[producer], self.functions)
+            count = self.output_count_of(producer, counts)
             if count is not None and port >= count:
                 self.report(i, f"input {slot} {shorten(text)} reads output {port} of {shorten(name)} "
                                f"({nodes[producer].op or 'no op'}), which has {count} "
@@ -257,14 +318,17 @@ def describe(problems: list[tuple[str, list[str]]]) -> str:
     return "; ".join(parts) + (f"; and {rest} more node(s)" if rest > 0 else "")
 
 
-def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = False) -> None:
+def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = False,
+                   serialized: bytes | None = None) -> None:
     """Refuse a graph TensorFlow would not accept (see the module's documentation):
     :class:`GraphValidationError` on one line, naming up to five nodes, each with
     what is wrong with it; ``source`` (a file name) starts the message.  ``parsed``: the
     graph was just parsed from bytes, so that nothing in it nests deeper than protobuf
-    reads, and nodes repeating the attributes of an earlier one are judged at once."""
+    reads, and nodes repeating the attributes of an earlier one are judged at once.
+    ``serialized``: the bytes ``graph_def`` was parsed from (binary), read again for the
+    nodes' attribute signatures and inputs; the result is the same without them."""
     with no_gc():  # many small objects, none of them cyclic
-        problems = _Validator(graph_def, parsed).problems()
+        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems()
     if problems:
         prefix = f"{source}: " if source else ""
         raise GraphValidationError(f"{prefix}invalid graph: {describe(problems)}")

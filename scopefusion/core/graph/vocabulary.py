@@ -3,6 +3,7 @@ that several parts of the project agree on."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 #: The "port" of a control edge (``^name``).
 CONTROL = -1
@@ -65,12 +66,29 @@ def dtype_enum(value: object) -> int:
 
 
 #: Node names TensorFlow accepts (its importer rejects any other).
-_NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
+_NAME = r"[A-Za-z0-9.][A-Za-z0-9_./>-]*"
+_NODE_NAME = re.compile(_NAME)
+#: Names joined by newlines, each one TensorFlow accepts as far as characters go.
+_NODE_NAME_LINES = re.compile(rf"(?:{_NAME}\n)*{_NAME}")
+#: An empty scope in such lines: a "/" followed by another or ending a name.
+_EMPTY_SCOPE = re.compile("/[/\n]")
 
 
 def is_valid_node_name(name: str) -> bool:
     """A node name TensorFlow accepts, with no empty scope component."""
     return bool(_NODE_NAME.fullmatch(name)) and "//" not in name and not name.endswith("/")
+
+
+def invalid_node_names(names: Sequence[str]) -> list[int]:
+    """The positions of the names in ``names`` that :func:`is_valid_node_name` refuses.  All names
+    are judged at once, joined by newlines (which no valid name holds); only when that finds
+    something wrong are they judged one by one, to tell which."""
+    if names:
+        text = "\n".join(names)
+        if (text.count("\n") == len(names) - 1 and _NODE_NAME_LINES.fullmatch(text)
+                and not _EMPTY_SCOPE.search(text) and not text.endswith("/")):
+            return []
+    return [i for i, name in enumerate(names) if not is_valid_node_name(name)]
 
 
 #: The most digits a port number may have (TensorFlow ports are int32).

@@ -1,0 +1,100 @@
+"""What load-time validation reads of a serialized GraphDef, read again from its bytes through
+message types of this module's own, so that protobuf does the work of a pass over the nodes:
+
+* :func:`attr_signatures`: for each node, the bytes of its op type and attributes with every
+  tensor's contents left out.  Two nodes with the same signature have the same op type and the
+  same attributes in everything validation judges of them (a tensor is judged by its shape; its
+  dtype, shape, resource handles and variants are kept), so judging one judges both.  The
+  constants of a graph, each holding other values, mostly share a few signatures.
+* :func:`all_inputs`: the inputs of all nodes, in graph order, as one list.
+
+The types mirror TensorFlow's: a node keeps its ``op`` field (number 2) and its attribute map
+(number 5) read as a list of entries (a map's wire form; duplicated keys stay apart), an
+attribute value is TensorFlow's ``AttrValue`` but for its tensor, whose message keeps only
+the fields named above.  Fields of the same number and kind parse the same way (the last
+scalar wins, messages merge, a oneof keeps its last member), so equal signatures mean equal
+values.  Every other field is dropped.  For :func:`all_inputs` the graph's node field is read
+as *one* message: protobuf merges the repeated occurrences of a singular message field, so
+the inputs of every node land in one list, in order.
+"""
+from __future__ import annotations
+
+from functools import cache
+from operator import methodcaller
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
+from .protos import message_class
+
+_PACKAGE = "scopefusion.wire_view"
+_FILE = "scopefusion/core/graph/wire_view.proto"
+#: The fields of TensorFlow's TensorProto that a signature keeps.
+_TENSOR_FIELDS = ("dtype", "tensor_shape", "resource_handle_val", "variant_val")
+_SERIALIZE = methodcaller("SerializeToString")
+
+
+def _copy(descriptor: Any, name: str, keep: tuple[str, ...], **retarget: str) -> descriptor_pb2.DescriptorProto:
+    """A message type named ``name`` declaring the fields ``keep`` of ``descriptor`` as it does,
+    but for the fields named in ``retarget``, which hold this module's type of that name."""
+    proto = descriptor_pb2.DescriptorProto()
+    descriptor.CopyToProto(proto)
+    fields = [f for f in proto.field if f.name in keep]
+    for f in fields:
+        if f.name in retarget:
+            f.type_name = f".{_PACKAGE}.{retarget[f.name]}"
+    oneofs = proto.oneof_decl if any(f.HasField("oneof_index") for f in fields) else []
+    return descriptor_pb2.DescriptorProto(name=name, field=fields, oneof_decl=oneofs)  # nested types: full names
+
+
+@cache
+def _classes() -> dict[str, Any]:
+    """The message classes of this module, declared once in protobuf's default pool."""
+    graph_def, node_def, attr_value, tensor = (message_class(n).DESCRIPTOR
+                                               for n in ("GraphDef", "NodeDef", "AttrValue", "TensorProto"))
+    entry = node_def.fields_by_name["attr"].message_type  # the attribute map's entry: key, value
+    types = [_copy(tensor, "Tensor", _TENSOR_FIELDS),
+             _copy(attr_value, "Value", tuple(attr_value.fields_by_name), tensor="Tensor"),
+             _copy(entry, "Entry", ("key", "value"), value="Value"),
+             _copy(node_def, "Node", ("op", "attr"), attr="Entry"),
+             _copy(node_def, "Inputs", ("input",)),
+             _copy(graph_def, "Graph", ("node",), node="Node"),
+             _copy(graph_def, "GraphInputs", ("node",), node="Inputs")]
+    types[-1].field[0].label = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL  # one message: nodes merge
+    used = [f for d in (attr_value, tensor) for f in d.fields]
+    files = {t.file.name for f in used for t in (f.message_type, f.enum_type) if t is not None}
+    file = descriptor_pb2.FileDescriptorProto(name=_FILE, package=_PACKAGE, syntax="proto3",
+                                              dependency=sorted(files), message_type=types)
+    pool = descriptor_pool.Default()
+    pool.AddSerializedFile(file.SerializeToString())
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+            for name in ("Graph", "GraphInputs")}
+
+
+def _parse(kind: str, data: bytes) -> Any | None:
+    view = _classes()[kind]()
+    try:
+        view.ParseFromString(data)
+    except message.DecodeError:
+        return None
+    return view
+
+
+def attr_signatures(data: bytes) -> list[bytes] | None:
+    """The attribute signature of each node of the GraphDef serialized in ``data``, in graph
+    order; None when the bytes do not parse."""
+    view = _parse("Graph", data)
+    if view is None:
+        return None
+    view.DiscardUnknownFields()
+    return list(map(_SERIALIZE, view.node))
+
+
+def all_inputs(data: bytes) -> list[str] | None:
+    """The inputs of every node of the GraphDef serialized in ``data``, node after node; None
+    when the bytes do not parse."""
+    view = _parse("GraphInputs", data)
+    return None if view is None else list(view.node.input)
+
+
+__all__ = ["all_inputs", "attr_signatures"]

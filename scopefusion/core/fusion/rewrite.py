@@ -180,6 +180,8 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     colocated = index.colocated_nodes()  # read before the messages move
     order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
     dropped = 0
+    keys: list[float] = []  # where each new node goes, in order_key's terms
+    new_nodes: list["NodeDef"] = []
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     staged = [
         (plan, _build_nodes(plan, index, resolve),
@@ -198,15 +200,18 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
                 summary.dropped.add(d)
                 dropped += 1
         anchor = plan.removed[0]
-        start = len(graph.node)
-        graph.node.extend(built)
-        placed = summary.inserted[anchor] = []
-        for k in range(len(built)):
-            wrapper = graph.node[start + k]
-            placed.append(wrapper)  # the message in the graph; the wrapper follows it through the sort
-            order_key[id(wrapper)] = anchor + (k + 1) / (len(built) + 1)
-        summary.new_names.extend(n.name for n in built)
-        summary.touched.extend(built)  # the copies in the graph are equal to these
+        keys.extend(anchor + (k + 1) / (len(built) + 1) for k in range(len(built)))
+        new_nodes.extend(built)
+    start = len(graph.node)
+    graph.node.extend(new_nodes)
+    placed = graph.node[start:]  # the messages in the graph; their wrappers follow them through the sort
+    order_key.update(zip(map(id, placed), keys))
+    at = 0
+    for plan, built, _ in staged:
+        summary.inserted[plan.removed[0]] = placed[at:at + len(built)]
+        at += len(built)
+    summary.new_names = [n.name for n in new_nodes]
+    summary.touched.extend(new_nodes)  # the copies in the graph are equal to these
     graph.node.sort(key=lambda n: order_key[id(n)])
     if dropped:
         del graph.node[len(graph.node) - dropped:]

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from ..graph.attrs import infer_attr_type, make_attr_value
 from ..graph.index import GraphIndex
-from ..graph.tf_ops import is_tensorflow_op, tensorflow_attr_types
+from ..graph.tf_ops import is_tensorflow_op
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
+from .attr_values import written_attrs
 from .inner_graph import check_inner_signatures, check_inner_structure
 from .fused_ops import FusedOpDef
 
@@ -106,7 +106,7 @@ def make_plan(
     if not candidate.members:
         raise Refused("the result holds no nodes")
     op_def = _declared_op(candidate, fused_ops)
-    attr_values = _written_attrs(candidate, op_def, fused_ops)
+    attr_values = written_attrs(candidate, op_def, fused_ops)
     if candidate.has_inner_graph:
         check_inner_signatures(candidate, attr_values, fused_ops)
     n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
@@ -326,55 +326,3 @@ def new_node_names(candidate: FusionCandidate) -> list[str]:
     if candidate.has_inner_graph:
         return [f"{candidate.name}/{n.name}" for n in candidate.inner_nodes]
     return [candidate.name]
-
-
-def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
-    """Declared attribute types of a fused op, or of a TensorFlow op."""
-    op_def = fused_ops.get(op)
-    if op_def is not None:
-        return {a.name: a.type for a in op_def.attrs}
-    return tensorflow_attr_types(op)
-
-
-def _written_attrs(
-    candidate: FusionCandidate, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
-) -> list[dict[str, "AttrValue"]]:
-    """The attributes of each new node as ``AttrValue``s; a value that cannot be
-    written as its declared (or inferred) type refuses the result."""
-    if candidate.has_inner_graph:
-        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in candidate.inner_nodes]
-    else:
-        items = [(candidate.type, op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs, "")]
-    written_all: list[dict[str, AttrValue]] = []
-    for op, attrs, where in items:
-        types = attr_types_for_op(op, fused_ops) if attrs else {}
-        written_all.append({})
-        for key, value in attrs.items():
-            attr_type = types.get(key)
-            wanted = f" as {attr_type}" if attr_type else ""
-            try:
-                written = make_attr_value(value, attr_type or infer_attr_type(value))
-            except Exception as exc:  # noqa: BLE001 - any conversion failure is the pass's
-                raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {exc}") from None
-            problem = _attr_kind_problem(value, written, attr_type)
-            if problem:
-                raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {problem}")
-            written_all[-1][key] = written
-    return written_all
-
-
-#: The AttrValue field each declared attr type is written to.
-_ATTR_FIELDS = {"float": "f", "int": "i", "bool": "b", "string": "s", "type": "type", "shape": "shape"}
-
-
-def _attr_kind_problem(value: object, written: object, attr_type: str | None) -> str | None:
-    """Why a value that converted is still wrong for its declared type, if it is."""
-    if attr_type is None:
-        return None
-    if isinstance(value, float) and attr_type == "int" and not value.is_integer():
-        return "not a whole number"
-    field = _ATTR_FIELDS.get(attr_type, "list" if attr_type.startswith("list(") else None)
-    kind = written.WhichOneof("value")  # type: ignore[attr-defined]
-    if value is written and field is not None and kind not in (field, None):
-        return f"an AttrValue holding {kind!r}"
-    return None

@@ -1,0 +1,100 @@
+"""A candidate's attributes written as ``AttrValue`` messages, checked against the types its op
+declares (a fused op's declaration, or TensorFlow's op definition).
+
+A plain scalar (bool, int, string, bytes, float) is written once per declared type and value and
+the message shared: plans only read their attribute values, and the rewrite copies them into the
+new nodes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..graph.attrs import infer_attr_type, make_attr_value
+from ..graph.tf_ops import tensorflow_attr_types
+from .candidate import FusionCandidate, Refused
+from .fused_ops import FusedOpDef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+
+def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str, str]:
+    """Declared attribute types of a fused op, or of a TensorFlow op."""
+    op_def = fused_ops.get(op)
+    if op_def is not None:
+        return {a.name: a.type for a in op_def.attrs}
+    return tensorflow_attr_types(op)
+
+
+def written_attrs(
+    candidate: FusionCandidate, op_def: FusedOpDef | None, fused_ops: Mapping[str, FusedOpDef]
+) -> list[dict[str, "AttrValue"]]:
+    """The attributes of each new node as ``AttrValue``s; a value that cannot be
+    written as its declared (or inferred) type refuses the result."""
+    if candidate.has_inner_graph:
+        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in candidate.inner_nodes]
+    else:
+        items = [(candidate.type, op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs, "")]
+    written_all: list[dict[str, AttrValue]] = []
+    for op, attrs, where in items:
+        types = attr_types_for_op(op, fused_ops) if attrs else {}
+        written_all.append({})
+        for key, value in attrs.items():
+            attr_type = types.get(key)
+            memo = _memo_key(attr_type, value)
+            written = _WRITTEN.get(memo) if memo is not None else None
+            if written is None:
+                written = _written_attr(where, key, value, attr_type)
+                if memo is not None:
+                    if len(_WRITTEN) >= _WRITTEN_MAX:
+                        _WRITTEN.clear()
+                    _WRITTEN[memo] = written
+            written_all[-1][key] = written
+    return written_all
+
+
+def _written_attr(where: str, key: str, value: Any, attr_type: str | None) -> "AttrValue":
+    wanted = f" as {attr_type}" if attr_type else ""
+    try:
+        written = make_attr_value(value, attr_type or infer_attr_type(value))
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the pass's
+        raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {exc}") from None
+    problem = _attr_kind_problem(value, written, attr_type)
+    if problem:
+        raise Refused(f"{where}attribute {key!r} = {value!r} cannot be written{wanted}: {problem}")
+    return written
+
+
+#: Attribute values already written, by :func:`_memo_key` (shared: plans only read them, and the
+#: rewrite copies them into the new nodes); cleared when it holds this many.
+_WRITTEN: dict[tuple, "AttrValue"] = {}
+_WRITTEN_MAX = 1 << 16
+_SCALARS = (bool, int, str, bytes)
+
+
+def _memo_key(attr_type: str | None, value: Any) -> tuple | None:
+    """What decides how a plain scalar is written (a float by its exact bits: ``-0.0 == 0.0``);
+    None for any other value, written each time."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return attr_type, kind, value
+    if kind is float:
+        return attr_type, kind, value.hex()
+    return None
+
+
+#: The AttrValue field each declared attr type is written to.
+_ATTR_FIELDS = {"float": "f", "int": "i", "bool": "b", "string": "s", "type": "type", "shape": "shape"}
+
+
+def _attr_kind_problem(value: object, written: object, attr_type: str | None) -> str | None:
+    """Why a value that converted is still wrong for its declared type, if it is."""
+    if attr_type is None:
+        return None
+    if isinstance(value, float) and attr_type == "int" and not value.is_integer():
+        return "not a whole number"
+    field = _ATTR_FIELDS.get(attr_type, "list" if attr_type.startswith("list(") else None)
+    kind = written.WhichOneof("value")  # type: ignore[attr-defined]
+    if value is written and field is not None and kind not in (field, None):
+        return f"an AttrValue holding {kind!r}"
+    return None

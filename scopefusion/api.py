@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
+from google.protobuf.message import DecodeError, EncodeError
+
 from .core.errors import ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionOutcome, FusionPipeline
@@ -68,11 +70,25 @@ def _as_model(model: ModelLike, signature: str | None) -> LoadedModel:
         return load_model(model, signature)
     graph_def_class = message_class("GraphDef")
     if isinstance(model, graph_def_class):
-        copy = graph_def_class()
-        copy.CopyFrom(model)  # never change the caller's graph
-        validate_graph(copy)  # as a loaded file is: refused with the node named
-        return LoadedModel(copy, "<GraphDef>", "graph_def")
+        return LoadedModel(_checked_copy(model, graph_def_class), "<GraphDef>", "graph_def")
     raise ScopeFusionError(f"cannot fuse a {type(model).__name__}; give a path or a GraphDef")
+
+
+def _checked_copy(model: "GraphDef", graph_def_class: Any) -> "GraphDef":
+    """A copy of the caller's graph (never changed), checked as a loaded file is: refused with the
+    node named.  The copy is parsed from the graph's bytes, which validation then reads again (as
+    for a file); a graph protobuf cannot read back (nested too deeply) is copied and checked
+    node by node, which says why."""
+    copy = graph_def_class()
+    try:
+        data = model.SerializeToString()
+        copy.ParseFromString(data)
+    except (DecodeError, EncodeError, ValueError):  # too deep to read back, or too large to write
+        copy.CopyFrom(model)
+        validate_graph(copy)
+        return copy
+    validate_graph(copy, serialized=data)
+    return copy
 
 
 def load_switch(value: SwitchLike) -> FusionSwitch:

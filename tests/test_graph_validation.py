@@ -327,3 +327,29 @@ def test_tensorflow_is_not_imported_with_the_module():
     code = "import sys, scopefusion.core.graph.validate; print('tensorflow' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_a_graph_given_in_memory_is_judged_as_the_same_graph_read_from_a_file(tmp_path):
+    """fuse(GraphDef) checks a copy parsed from the graph's bytes, as a file is read: the same
+    refusal, word for word; the caller's graph is left as it was."""
+    graph = graph_pb2.GraphDef()
+    text_format.Parse('node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }'
+                      'node { name: "y" op: "Relu" input: "x:3" attr { key: "T" value { type: DT_FLOAT } } }'
+                      'node { name: "z" op: "Relu" input: "y" attr { key: "T" value { i: 1 } } }', graph)
+    before = graph.SerializeToString()
+    path = tmp_path / "g.pb"
+    path.write_bytes(before)
+    with pytest.raises(GraphValidationError) as from_file:
+        load_model(path)
+    with pytest.raises(GraphValidationError) as in_memory:
+        scopefusion.fuse(graph)
+    assert str(in_memory.value) == str(from_file.value).removeprefix(f"{path}: ")
+    assert "'y' (Relu)" in str(in_memory.value) and "'z' (Relu)" in str(in_memory.value)
+    assert graph.SerializeToString() == before
+
+
+def test_a_graph_in_memory_nested_deeper_than_protobuf_reads_is_one_clear_error():
+    graph = graph_pb2.GraphDef()
+    text_format.Parse(_nested_text(60, "i: 1").decode(), graph)
+    with pytest.raises(GraphValidationError, match="node 'x' .Placeholder.: attribute 'f' is nested more than 100"):
+        scopefusion.fuse(graph)

@@ -12,6 +12,7 @@ from typing import Callable
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
+from graph_helpers import side_by_side
 from tensorflow.core.framework import graph_pb2
 
 import scopefusion
@@ -263,26 +264,14 @@ def test_fuse_refuses_an_in_memory_graph_as_it_refuses_a_file(graph):
         scopefusion.fuse(_spoilt(graph, _set_input("concat", 0, "split:2")))
 
 
-def _copies(graph: graph_pb2.GraphDef, n: int) -> graph_pb2.GraphDef:
-    """``n`` copies of ``graph`` side by side, copy ``k`` under the scope ``c<k>``."""
-    big = graph_pb2.GraphDef()
-    for k in range(n):
-        for node in graph.node:
-            copy = big.node.add()
-            copy.CopyFrom(node)
-            copy.name = f"c{k}/{node.name}"
-            copy.input[:] = [("^" if t[0] == "^" else "") + f"c{k}/{t.lstrip('^')}" for t in node.input]
-    return big
-
-
 def test_op_definitions_are_looked_up_once_per_op_type_whatever_the_size(graph, monkeypatch):
     calls: list[str] = []
     looked_up = validate.op_rules
     monkeypatch.setattr(validate, "op_rules", lambda op, functions: calls.append(op) or looked_up(op, functions))
-    validate.validate_graph(_copies(graph, 1))
+    validate.validate_graph(side_by_side(graph, 1))
     one = sorted(calls)
     calls.clear()
-    validate.validate_graph(_copies(graph, 300))
+    validate.validate_graph(side_by_side(graph, 300))
     assert sorted(calls) == one == sorted({n.op for n in graph.node})
 
 
@@ -300,9 +289,9 @@ def test_a_bad_attribute_is_found_after_many_nodes_holding_the_same_good_ones(gr
     def spoil(g: graph_pb2.GraphDef, prefix: str) -> None:
         _node(g, f"{prefix}MatMul").attr["transpose_a"].i = 3
         _node(g, f"{prefix}split").attr["num_split"].i = 0
-    alone = _copies(graph, 1)
+    alone = side_by_side(graph, 1)
     spoil(alone, "c0/")
-    big = _copies(graph, 150)  # every node of a type holds the attributes of the first
+    big = side_by_side(graph, 150)  # every node of a type holds the attributes of the first
     spoil(big, "c149/")
     assert _refusal(big) == _refusal(alone).replace("'c0/", "'c149/") == (
         "invalid graph: node 'c149/MatMul' (MatMul): attribute 'transpose_a' holds an int, the op declares "
@@ -312,7 +301,7 @@ def test_a_bad_attribute_is_found_after_many_nodes_holding_the_same_good_ones(gr
 
 
 def test_a_bad_attribute_is_found_among_many_nodes_whose_attributes_all_differ(graph):
-    big = _copies(graph, 150)
+    big = side_by_side(graph, 150)
     consts = [n for n in big.node if n.op == "Const"]
     for k, node in enumerate(consts):  # no two constants alike
         node.attr["value"].tensor.string_val.append(str(k).encode())

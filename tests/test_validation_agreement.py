@@ -11,6 +11,7 @@ import random
 
 import pytest
 import tensorflow as tf
+from graph_helpers import side_by_side
 from model_builders import bert_style_encoder
 from tensorflow.core.framework import graph_pb2
 from test_fuzz import MUTATIONS, _dense_gelu
@@ -113,19 +114,6 @@ def assert_agree(data: bytes, what: str) -> list[tuple[str, list[str]]]:
 
 
 # ------------------------------------------------------------------ real graphs, spoilt
-def _copies(graph: graph_pb2.GraphDef, n: int) -> graph_pb2.GraphDef:
-    """``n`` copies of ``graph`` side by side under scopes ``c<k>`` (functions kept once)."""
-    big = graph_pb2.GraphDef()
-    big.library.CopyFrom(graph.library)
-    for k in range(n):
-        for node in graph.node:
-            copy = big.node.add()
-            copy.CopyFrom(node)
-            copy.name = f"c{k}/{node.name}"
-            copy.input[:] = [("^" if t[0] == "^" else "") + f"c{k}/{t.lstrip('^')}" for t in node.input]
-    return big
-
-
 def _loop(x):
     def body(i, y):
         return i + 1, tf.nn.relu(y * 0.5 + 1.0)
@@ -136,9 +124,9 @@ def _loop(x):
 def big_graphs() -> dict[str, graph_pb2.GraphDef]:
     """Real graphs, each copied many times: most nodes repeat the attributes of many others."""
     return {
-        "bert": _copies(bert_style_encoder(layers=1, hidden=16, heads=2, seq=4, batch=1, seed=0).graph_def, 12),
-        "dense_gelu": _copies(_dense_gelu(), 40),
-        "tf1_while": _copies(graph_from_function(_loop, tf.TensorSpec([2, 3], tf.float32, "x")), 30),
+        "bert": side_by_side(bert_style_encoder(layers=1, hidden=16, heads=2, seq=4, batch=1, seed=0).graph_def, 12),
+        "dense_gelu": side_by_side(_dense_gelu(), 40),
+        "tf1_while": side_by_side(graph_from_function(_loop, tf.TensorSpec([2, 3], tf.float32, "x")), 30),
     }
 
 

@@ -61,18 +61,21 @@ class OpRules:
 _HEAD_TAGS = frozenset({0x0A, 0x12, 0x1A, 0x22})
 
 
-def attr_signature(node: "NodeDef") -> bytes:
-    """The serialized node without its leading name, op, input and device fields: bytes that hold
-    its attributes, so that two nodes with the same signature hold the same attribute values."""
-    data = node.SerializeToString()
+def after_head_fields(data: bytes) -> bytes | None:
+    """A serialized NodeDef from its first field that is not its name, op, an input or its device
+    on: its attributes (and anything after them) when the fields come in number order, as protobuf
+    writes them.  None when the bytes do not read as length-delimited fields."""
     pos, end = 0, len(data)
     while pos < end and data[pos] in _HEAD_TAGS:
+        if pos + 1 >= end:
+            return None
         length = data[pos + 1]
         pos += 2
         if length >= 0x80:  # a length of more than one byte (a varint)
-            length &= 0x7F
-            shift = 7
+            length, shift = length & 0x7F, 7
             while True:
+                if pos >= end:
+                    return None
                 byte = data[pos]
                 pos += 1
                 length |= (byte & 0x7F) << shift
@@ -80,7 +83,16 @@ def attr_signature(node: "NodeDef") -> bytes:
                     break
                 shift += 7
         pos += length
-    return data[pos:]
+    return data[pos:] if pos <= end else None
+
+
+def attr_signature(node: "NodeDef") -> bytes:
+    """The serialized node without its leading name, op, input and device fields: bytes that hold
+    its attributes, so that two nodes with the same signature hold the same attribute values (the
+    whole node's bytes, naming it, if they do not read as fields)."""
+    data = node.SerializeToString()
+    rest = after_head_fields(data)
+    return data if rest is None else rest
 
 
 def shorten(text: str) -> str:
@@ -180,4 +192,4 @@ def _value_problem(key: str, items: list[Any], rule: AttrRule, dtypes: frozenset
     return None
 
 
-__all__ = ["AttrRule", "OpRules", "attr_problem", "attr_signature", "op_rules", "shorten", "valid_dtypes"]
+__all__ = ["AttrRule", "OpRules", "after_head_fields", "attr_problem", "attr_signature", "op_rules", "shorten", "valid_dtypes"]

@@ -13,15 +13,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Hashable
 
+from ....core.graph.attr_rules import after_head_fields
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 #: Constants of at most this many elements (scalars, axes, shapes) are described by their values.
 SMALL_CONSTANT = 8
-
-#: NodeDef's fields before its attributes, as their one-byte tags (field number << 3 | 2,
-#: length-delimited): name 1, op 2, input 3, device 4.
-_LEADING_TAGS = frozenset({1 << 3 | 2, 2 << 3 | 2, 3 << 3 | 2, 4 << 3 | 2})
 
 #: Bytes longer than this (a large constant's values) are not kept: they rarely repeat.
 _KEPT_BYTES = 512
@@ -47,31 +45,6 @@ def attributes_key(node: "NodeDef") -> tuple[Hashable, bool]:
     return tuple(items), large
 
 
-def after_name_and_inputs(data: bytes) -> bytes | None:
-    """A serialized NodeDef from its first field that is not its name, op, an input or its
-    device on: its attributes (and anything after them) when the fields come in number order,
-    as protobuf writes them.  None when the bytes do not parse as length-delimited fields."""
-    pos, end = 0, len(data)
-    while pos < end and data[pos] in _LEADING_TAGS:
-        if pos + 1 >= end:
-            return None
-        length = data[pos + 1]  # the field's length, a varint: one byte below 128
-        pos += 2
-        if length >= 0x80:
-            length, shift = length & 0x7F, 7
-            while True:
-                if pos >= end:
-                    return None
-                byte = data[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-        pos += length
-    return data[pos:] if pos <= end else None
-
-
 class AttributeKeys:
     """:func:`attributes_key` of the nodes of one graph, built once per distinct attributes."""
 
@@ -83,7 +56,7 @@ class AttributeKeys:
     def of(self, i: int) -> tuple[Hashable, bool]:
         """``(key, large)`` of node ``i`` (see :func:`attributes_key`)."""
         node = self.nodes[i]
-        rest = after_name_and_inputs(node.SerializeToString(deterministic=True))
+        rest = after_head_fields(node.SerializeToString(deterministic=True))
         found = None if rest is None else self._known.get(rest)
         if found is None:
             self.built += 1

@@ -52,9 +52,10 @@ class ScopeBasePass(ABC):
         """Whether the pass can fuse anything in a graph whose nodes (function bodies included)
         have only ``op_types``; a run skips a pass it only tries for hints when it cannot.
 
-        The default is exact for a pass whose results are its matched scopes (it keeps
-        :meth:`last_match_scopes_and_ops`): whether some pattern set can match at all.  A pass
-        that groups other scopes too is always tried, unless it overrides this method.
+        The default holds for a pass whose results are its matched scopes (it keeps
+        :meth:`last_match_scopes_and_ops`): false only when no pattern set can match at all (a
+        batch none of whose patterns finds the op types it requires).  A pass that groups other
+        scopes too is always tried, unless it overrides this method.
         """
         if type(self).last_match_scopes_and_ops is not ScopeBasePass.last_match_scopes_and_ops:
             return True

@@ -162,3 +162,18 @@ def test_a_pass_whose_may_fuse_denies_what_it_fused_is_warned_about(bert_encoder
                for w in result.report.warnings)
     plain = scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
     assert not any("may_fuse" in w for w in plain.report.warnings)
+
+
+def test_a_may_fuse_that_raises_costs_the_pass_nothing_but_a_warning(bert_encoder):
+    from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass
+    from scopefusion.testing import registry_with
+
+    class Raising(ScopeLayerNormPass):
+        name = "ScopeLayerNormPass"
+
+        def may_fuse(self, op_types):
+            raise KeyError("oops")
+
+    result = scopefusion.fuse(bert_encoder.graph_def, registry=registry_with([Raising], []), hints=False)
+    assert result.report.fused_count("LayerNorm") == 7 and result.report.pass_report("ScopeLayerNormPass").error is None
+    assert any("its may_fuse() raised KeyError: 'oops'; hints try it always" in w for w in result.report.warnings)

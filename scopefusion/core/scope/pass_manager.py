@@ -134,7 +134,14 @@ def _check_may_fuse(instance: ScopeBasePass, spec: PassSpec, scope_graph: ScopeG
     """A pass that made results where its ``may_fuse`` says it cannot would be left out of hints
     wrongly: say so."""
     op_types = set(scope_graph.index.ops)
-    if not instance.may_fuse(op_types):
+    try:
+        says = instance.may_fuse(op_types)
+    except Exception as exc:  # noqa: BLE001 - the pass's own bug: it costs the hints, not the run
+        text = " ".join(str(exc).split()) or "(no message)"
+        warnings.append(f"pass {spec.name} ({spec.origin}): its may_fuse() raised {type(exc).__name__}: {text}; "
+                        "hints try it always")
+        return
+    if not says:
         warnings.append(f"pass {spec.name} ({spec.origin}) made {found} result(s) in a graph whose op types its "
                         "may_fuse() says it cannot fuse: hints would leave it out; its may_fuse() is wrong")
 

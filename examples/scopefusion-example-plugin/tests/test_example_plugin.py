@@ -21,6 +21,12 @@ def test_l2_normalize_runs_only_when_enabled(scopefusion_helper):
     # off, the pass does not run; the general layer-norm pass names the scope as a near miss, with why
     why = scopefusion_helper.assert_not_matched(off, "head/l2_normalize")
     assert why.startswith("ScopeLayerNormPass: pattern LayerNorm: ") and "ScopeL2NormalizePass" not in why, why
+    # left out, it is tried for hints (the graph holds what its patterns need) and says where it would fuse
+    assert any(h.startswith("ScopeL2NormalizePass is not enabled; it would fuse 1 place(s) ('head/l2_normalize')")
+               for h in off.report.hints), off.report.hints
+    from scopefusion_example_plugin.l2_normalize import ScopeL2NormalizePass
+
+    assert not ScopeL2NormalizePass().may_fuse({"Square", "Sum", "Maximum", "Mul"})  # no Rsqrt: not tried
     on = scopefusion_helper.run(graph, enable="ScopeL2NormalizePass")
     (node,) = scopefusion_helper.assert_fused(on, "L2Normalize", 1, axis=[-1], epsilon=1e-6)
     assert node.name == "head/l2_normalize"

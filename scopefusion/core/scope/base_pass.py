@@ -59,6 +59,12 @@ class ScopeBasePass(ABC):
         """
         if type(self).last_match_scopes_and_ops is not ScopeBasePass.last_match_scopes_and_ops:
             return True
+        return self.patterns_may_match(op_types)
+
+    def patterns_may_match(self, op_types: AbstractSet[str]) -> bool:
+        """Whether some pattern set of this pass can match in a graph of ``op_types`` (every batch
+        has a pattern whose required op types occur).  A pass whose results are only its matched
+        scopes, however it groups them, can return this from :meth:`may_fuse`."""
         return pattern_sets_may_match(self.define_patterns(), op_types)
 
     # -- helpers -----------------------------------------------------------------

@@ -44,6 +44,11 @@ class ScopeL2NormalizePass(ScopeBasePass):
         )
         return [[[pattern]]]
 
+    def may_fuse(self, op_types):
+        # results are matched scopes only (regrouped below), so the patterns say what the pass
+        # needs: a run that leaves it out tries it for hints only on graphs holding those op types
+        return self.patterns_may_match(op_types)
+
     def last_match_scopes_and_ops(self, scope_graph):
         results = []
         for scope in self.matched_scopes(scope_graph):

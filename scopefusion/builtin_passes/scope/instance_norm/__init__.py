@@ -47,7 +47,7 @@ from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import numpy_dtype
 from ....core.scope.base_pass import ScopeBasePass
-from ....core.scope.patterns import PatternSet, ScopePattern, pattern_sets_may_match
+from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate, _Match, _slots_of
 from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
@@ -79,7 +79,7 @@ class ScopeInstanceNormPass(ScopeBasePass):
         return [[[moments]]]
 
     def may_fuse(self, op_types: AbstractSet[str]) -> bool:
-        return pattern_sets_may_match(self.define_patterns(), op_types)  # results come from matches only
+        return self.patterns_may_match(op_types)  # its results are its matched scopes
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         """One result per matched ``moments`` scope; moments of another normalization

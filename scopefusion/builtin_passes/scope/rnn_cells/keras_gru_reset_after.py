@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
 from ....core.graph.pattern import Op, const, one_of, op
-from .keras_gru import column_slice, slice_columns
-from .keras_lstm import DT_INT32, explain_keras_options, int32_const, zero_bias
+from .keras_gru import KERAS_GRU_FORM, column_slice, slice_columns
+from .keras_lstm import DT_INT32, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
-from .steps import CellForm, CellStep
+from .steps import CellStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.results import FusionScopesResult
@@ -135,15 +135,10 @@ def keras_gru_reset_after_inner_graph(result: "FusionScopesResult", attrs: dict[
     result.set_inner_output(0, "cell:0")
 
 
-KERAS_GRU_RESET_AFTER_FORM = CellForm(
-    name="GRUCell",
+#: the reset_after=False form's step signature and library checks, with this step's pattern and layout
+KERAS_GRU_RESET_AFTER_FORM = replace(
+    KERAS_GRU_FORM,
     defs=lambda: _defs("rows"),
-    roots=ADD,
-    inputs=("x", "h", "kernel", "recurrent_kernel", "bias"),
-    outputs=("out",),
-    state="h",
-    explain=lambda scope: explain_keras_options(scope, "GRU"),
-    wants=lambda scope: scope.count("ConcatV2") <= 0,
     library="Keras GRUCell (reset_after=True)",
     inner_graph=keras_gru_reset_after_inner_graph,
     attrs={"reset_after": True},

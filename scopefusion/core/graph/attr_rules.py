@@ -61,7 +61,7 @@ class OpRules:
 _HEAD_TAGS = frozenset({0x0A, 0x12, 0x1A, 0x22})
 
 
-def after_head_fields(data: bytes) -> bytes | None:
+def _after_head_fields(data: bytes) -> bytes | None:
     """A serialized NodeDef from its first field that is not its name, op, an input or its device
     on: its attributes (and anything after them) when the fields come in number order, as protobuf
     writes them.  None when the bytes do not read as length-delimited fields."""
@@ -86,12 +86,13 @@ def after_head_fields(data: bytes) -> bytes | None:
     return data[pos:] if pos <= end else None
 
 
-def attr_signature(node: "NodeDef") -> bytes:
+def attr_signature(node: "NodeDef", *, deterministic: bool = False) -> bytes:
     """The serialized node without its leading name, op, input and device fields: bytes that hold
     its attributes, so that two nodes with the same signature hold the same attribute values (the
-    whole node's bytes, naming it, if they do not read as fields)."""
-    data = node.SerializeToString()
-    rest = after_head_fields(data)
+    whole node's bytes, naming it, if they do not read as fields).  ``deterministic``: attribute
+    maps in key order, so that equal attributes give equal bytes whatever order they were set in."""
+    data = node.SerializeToString(deterministic=deterministic)
+    rest = _after_head_fields(data)
     return data if rest is None else rest
 
 
@@ -192,4 +193,4 @@ def _value_problem(key: str, items: list[Any], rule: AttrRule, dtypes: frozenset
     return None
 
 
-__all__ = ["AttrRule", "OpRules", "after_head_fields", "attr_problem", "attr_signature", "op_rules", "shorten", "valid_dtypes"]
+__all__ = ["AttrRule", "OpRules", "attr_problem", "attr_signature", "op_rules", "shorten", "valid_dtypes"]

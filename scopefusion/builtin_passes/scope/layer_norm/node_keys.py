@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Hashable
 
-from ....core.graph.attr_rules import after_head_fields
+from ....core.graph.attr_rules import attr_signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -56,11 +56,11 @@ class AttributeKeys:
     def of(self, i: int) -> tuple[Hashable, bool]:
         """``(key, large)`` of node ``i`` (see :func:`attributes_key`)."""
         node = self.nodes[i]
-        rest = after_head_fields(node.SerializeToString(deterministic=True))
-        found = None if rest is None else self._known.get(rest)
+        signature = attr_signature(node, deterministic=True)
+        found = self._known.get(signature)
         if found is None:
             self.built += 1
             found = attributes_key(node)
-            if rest is not None and len(rest) <= _KEPT_BYTES:
-                self._known[rest] = found
+            if len(signature) <= _KEPT_BYTES:
+                self._known[signature] = found
         return found

@@ -182,7 +182,7 @@ class RankInference:
                 return (KNOWN, (), len(shape.dim))
             ins = self._data_inputs(i)
             return (SHIFT, (ins[0],), 0) if op == "PlaceholderWithDefault" and ins else _UNKNOWN
-        ins = [t for t in self.index.inputs[i] if t[1] != CONTROL]
+        ins = self._data_inputs(i)
         if not ins:
             return _UNKNOWN
         kind = _KIND.get(op)

@@ -9,7 +9,7 @@ import gc
 import sys
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
 from .toposort import kahn_order, on_cycles
@@ -139,6 +139,13 @@ class GraphIndex:
 
     def nodes_of_type(self, op: str) -> list[int]:
         """Indices of the nodes of one op type, in graph order (one pass builds the table for every type)."""
+        return self._by_op_table().get(op, [])
+
+    def op_types(self) -> AbstractSet[str]:
+        """The op types the graph holds (the keys of :meth:`nodes_of_type`'s table)."""
+        return self._by_op_table().keys()
+
+    def _by_op_table(self) -> dict[str, list[int]]:
         if self._by_op is None:
             by_op: dict[str, list[int]] = {}
             with no_gc():
@@ -149,7 +156,7 @@ class GraphIndex:
                     else:
                         bucket.append(i)
             self._by_op = by_op
-        return self._by_op.get(op, [])
+        return self._by_op
 
     def colocated_nodes(self) -> list[int]:
         """Nodes holding colocation constraints (a ``_class`` attribute), in graph order (found on

@@ -133,7 +133,7 @@ def _check_may_fuse(instance: ScopeBasePass, spec: PassSpec, scope_graph: ScopeG
                     warnings: list[str]) -> None:
     """A pass that made results where its ``may_fuse`` says it cannot would be left out of hints
     wrongly: say so."""
-    op_types = set(scope_graph.index.ops)
+    op_types = scope_graph.index.op_types()
     try:
         says = instance.may_fuse(op_types)
     except Exception as exc:  # noqa: BLE001 - the pass's own bug: it costs the hints, not the run

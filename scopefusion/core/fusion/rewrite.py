@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
 from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
+from ..graph.layout import NodeLayout
 from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
@@ -21,9 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
     from .plan import FusionPlan
-
-_REMOVED = float("inf")
-
 
 def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int | None:
     """DataType enum of fused output ``fused_port``, when it can be told."""
@@ -174,49 +172,40 @@ def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
 def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: Callable[[int, int], str],
                      touched: list[int]) -> RewriteSummary:
     """Drop removed nodes (graph outputs become aliases) and add the new nodes where their
-    plan's first removed node stood.  The wrappers in ``index.nodes`` follow their messages
-    through the sort, so positions are keyed by wrapper identity."""
+    plan's first removed node stood.  The new nodes are appended and the node list put in its
+    new order by one sort of precomputed keys; the sort moves the messages themselves, so the
+    wrappers in ``index.nodes`` still hold them."""
     graph = index.graph_def
     colocated = index.colocated_nodes()  # read before the messages move
-    order_key: dict[int, float] = {id(n): i for i, n in enumerate(index.nodes)}
-    dropped = 0
-    keys: list[float] = []  # where each new node goes, in order_key's terms
-    new_nodes: list["NodeDef"] = []
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
-    staged = [
-        (plan, _build_nodes(plan, index, resolve),
-         {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()})
-        for plan in plans
-    ]
-    for plan, built, aliases in staged:
+    built_by_anchor: dict[int, list["NodeDef"]] = {}
+    for plan in plans:
+        built = _build_nodes(plan, index, resolve)  # both read the plan's nodes before they change
+        aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
         for d in plan.removed:
             if d in aliases:  # a graph output keeps its name: the node becomes an alias
                 index.nodes[d].CopyFrom(aliases[d])
                 summary.touched.append(index.nodes[d])
                 summary.changed.add(d)
             else:
-                order_key[id(index.nodes[d])] = _REMOVED
                 summary.removed_names.add(index.names[d])
                 summary.dropped.add(d)
-                dropped += 1
-        anchor = plan.removed[0]
-        keys.extend(anchor + (k + 1) / (len(built) + 1) for k in range(len(built)))
-        new_nodes.extend(built)
+        built_by_anchor[plan.removed[0]] = built
+    new_nodes = [n for built in built_by_anchor.values() for n in built]
+    layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     start = len(graph.node)
     graph.node.extend(new_nodes)
     placed = graph.node[start:]  # the messages in the graph; their wrappers follow them through the sort
-    order_key.update(zip(map(id, placed), keys))
     at = 0
-    for plan, built, _ in staged:
-        summary.inserted[plan.removed[0]] = placed[at:at + len(built)]
+    for anchor, built in built_by_anchor.items():
+        summary.inserted[anchor] = placed[at:at + len(built)]
         at += len(built)
     summary.new_names = [n.name for n in new_nodes]
     summary.touched.extend(new_nodes)  # the copies in the graph are equal to these
-    graph.node.sort(key=lambda n: order_key[id(n)])
-    if dropped:
-        del graph.node[len(graph.node) - dropped:]
+    layout.arrange(graph.node)
+    if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
-        kept += [n for built in summary.inserted.values() for n in built]
+        kept += placed
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 

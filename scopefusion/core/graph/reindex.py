@@ -8,10 +8,11 @@ and new nodes are read: the rest is taken from the old index, producers renumber
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import GraphValidationError
 from .index import COLOCATE, GraphIndex, _summarise, no_gc, parse_node_inputs
+from .layout import NodeLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -26,79 +27,35 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
     names, inputs naming no node, cycles), reading only what changed."""
     new = GraphIndex.__new__(GraphIndex)
     new.graph_def = old.graph_def
+    layout = NodeLayout.of(len(old.nodes), dropped, {i: len(nodes) for i, nodes in inserted.items()})
+    fresh_nodes = [node for nodes in inserted.values() for node in nodes]
     with no_gc():
-        position, pieces, fresh = _lay_out(old, new, dropped, changed, inserted)
-        new.index = {name: i for i, name in enumerate(new.names)}
+        new.nodes = layout.gather(old.nodes, fresh_nodes)
+        new.names = layout.gather(old.names, [node.name for node in fresh_nodes])
+        new.ops = layout.gather(old.ops, [sys.intern(node.op) for node in fresh_nodes])
+        for i in changed:  # an output turned alias has a new op
+            new.ops[layout.position[i]] = sys.intern(old.nodes[i].op)
+        new.index = dict(zip(new.names, range(len(new.names))))
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
-        new.inputs = _inputs(old, new, position, pieces)
+        new.inputs = _inputs(old, new, layout, changed)
     new._by_op = None
     new._order = None
-    new._colocated = _colocated(old, new, position, fresh)
+    new._colocated = _colocated(old, new, layout.position, layout.fresh)
     if validate:
         _check_told(old, new, dropped, changed)
         new.topological_order()
     return new
 
 
-#: A piece of the rewritten node list: a run of untouched old nodes ``(start, end)``, a changed
-#: old node ``k`` or a new node (its message).
-_Piece = Union[tuple[int, int], int, "NodeDef"]
-
-
-def _lay_out(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int],
-             inserted: Mapping[int, Sequence["NodeDef"]]) -> tuple[list[int], list[_Piece], list[int]]:
-    """Fill in ``new``'s nodes, names and ops in the rewritten order; returns every old node's new
-    position (-1 when dropped), the pieces the new node list is made of, in order, and the new
-    nodes' positions."""
-    nodes: list["NodeDef"] = []
-    names: list[str] = []
-    ops: list[str] = []
-    position = [-1] * len(old.nodes)
-    pieces: list[_Piece] = []
-    fresh: list[int] = []
-    start = 0
-    for e in [*sorted({*dropped, *changed, *inserted}), len(old.nodes)]:
-        if e > start:  # untouched nodes: copied as slices
-            position[start:e] = range(len(nodes), len(nodes) + e - start)
-            pieces.append((start, e))
-            nodes += old.nodes[start:e]
-            names += old.names[start:e]
-            ops += old.ops[start:e]
-        if e == len(old.nodes):
-            break
-        if e not in dropped:
-            position[e] = len(nodes)
-            pieces.append(e)
-            node = old.nodes[e]
-            nodes.append(node)
-            names.append(old.names[e])
-            ops.append(sys.intern(node.op) if e in changed else old.ops[e])  # an output turned alias has a new op
-        for node in inserted.get(e, ()):
-            fresh.append(len(nodes))
-            pieces.append(node)
-            nodes.append(node)
-            names.append(node.name)
-            ops.append(sys.intern(node.op))
-        start = e + 1
-    new.nodes, new.names, new.ops = nodes, names, ops
-    return position, pieces, fresh
-
-
-def _inputs(old: GraphIndex, new: GraphIndex, position: list[int],
-            pieces: list[_Piece]) -> list[list[tuple[int, int]]]:
+def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> list[list[tuple[int, int]]]:
     """Inputs of the rewritten graph: the old ones renumbered, the changed and new nodes' read."""
-    inputs: list[list[tuple[int, int]]] = []
+    position = layout.position
+    kept = [[(position[p], port) for p, port in ins] for ins in old.inputs]  # dropped nodes' too: simpler
+    inputs = layout.gather(kept, [[] for _ in layout.fresh])
     dangling: list[str] = []
-    index, old_inputs = new.index, old.inputs
-    for piece in pieces:
-        if isinstance(piece, tuple):
-            inputs += [[(position[p], port) for p, port in ins] for ins in old_inputs[piece[0]:piece[1]]]
-        elif isinstance(piece, int):
-            node = old.nodes[piece]
-            inputs.append(parse_node_inputs(node.input, index, old.names[piece], dangling))
-        else:
-            inputs.append(parse_node_inputs(piece.input, index, piece.name, dangling))
+    for k in sorted([*(position[i] for i in changed), *layout.fresh]):  # in graph order, as errors list them
+        inputs[k] = parse_node_inputs(new.nodes[k].input, new.index, new.names[k], dangling)
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")
     return inputs

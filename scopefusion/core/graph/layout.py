@@ -1,0 +1,77 @@
+"""Where every node of a rewritten graph stands.
+
+A rewrite drops some nodes and puts new ones right after given old ones (or where those
+stood, when they were dropped); every other node keeps its relative place.  The layout is
+worked out for all nodes at once with array arithmetic, so neither placing the messages nor
+indexing the result runs Python code per untouched node.
+
+Positions are told in two numberings: the old nodes ``0..count-1`` and the new nodes after
+them, ``count + j`` for the ``j``-th new node (in the order the rewrite lists them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import AbstractSet, Any, Mapping, MutableSequence, Sequence, TypeVar
+
+import numpy as np
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class NodeLayout:
+    """The node list after a rewrite, in terms of the old one."""
+
+    #: every old node's new position, -1 when dropped
+    position: list[int]
+    #: every new node's position, in the order the rewrite lists them
+    fresh: list[int]
+    #: per new position, what stands there: an old node ``i`` or the new node ``count + j``
+    order: list[int]
+    #: per old node, then per new node: its place when the node list (old nodes, then the new
+    #: ones appended) is sorted into the new order; dropped nodes go last, in their old order
+    sort_keys: list[int]
+
+    @classmethod
+    def of(cls, count: int, dropped: AbstractSet[int], inserted: Mapping[int, int]) -> "NodeLayout":
+        """The layout after dropping ``dropped`` from ``count`` nodes and putting ``inserted[i]`` new
+        nodes right after old node ``i`` (the new nodes listed in ``inserted``'s order)."""
+        gone = np.fromiter(dropped, np.int64, len(dropped))
+        anchors = np.fromiter(inserted.keys(), np.int64, len(inserted))
+        sizes = np.fromiter(inserted.values(), np.int64, len(inserted))
+        shift = np.zeros(count + 1, np.int64)
+        shift[gone + 1] -= 1
+        shift[anchors + 1] += sizes  # anchors are distinct
+        before = np.cumsum(shift)  # nodes gained before each old node
+        position = np.arange(count, dtype=np.int64) + before[:count]
+        is_gone = np.zeros(count, bool)
+        is_gone[gone] = True
+        starts = anchors + before[anchors] + ~is_gone[anchors]  # after the anchor, or in its place
+        firsts = np.cumsum(sizes) - sizes  # each anchor's first new node, in the new nodes' numbering
+        fresh = np.repeat(starts - firsts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        position[is_gone] = -1
+        keys = np.concatenate([position, fresh])
+        total = len(keys) - len(gone)
+        order = np.empty(total, np.int64)
+        kept = keys >= 0
+        order[keys[kept]] = np.flatnonzero(kept)
+        keys[~kept] = np.arange(total, len(keys), dtype=np.int64)
+        return cls(position.tolist(), fresh.tolist(), order.tolist(), keys.tolist())
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def arrange(self, nodes: "MutableSequence[Any]") -> None:
+        """Put ``nodes`` (the old nodes, then the new ones appended) in the new order and cut the
+        dropped ones off.  A repeated message field's sort moves the messages themselves, so
+        wrappers held elsewhere still hold the same nodes."""
+        keys = iter(self.sort_keys)
+        nodes.sort(key=partial(next, keys))  # list.sort asks for every key once, in list order
+        if next(keys, None) is not None:
+            raise ValueError(f"the node list holds fewer nodes than the {len(self.sort_keys)} laid out")
+        del nodes[len(self.order):]
+
+    def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:
+        """A per-node list in the new order, from the old nodes' values and the new nodes'."""
+        return list(map([*old, *new].__getitem__, self.order))

@@ -1,0 +1,80 @@
+"""The layout of a rewritten node list, worked out with array arithmetic, is the list a plain
+walk over the old nodes builds: dropped nodes left out, new nodes right after their anchor (or
+where it stood); sorting the old nodes followed by the new ones by its keys gives that list."""
+from __future__ import annotations
+
+import random
+from functools import partial
+
+import pytest
+
+from scopefusion.core.graph.layout import NodeLayout
+from scopefusion.core.graph.protos import message_class
+
+
+def _walk(count: int, dropped: set[int], inserted: dict[int, int]) -> list[str]:
+    """The new node list, built one node at a time: old nodes as "o<i>", new ones as "n<anchor>.<k>"."""
+    out: list[str] = []
+    for i in range(count):
+        if i not in dropped:
+            out.append(f"o{i}")
+        out += [f"n{i}.{k}" for k in range(inserted.get(i, 0))]
+    return out
+
+
+def _tokens(count: int, inserted: dict[int, int]) -> list[str]:
+    """The old nodes, then the new ones in ``inserted``'s order (as a rewrite appends them)."""
+    return [f"o{i}" for i in range(count)] + [f"n{a}.{k}" for a, size in inserted.items() for k in range(size)]
+
+
+def _check(count: int, dropped: set[int], inserted: dict[int, int]) -> None:
+    layout = NodeLayout.of(count, dropped, inserted)
+    expected = _walk(count, dropped, inserted)
+    tokens = _tokens(count, inserted)
+    assert len(layout) == len(expected)
+    assert [tokens[k] for k in layout.order] == expected
+    assert layout.gather(tokens[:count], tokens[count:]) == expected
+    where = {t: k for k, t in enumerate(expected)}
+    assert layout.position == [where.get(f"o{i}", -1) for i in range(count)]
+    assert layout.fresh == [where[t] for t in tokens[count:]]
+    listed = list(tokens)
+    listed.sort(key=partial(next, iter(layout.sort_keys)))  # as the rewrite sorts the node list
+    assert listed[:len(expected)] == expected
+    assert listed[len(expected):] == [f"o{i}" for i in sorted(dropped)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_rewrites(seed):
+    rng = random.Random(seed)
+    count = rng.randint(1, 60)
+    dropped = {i for i in range(count) if rng.random() < 0.4}
+    anchors = rng.sample(range(count), rng.randint(0, count))
+    rng.shuffle(anchors)  # plans come in any order
+    _check(count, dropped, {a: rng.randint(0, 3) for a in anchors})
+
+
+@pytest.mark.parametrize("count, dropped, inserted", [
+    (5, set(), {}),  # nothing changes
+    (5, {0, 1, 2, 3, 4}, {}),  # everything goes
+    (5, {0, 1, 2, 3, 4}, {2: 2}),  # a graph replaced whole
+    (4, {0}, {0: 1}),  # a new node where the first stood
+    (4, {3}, {3: 2}),  # new nodes where the last stood
+    (4, set(), {3: 1, 0: 1}),  # after kept anchors, listed out of order
+])
+def test_edges(count, dropped, inserted):
+    _check(count, dropped, inserted)
+
+
+def test_a_graph_node_list_is_arranged_in_place():
+    """The repeated field itself: the wrappers taken before the sort hold the same nodes after it."""
+    graph = message_class("GraphDef")()
+    for i in range(6):
+        graph.node.add(name=f"o{i}", op="NoOp")
+    held = list(graph.node)
+    graph.node.add(name="n1.0", op="NoOp")
+    graph.node.add(name="n4.0", op="NoOp")
+    held += list(graph.node)[6:]
+    layout = NodeLayout.of(6, {1, 2}, {1: 1, 4: 1})
+    layout.arrange(graph.node)
+    assert [n.name for n in graph.node] == ["o0", "n1.0", "o3", "o4", "n4.0", "o5"]
+    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))

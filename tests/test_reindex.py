@@ -4,6 +4,8 @@ function body, that index equals one built from scratch; a rewrite that tells le
 is caught."""
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pytest
 import loop_models as lm
@@ -20,8 +22,32 @@ from scopefusion.core.fusion.rewrite import apply_plans
 from scopefusion.core.graph.reindex import reindex
 
 
+def _kahn(index: GraphIndex) -> list[int]:
+    """Kahn's order written out plainly (first in, first out from the nodes of indegree 0 in graph
+    order; a loop's NextIteration -> Merge data edge left out), for the index's own to equal."""
+    merge, back = {"Merge", "RefMerge"}, {"NextIteration", "RefNextIteration"}
+    indegree = [0] * len(index)
+    succ: list[list[int]] = [[] for _ in range(len(index))]
+    for c, ins in enumerate(index.inputs):
+        for p, port in ins:
+            if not (index.ops[c] in merge and port != -1 and index.ops[p] in back):
+                indegree[c] += 1
+                succ[p].append(c)
+    queue = deque(i for i, d in enumerate(indegree) if d == 0)
+    order = []
+    while queue:
+        order.append(queue.popleft())
+        for c in succ[order[-1]]:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                queue.append(c)
+    assert len(order) == len(index)
+    return order
+
+
 def _same(updated: GraphIndex, graph_def) -> None:
     fresh = GraphIndex(graph_def)
+    assert fresh.topological_order() == _kahn(fresh)
     assert updated.names == fresh.names and updated.ops == fresh.ops and updated.index == fresh.index
     assert updated.inputs == fresh.inputs
     assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))

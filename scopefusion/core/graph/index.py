@@ -9,10 +9,11 @@ import gc
 import sys
 from contextlib import contextmanager
 from functools import cached_property
+from itertools import compress, count
 from typing import TYPE_CHECKING, AbstractSet, Any, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
-from .toposort import kahn_order, on_cycles
+from .toposort import kahn_order_by_readers, on_cycles
 from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS, is_port
 
 #: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
@@ -187,20 +188,13 @@ class GraphIndex:
         """
         if self._order is not None:
             return self._order
-        n = len(self.nodes)
-        indegree = [0] * n
-        succ: list[list[int]] = [[] for _ in range(n)]
-        ops = self.ops
         with no_gc():
-            for c, ins in enumerate(self.inputs):
-                closes_loop = ops[c] in LOOP_MERGE_OPS
-                for p, port in ins:
-                    if closes_loop and port != CONTROL and ops[p] in LOOP_BACK_OPS:
-                        continue  # a loop's back edge (NextIteration -> Merge): the only cycle allowed
-                    indegree[c] += 1
-                    succ[p].append(c)
-            order = kahn_order(indegree, succ)
-        if len(order) != n:
+            readers = list(self.consumers)  # the edges the order follows, loop back edges taken out below
+            indegree = list(map(len, self.inputs))
+            self._drop_loop_back_edges(readers, indegree)
+            order = kahn_order_by_readers(indegree, readers)
+        if len(order) != len(self.nodes):
+            succ = [[c for c, _, _ in edges] for edges in readers]
             stuck = [self.names[i] for i in on_cycles(indegree, succ)]
             raise GraphValidationError(
                 f"the graph has a cycle through {len(stuck)} node(s): "
@@ -208,6 +202,19 @@ class GraphIndex:
             )
         self._order = order
         return order
+
+    def _drop_loop_back_edges(self, readers: list[list[tuple[int, int, int]]], indegree: list[int]) -> None:
+        """Take every loop's back edge (NextIteration -> Merge, the only cycle allowed) out of
+        ``readers`` (a copy of the consumers list; the lists changed are replaced) and ``indegree``."""
+        ops = self.ops
+        for i in compress(count(), map(LOOP_BACK_OPS.__contains__, ops)):
+            edges = readers[i]
+            kept = [e for e in edges if e[1] == CONTROL or ops[e[0]] not in LOOP_MERGE_OPS]
+            if len(kept) < len(edges):
+                for c, port, _ in edges:
+                    if port != CONTROL and ops[c] in LOOP_MERGE_OPS:
+                        indegree[c] -= 1
+                readers[i] = kept
 
     @cached_property
     def position(self) -> list[int]:

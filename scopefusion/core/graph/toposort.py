@@ -1,7 +1,8 @@
 """Kahn's topological sort over integer nodes, and the nodes a cycle leaves behind."""
 from __future__ import annotations
 
-from collections import deque
+import operator
+from itertools import compress, count
 from typing import Iterable, Sequence
 
 
@@ -9,17 +10,32 @@ def kahn_order(indegree: list[int], succ: Sequence[Sequence[int]], starts: Itera
     """The nodes in topological order, first in first out from ``starts`` (by default every node of
     indegree 0, in index order).  ``indegree`` is consumed: afterwards, nodes on or behind a cycle keep
     a positive count (see :func:`on_cycles`)."""
-    queue = deque(i for i, d in enumerate(indegree) if d == 0) if starts is None else deque(starts)
-    order: list[int] = []
-    append, pop, push = order.append, queue.popleft, queue.append
-    while queue:
-        i = pop()
-        append(i)
+    order = _sources(indegree) if starts is None else list(starts)
+    append = order.append
+    for i in order:  # the list is its own queue: iterating it reaches what is appended meanwhile
         for c in succ[i]:
             indegree[c] -= 1
             if indegree[c] == 0:
-                push(c)
+                append(c)
     return order
+
+
+def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[int, int, int]]]) -> list[int]:
+    """:func:`kahn_order` from every node of indegree 0, over per-node lists of ``(reader, port,
+    slot)`` (a graph index's consumers, read as they are rather than copied into lists of readers)."""
+    order = _sources(indegree)
+    append = order.append
+    for i in order:
+        for c, _, _ in readers[i]:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                append(c)
+    return order
+
+
+def _sources(indegree: list[int]) -> list[int]:
+    """The nodes of indegree 0, in index order."""
+    return list(compress(count(), map(operator.not_, indegree)))
 
 
 def on_cycles(indegree: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:

@@ -43,25 +43,19 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
 
 
 def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str]
+    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"]
 ) -> list["NodeDef"]:
-    NodeDef = message_class("NodeDef")
+    """The plan's new nodes, made by ``add`` (appending them to the graph's node list)."""
     res = plan.candidate
     inputs = [resolve(p, port) for p, port in plan.inputs]
     controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
     device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
-    new: list[NodeDef] = []
     if res.has_inner_graph:
-        for inner in res.inner_nodes:
-            node = NodeDef(name=f"{res.name}/{inner.name}", op=inner.op, device=device)
-            node.input.extend(_inner_input(res.name, ref, inputs) for ref in inner.inputs)
-            node.input.extend(controls)
-            new.append(node)
+        new = [add(name=f"{res.name}/{inner.name}", op=inner.op, device=device,
+                   input=[*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls])
+               for inner in res.inner_nodes]
     else:
-        node = NodeDef(name=res.name, op=res.type, device=device)
-        node.input.extend(inputs)
-        node.input.extend(controls)
-        new.append(node)
+        new = [add(name=res.name, op=res.type, device=device, input=[*inputs, *controls])]
     for node, attrs in zip(new, plan.attr_values):  # written when the plan was checked
         for key, value in attrs.items():
             node.attr[key].CopyFrom(value)
@@ -178,9 +172,9 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     graph = index.graph_def
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
-    built_by_anchor: dict[int, list["NodeDef"]] = {}
+    built_by_anchor: dict[int, list["NodeDef"]] = {}  # the new nodes, appended to the graph's
     for plan in plans:
-        built = _build_nodes(plan, index, resolve)  # both read the plan's nodes before they change
+        built = _build_nodes(plan, index, resolve, graph.node.add)  # both read the plan's nodes before they change
         aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
         for d in plan.removed:
             if d in aliases:  # a graph output keeps its name: the node becomes an alias
@@ -191,21 +185,15 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
                 summary.removed_names.add(index.names[d])
                 summary.dropped.add(d)
         built_by_anchor[plan.removed[0]] = built
+    summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
-    layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
-    start = len(graph.node)
-    graph.node.extend(new_nodes)
-    placed = graph.node[start:]  # the messages in the graph; their wrappers follow them through the sort
-    at = 0
-    for anchor, built in built_by_anchor.items():
-        summary.inserted[anchor] = placed[at:at + len(built)]
-        at += len(built)
     summary.new_names = [n.name for n in new_nodes]
-    summary.touched.extend(new_nodes)  # the copies in the graph are equal to these
+    summary.touched.extend(new_nodes)
+    layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     layout.arrange(graph.node)
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
-        kept += placed
+        kept += new_nodes
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 

@@ -78,3 +78,11 @@ def test_a_graph_node_list_is_arranged_in_place():
     layout.arrange(graph.node)
     assert [n.name for n in graph.node] == ["o0", "n1.0", "o3", "o4", "n4.0", "o5"]
     assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))
+
+
+def test_a_node_list_of_another_length_is_refused():
+    graph = message_class("GraphDef")()
+    graph.node.add(name="o0", op="NoOp")
+    with pytest.raises(ValueError, match="holds 1 nodes, not the 2 laid out"):
+        NodeLayout.of(1, set(), {0: 1}).arrange(graph.node)
+    assert [n.name for n in graph.node] == ["o0"]

@@ -66,10 +66,9 @@ class NodeLayout:
         """Put ``nodes`` (the old nodes, then the new ones appended) in the new order and cut the
         dropped ones off.  A repeated message field's sort moves the messages themselves, so
         wrappers held elsewhere still hold the same nodes."""
-        keys = iter(self.sort_keys)
-        nodes.sort(key=partial(next, keys))  # list.sort asks for every key once, in list order
-        if next(keys, None) is not None:
-            raise ValueError(f"the node list holds fewer nodes than the {len(self.sort_keys)} laid out")
+        if len(nodes) != len(self.sort_keys):
+            raise ValueError(f"the node list holds {len(nodes)} nodes, not the {len(self.sort_keys)} laid out")
+        nodes.sort(key=partial(next, iter(self.sort_keys)))  # list.sort asks for every key once, in list order
         del nodes[len(self.order):]
 
     def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:

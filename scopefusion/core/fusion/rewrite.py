@@ -236,13 +236,16 @@ def check_rewrite(
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
     live = set(new_names)
+    existing, removed = index.index, summary.removed_names
     problems = []
     for node in summary.touched:
         for text in node.input:
+            if text in live or (text in existing and text not in removed):
+                continue  # a whole name (port 0), as GraphIndex reads it first
             name = parse_input(text)[0]
             if name in live:
                 continue
-            if name not in index.index or name in summary.removed_names:
+            if name not in existing or name in removed:
                 problems.append(f"{node.name!r} reads {text!r}")
     if problems:
         raise GraphValidationError(f"inputs that name no node in the graph: {'; '.join(problems[:5])}")

@@ -31,6 +31,7 @@ def test_a_touched_node_reading_a_removed_node_is_caught(bert_encoder, monkeypat
     assert "inputs that name no node in the graph: " in str(caught.value)
     assert f" reads {spell(broken[0])!r}" in str(caught.value)
 
+
 def test_the_same_run_untouched_passes(bert_encoder, monkeypatch):
     calls: list[int] = []
 

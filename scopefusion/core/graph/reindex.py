@@ -51,8 +51,8 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
 def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> list[list[tuple[int, int]]]:
     """Inputs of the rewritten graph: the old ones renumbered, the changed and new nodes' read."""
     position = layout.position
-    kept = [[(position[p], port) for p, port in ins] for ins in old.inputs]  # dropped nodes' too: simpler
-    inputs = layout.gather(kept, [[] for _ in layout.fresh])
+    placed = layout.gather(old.inputs, [()] * len(layout.fresh))  # the new nodes' are read below
+    inputs = [[(position[p], port) for p, port in ins] for ins in placed]
     dangling: list[str] = []
     for k in sorted([*(position[i] for i in changed), *layout.fresh]):  # in graph order, as errors list them
         inputs[k] = parse_node_inputs(new.nodes[k].input, new.index, new.names[k], dangling)

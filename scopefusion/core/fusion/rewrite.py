@@ -172,7 +172,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     graph = index.graph_def
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
-    built_by_anchor: dict[int, list["NodeDef"]] = {}  # the new nodes, appended to the graph's
+    built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
     for plan in plans:
         built = _build_nodes(plan, index, resolve, graph.node.add)  # both read the plan's nodes before they change
         aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}

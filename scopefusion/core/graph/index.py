@@ -129,8 +129,9 @@ class GraphIndex:
 
     @cached_property
     def consumers(self) -> list[list[tuple[int, int, int]]]:
-        """Per producer: ``(consumer, producer_port, consumer_input_slot)`` (built on first use; later
-        reads are plain attribute reads, which hot loops make by the hundred thousand)."""
+        """Per producer: ``(consumer, producer_port, consumer_input_slot)`` (built on first use, at the
+        latest by :meth:`topological_order`, which follows them; later reads are plain attribute reads,
+        which hot loops make by the hundred thousand)."""
         with no_gc():
             consumers: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
             for c, ins in enumerate(self.inputs):

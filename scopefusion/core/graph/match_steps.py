@@ -233,7 +233,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
     orders = _orders_of(expr, n)
 
     def count_problem(m: "PatternMatcher", node: int, actual: list[Tensor]) -> bool:
-        if len(actual) < n or (len(actual) > n and not extra):
+        if len(actual) != n and (len(actual) < n or not extra):
             m._fail(lambda: f"{m.index.names[node]!r} has {len(actual)} inputs, expected {n}")
             return True
         return False
@@ -241,8 +241,9 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
     if n == 1 and not expr.commutative and not expr.unordered:
         def one(m: "PatternMatcher", node: int, then: Then) -> bool:
             actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            return not count_problem(m, node, actual) and _single(m, (m.index.names[node], 0), actual[0],
-                                                                  steps[0], then)
+            if len(actual) != 1 and count_problem(m, node, actual):
+                return False
+            return _single(m, (m.index.names[node], 0), actual[0], steps[0], then)
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps
@@ -250,7 +251,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
 
         def two(m: "PatternMatcher", node: int, then: Then) -> bool:
             actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            if count_problem(m, node, actual):
+            if len(actual) != 2 and count_problem(m, node, actual):
                 return False
             name = m.index.names[node]
             return _pair(m, name, 0, actual[0], 1, actual[1], first, second, then) or (

@@ -109,7 +109,8 @@ class PatternMatcher:
     def match_pattern(self, pattern: OpPattern, root: int) -> PatternMatch:
         """Match a whole pattern with its root at node ``root``, from a clean state."""
         self.reset()
-        self.defs = {**self._base_defs, **pattern.defs}
+        if pattern.defs or self.defs != self._base_defs:
+            self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
                             frozenset(self.members))

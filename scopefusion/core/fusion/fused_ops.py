@@ -133,6 +133,8 @@ class FusedOpDef:
         return self.required_inputs + tuple(a for a in self.optional_inputs if a.name in listed)
 
     def input_count(self, attrs: Mapping[str, Any]) -> int:
+        if attrs.get(OPTIONAL_INPUTS_ATTR) is None:  # no optional input listed: the required ones
+            return len(self.required_inputs)
         return len(self.present_inputs(attrs))
 
     def check_optional_inputs(self, attrs: Mapping[str, Any]) -> list[str]:

@@ -178,22 +178,17 @@ def _checked_inputs(
 
 
 def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tuple[int, int]]) -> set[int]:
-    """Members that stay: producers of fused inputs (with their ancestors among the
-    members) and constant-like members still read from outside."""
-    kept = _ancestors_within(index, (t[0] for t in inputs), members)
+    """Members that stay: producers of fused inputs and constant-like members still read
+    (through a data edge) from outside, each with its ancestors among the members."""
+    seeds = [t[0] for t in inputs]
     consumers = index.consumers
-    changed = True
-    while changed:
-        changed = False
-        for d in members:
-            if d in kept:
-                continue
-            for c, port, _ in consumers[d]:
-                if c not in members and port != CONTROL and is_const_like(index, d):
-                    kept |= _ancestors_within(index, [d], members)
-                    changed = True
-                    break
-    return kept
+    for d in members:
+        for c, port, _ in consumers[d]:
+            if c not in members and port != CONTROL:
+                if is_const_like(index, d):
+                    seeds.append(d)
+                break
+    return _ancestors_within(index, seeds, members)
 
 
 def _check_outputs(

@@ -17,7 +17,7 @@ so the failure reported is the one that got furthest.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .const_checks import const_problem
 from .match_failure import FurthestFailure
@@ -183,7 +183,7 @@ def _op_step(expr: Op) -> Step:
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
         node, port = tensor
         ops = m.index.ops
-        passed: list[int] = []
+        passed: Sequence[int] = ()
         if ops[node] in FORWARDING_OPS:
             (node, port), passed = m._forward(tensor, expr.types)
         nodes = m.nodes

@@ -82,8 +82,10 @@ def _spans(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[tuple[int, in
                 return None
             if _touches_outside(d, removed, inputs, consumers):
                 at = pos[d]
-                first = at if first < 0 else min(first, at)
-                last = max(last, at)
+                if first < 0 or at < first:
+                    first = at
+                if at > last:
+                    last = at
         if last >= 0:
             spans.append((first, last, k))
     return sorted(spans)

@@ -373,6 +373,44 @@ def test_inside_restricts_matching_to_a_node_set():
                  inside={at("xx"), at("x")})
 
 
+
+def test_an_expression_matched_by_matchers_of_different_settings_answers_for_each():
+    """An expression keeps what it compiled to, and that holds no matcher's state: the same
+    objects match, or not, as each matcher's allowed nodes and definitions say, in any order."""
+    pattern = OpPattern("p", op("Mul", EXP, "$l"))
+    wide, narrow = PatternMatcher(_view()), PatternMatcher(_view(), inside={at("mul"), at("l")})
+    for _ in range(2):
+        assert wide.match_pattern(pattern, at("mul")).tensor("l") == (at("l"), 0)
+        with pytest.raises(MatchFailure, match="'e' lies outside the allowed nodes"):
+            narrow.match_pattern(pattern, at("mul"))
+    expr = op("Mul", "$a", "$b")
+    as_log = PatternMatcher(_view(), defs={"a": EXP, "b": op("Log", ANY, label="log")})
+    as_exp = PatternMatcher(_view(), defs={"a": EXP, "b": EXP})
+    for _ in range(2):
+        as_log.reset()
+        as_log.match((at("mul"), 0), expr)
+        assert as_log.nodes == {"log": at("l")}
+        as_exp.reset()
+        with pytest.raises(MatchFailure, match="'l' is Log, expected Exp"):
+            as_exp.match((at("mul"), 0), expr)
+
+
+def test_constants_of_equal_content_are_decoded_once_into_one_read_only_value():
+    from scopefusion.core.graph.constants import tensor_value
+
+    view = GraphView(_graph())
+    index = view.index
+    consts = [i for i in range(len(index)) if index.ops[i] == "Const"]
+    for i in consts:  # each as decoding it alone gives
+        value, alone = view.const_value_of(i), tensor_value(index.nodes[i].attr["value"].tensor)
+        assert value.dtype == alone.dtype and value.shape == alone.shape and (value == alone).all()
+        assert not value.flags.writeable
+    xc, yc = (index.data_input(at(n), 1)[0] for n in ("xc", "yc"))  # two Const nodes of 2.0
+    assert xc != yc and view.const_value_of(xc) is view.const_value_of(yc)
+    assert view.const_value_of(at("two_1")) is not view.const_value_of(xc)  # [2.0] is no scalar 2.0
+    assert view.const_value_of(at("two_read")) is view.const_value_of(at("two"))  # Identity reads share it
+
+
 # ----------------------------------------------------------------------------- OpPattern
 
 @pytest.mark.parametrize("make, message", [

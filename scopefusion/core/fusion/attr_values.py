@@ -22,8 +22,14 @@ def attr_types_for_op(op: str, fused_ops: Mapping[str, FusedOpDef]) -> dict[str,
     """Declared attribute types of a fused op, or of a TensorFlow op."""
     op_def = fused_ops.get(op)
     if op_def is not None:
-        return {a.name: a.type for a in op_def.attrs}
+        return dict(op_def.attr_types)
     return tensorflow_attr_types(op)
+
+
+def _declared_types(op: str, fused_ops: Mapping[str, FusedOpDef]) -> Mapping[str, str]:
+    """:func:`attr_types_for_op` to read only: a fused op's own table rather than a copy."""
+    op_def = fused_ops.get(op)
+    return op_def.attr_types if op_def is not None else tensorflow_attr_types(op)
 
 
 def written_attrs(
@@ -37,7 +43,7 @@ def written_attrs(
         items = [(candidate.type, op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs, "")]
     written_all: list[dict[str, AttrValue]] = []
     for op, attrs, where in items:
-        types = attr_types_for_op(op, fused_ops) if attrs else {}
+        types = _declared_types(op, fused_ops) if attrs else {}
         written_all.append({})
         for key, value in attrs.items():
             attr_type = types.get(key)

@@ -25,7 +25,7 @@ def find_cycle(index: GraphIndex, plan: FusionPlan) -> str | None:
     inside that window of the topological order.
     """
     pos = index.position
-    limit = max(pos[d] for d in plan.removed)
+    limit = max(map(pos.__getitem__, plan.removed))
     own = set(plan.removed)
     consumers = index.consumers
     ops = index.ops
@@ -76,15 +76,34 @@ def _spans(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[tuple[int, in
     spans = []
     for k, plan in enumerate(plans):
         removed = set(plan.removed)
-        ends = []
+        first = last = -1
         for d in plan.removed:
-            if ops[d] in LOOP_BACK_OPS or ops[d] in LOOP_MERGE_OPS:
+            if ops[d] in _LOOP_OPS:
                 return None
-            if any(p not in removed for p, _ in inputs[d]) or any(c not in removed for c, _, _ in consumers[d]):
-                ends.append(pos[d])
-        if ends:
-            spans.append((min(ends), max(ends), k))
+            if _touches_outside(d, removed, inputs, consumers):
+                at = pos[d]
+                if first < 0 or at < first:
+                    first = at
+                if at > last:
+                    last = at
+        if last >= 0:
+            spans.append((first, last, k))
     return sorted(spans)
+
+
+_LOOP_OPS = LOOP_BACK_OPS | LOOP_MERGE_OPS
+
+
+def _touches_outside(d: int, removed: set[int], inputs: list[list[tuple[int, int]]],
+                     consumers: list[list[tuple[int, int, int]]]) -> bool:
+    """Whether node ``d`` reads from, or is read by, a node outside ``removed``."""
+    for p, _ in inputs[d]:
+        if p not in removed:
+            return True
+    for c, _, _ in consumers[d]:
+        if c not in removed:
+            return True
+    return False
 
 
 def _no_cycle_possible(index: GraphIndex, plans: Sequence[FusionPlan]) -> bool:

@@ -21,6 +21,7 @@ itself is not passed to it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Mapping, Sequence
 
 
@@ -116,13 +117,22 @@ class FusedOpDef:
                                       f"({', '.join(optional)}), after the required ones")
         object.__setattr__(self, "attrs", tuple(self.attrs) + (listing,))
 
-    @property
+    @cached_property
     def required_inputs(self) -> tuple[TensorArg, ...]:
         return tuple(a for a in self.inputs if not a.optional)
 
-    @property
+    @cached_property
     def optional_inputs(self) -> tuple[TensorArg, ...]:
         return tuple(a for a in self.inputs if a.optional)
+
+    @cached_property
+    def attr_types(self) -> Mapping[str, str]:
+        """Each attribute's declared type, by name (read it, never change it)."""
+        return {a.name: a.type for a in self.attrs}
+
+    @cached_property
+    def _defaults(self) -> dict[str, Any]:
+        return {a.name: a.default for a in self.attrs if a.default is not REQUIRED}
 
     def present_inputs(self, attrs: Mapping[str, Any]) -> tuple[TensorArg, ...]:
         """The inputs a node with these attribute values has, in order (its data inputs).
@@ -133,6 +143,8 @@ class FusedOpDef:
         return self.required_inputs + tuple(a for a in self.optional_inputs if a.name in listed)
 
     def input_count(self, attrs: Mapping[str, Any]) -> int:
+        if attrs.get(OPTIONAL_INPUTS_ATTR) is None:  # no optional input listed: the required ones
+            return len(self.required_inputs)
         return len(self.present_inputs(attrs))
 
     def check_optional_inputs(self, attrs: Mapping[str, Any]) -> list[str]:
@@ -162,7 +174,7 @@ class FusedOpDef:
     def check_attrs(self, attrs: Mapping[str, Any]) -> list[str]:
         """Problems with a set of attribute values (empty when they are fine)."""
         problems = []
-        declared = {a.name for a in self.attrs}
+        declared = self.attr_types
         for key in attrs:
             if key not in declared:
                 problems.append(f"attribute {key!r} is not declared by fused op {self.name}")
@@ -172,7 +184,7 @@ class FusedOpDef:
         return problems + self.check_optional_inputs(attrs)
 
     def with_defaults(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
-        out = {a.name: a.default for a in self.attrs if a.default is not REQUIRED}
+        out = dict(self._defaults)
         out.update(attrs)
         return out
 

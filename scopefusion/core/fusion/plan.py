@@ -163,6 +163,19 @@ def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]
 def _checked_inputs(
     index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, n_inputs: int
 ) -> list[tuple[int, int]]:
+    given = candidate.inputs
+    ordered = [given.get(i) for i in range(n_inputs)]
+    if len(given) != n_inputs or None in ordered:  # some input is mapped wrongly, or not at all
+        _check_input_numbers(candidate, op_def, n_inputs)
+    size = len(index)
+    for i, (p, port) in given.items():
+        if port < 0 or not 0 <= p < size:
+            raise Refused(f"fused input {i} names no tensor of the graph")
+    return ordered  # type: ignore[return-value]
+
+
+def _check_input_numbers(candidate: FusionCandidate, op_def: FusedOpDef | None, n_inputs: int) -> None:
+    """Refuses a fused input mapped past the op's inputs, or one not mapped."""
     bad = [i for i in candidate.inputs if not 0 <= i < n_inputs]
     if bad:
         raise Refused(f"fused input {bad[0]} is mapped, but the fused op has {n_inputs} input(s)")
@@ -171,29 +184,20 @@ def _checked_inputs(
         label = [op_def.present_inputs(candidate.attrs)[i].name for i in missing] if op_def is not None \
             else missing
         raise Refused(f"fused input(s) {label} are not mapped to any inner node input")
-    for i, (p, port) in candidate.inputs.items():
-        if port < 0 or not 0 <= p < len(index):
-            raise Refused(f"fused input {i} names no tensor of the graph")
-    return [candidate.inputs[i] for i in range(n_inputs)]
 
 
 def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tuple[int, int]]) -> set[int]:
-    """Members that stay: producers of fused inputs (with their ancestors among the
-    members) and constant-like members still read from outside."""
-    kept = _ancestors_within(index, (t[0] for t in inputs), members)
+    """Members that stay: producers of fused inputs and constant-like members still read
+    (through a data edge) from outside, each with its ancestors among the members."""
+    seeds = [t[0] for t in inputs]
     consumers = index.consumers
-    changed = True
-    while changed:
-        changed = False
-        for d in members:
-            if d in kept:
-                continue
-            for c, port, _ in consumers[d]:
-                if c not in members and port != CONTROL and is_const_like(index, d):
-                    kept |= _ancestors_within(index, [d], members)
-                    changed = True
-                    break
-    return kept
+    for d in members:
+        for c, port, _ in consumers[d]:
+            if c not in members and port != CONTROL:
+                if is_const_like(index, d):
+                    seeds.append(d)
+                break
+    return _ancestors_within(index, seeds, members)
 
 
 def _check_outputs(

@@ -9,16 +9,15 @@ where and why.
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 
 import numpy as np
-from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Mapping, Sequence
 
 from .attrs import attr_equals, attr_value_to_python
-from .pattern import Alt, AnyTensor, Const, Op, OpPattern, Var, as_var
-from .const_checks import const_problem
-from .match_failure import MatchFailure
+from .match_failure import FurthestFailure, MatchFailure
+from .match_steps import step_of
+from .pattern import Op, OpPattern, as_var
 from .root_filter import FirstLevelFailure, root_filter
 from .view import GraphView
 from .vocabulary import CONTROL, FORWARDING_OPS, dtype_name, tensor_name
@@ -27,21 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 Tensor = tuple[int, int]
-
-#: Unordered inputs are tried in every order up to this many orders.
-MAX_ORDERS = 720
-
-
-@dataclass(frozen=True)
-class _Failure:
-    progress: int
-    where: tuple[str, int] | None  # (consumer name, input slot) the failing expression stood at
-    message: str
-
-    def text(self) -> str:
-        if self.where is None:
-            return self.message
-        return f"input {self.where[1]} of {self.where[0]!r}: {self.message}"
 
 
 @dataclass
@@ -87,9 +71,10 @@ class PatternMatch:
 class PatternMatcher:
     """Matches expressions against one graph, optionally only over the nodes in ``inside``.
 
-    Matching backtracks: each expression yields every way it matches, so a choice made early
-    (an order of a commutative op's inputs, an alternative) is revisited when something
-    after it fails.  Bindings live on a trail and are undone exactly when a choice is left.
+    Matching backtracks: each expression tries every way it matches (its step, see
+    :mod:`.match_steps`), so a choice made early (an order of a commutative op's inputs, an
+    alternative) is revisited when something after it fails.  Bindings live on a trail and
+    are undone exactly when a choice is left.
     """
 
     def __init__(self, view: GraphView, *, inside: Container[int] | None = None,
@@ -107,22 +92,25 @@ class PatternMatcher:
         self._trail: list[tuple[Any, Any]] = []
         self._progress = 0
         self._where: list[tuple[str, int]] = []
-        self._best: _Failure | None = None
+        self._best: FurthestFailure | None = None
+        #: (id(value), id(Const expression)) -> (the value, why it is not that constant or None)
+        self._const_checks: dict[tuple[int, int], tuple[Any, Callable[[], str] | None]] = {}
 
     # -- public ---------------------------------------------------------------------
     def match(self, tensor: Tensor, expr: Any) -> None:
         """Match ``tensor`` against ``expr`` (keeping the first way it matches, bindings kept);
         raises :class:`MatchFailure`, saying where the attempt that got furthest failed."""
         self._best = None
-        for _ in self._solve(tensor, as_var(expr)):
+        if step_of(as_var(expr))(self, tensor, _whole):
             return
-        best = self._best or _Failure(self._progress, None, f"{self._tname(tensor)} does not match")
+        best = self._best or FurthestFailure(self._progress, None, f"{self._tname(tensor)} does not match")
         raise MatchFailure(best.text(), best.progress)
 
     def match_pattern(self, pattern: OpPattern, root: int) -> PatternMatch:
         """Match a whole pattern with its root at node ``root``, from a clean state."""
         self.reset()
-        self.defs = {**self._base_defs, **pattern.defs}
+        if pattern.defs or self.defs != self._base_defs:
+            self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
                             frozenset(self.members))
@@ -159,7 +147,7 @@ class PatternMatcher:
         """Record a failure; the one that got furthest (the first of equals) is reported.  The
         message is only written for a failure that is (so far) the one to report."""
         if self._best is None or self._progress > self._best.progress:
-            self._best = _Failure(self._progress, self._where[-1] if self._where else None, message())
+            self._best = FurthestFailure(self._progress, self._where[-1] if self._where else None, message())
 
     # -- machinery ------------------------------------------------------------------
     def _forward(self, tensor: Tensor, keep: tuple[str, ...] = ()) -> tuple[Tensor, list[int]]:
@@ -183,117 +171,6 @@ class PatternMatcher:
 
     def _tname(self, tensor: Tensor) -> str:
         return repr(tensor_name(self.index.names[tensor[0]], tensor[1]))
-
-    def _solve(self, tensor: Tensor, expr: Any) -> Iterator[None]:
-        """Yield once for every way ``expr`` matches ``tensor`` (bindings in place while
-        suspended); exhausted, the trail is as it was."""
-        if isinstance(expr, Op):
-            yield from self._solve_op(tensor, expr)
-        elif isinstance(expr, Var):
-            yield from self._solve_var(tensor, expr)
-        elif isinstance(expr, Const):
-            yield from self._solve_const(tensor, expr)
-        elif isinstance(expr, Alt):
-            yield from self._solve_alt(tensor, expr)
-        elif isinstance(expr, AnyTensor):
-            yield
-        else:
-            raise TypeError(f"{expr!r} is not a pattern expression")
-
-    def _solve_var(self, tensor: Tensor, expr: Var) -> Iterator[None]:
-        bound = self.tensors.get(expr.name)
-        if bound is not None:
-            if self._forward(bound)[0] == self._forward(tensor)[0]:
-                yield
-            else:
-                self._fail(lambda: f"{self._tname(tensor)} is not ${expr.name} ({self._tname(bound)})")
-            return
-        definition = self.defs.get(expr.name)
-        if definition is None:
-            mark = len(self._trail)
-            self._bind(self.tensors, expr.name, tensor)
-            yield
-            self._undo(mark)
-            return
-        for _ in self._solve(tensor, as_var(definition)):
-            mark = len(self._trail)
-            self._bind(self.tensors, expr.name, tensor)
-            yield
-            self._undo(mark)
-
-    def _solve_alt(self, tensor: Tensor, expr: Alt) -> Iterator[None]:
-        before, start = self._best, self._progress
-        self._best = None
-        produced = False
-        for option in expr.options:
-            for _ in self._solve(tensor, option):
-                produced = True
-                yield
-        inner = self._best
-        if not produced and inner is not None and inner.progress <= start:
-            # no alternative got anywhere: say so, with the first one's reason
-            inner = _Failure(start, inner.where, f"{self._tname(tensor)} matches none of the expected forms "
-                                                 f"({inner.message})")
-        self._best = before
-        if inner is not None and (before is None or inner.progress > before.progress):
-            self._best = inner
-
-    def _solve_const(self, tensor: Tensor, expr: Const) -> Iterator[None]:
-        node, port = tensor
-        value = self.view.const_value_of(node) if port == 0 else None
-        if value is None:
-            self._fail(lambda: f"{self._tname(tensor)} is not a constant, expected {expr.describe()}")
-            return
-        problem = const_problem(value, expr)
-        if problem is not None:
-            self._fail(lambda: f"{self._tname(tensor)} {problem()}")
-            return
-        mark = len(self._trail)
-        chain = self.view.constant_chain(node) or [node]
-        for i in chain:
-            if self.inside is None or i in self.inside:
-                self._add_member(i)
-        if expr.label:
-            bound = self.nodes.get(expr.label)
-            if bound is not None and bound != chain[-1]:
-                self._fail(lambda: f"label {expr.label!r} is bound to {self.name(bound)!r}, but here it would be "
-                           f"{self.name(chain[-1])!r}")
-                self._undo(mark)
-                return
-            if bound is None:
-                self._bind(self.nodes, expr.label, chain[-1])
-                self._bind(self.consts, expr.label, value)
-        yield
-        self._undo(mark)
-
-    def _solve_op(self, tensor: Tensor, expr: Op) -> Iterator[None]:
-        (node, port), passed = self._forward(tensor, expr.types)
-        if expr.label is not None and self._label_exprs.get(expr.label) is expr and \
-                self.nodes.get(expr.label) == node and port == expr.port:
-            mark = len(self._trail)
-            for i in passed:  # reads forwarded on the way belong to the match too
-                self._add_member(i)
-            yield  # the same expression met again through another consumer: already matched
-            self._undo(mark)
-            return
-        problem = self._op_problem(node, port, expr)
-        if problem is not None:
-            self._fail(problem)
-            return
-        mark, progress = len(self._trail), self._progress
-        for i in passed:
-            self._add_member(i)
-        if expr.label is not None and expr.label not in self.nodes:
-            self._bind(self.nodes, expr.label, node)
-            self._bind(self._label_exprs, expr.label, expr)
-        self._add_member(node)
-        self._progress += 1
-        if expr.inputs is None:
-            yield
-        else:
-            yield from self._solve_inputs(node, expr)
-        self._undo(mark)
-        self._progress = progress
 
     def _op_problem(self, node: int, port: int, expr: Op) -> Callable[[], str] | None:
         """Why ``node`` (read at ``port``) is not the op ``expr`` describes (a function writing
@@ -335,39 +212,10 @@ class PatternMatcher:
                 return f"{name!r} has {key}={attr_value_to_python(attrs[key])!r}, expected {shown}"
         return None
 
-    def _solve_inputs(self, node: int, expr: Op) -> Iterator[None]:
-        wanted = expr.inputs or ()  # variables were made Var objects when the op was written
-        actual = [t for t in self.index.inputs[node] if t[1] != CONTROL]
-        name = self.name(node)
-        if len(actual) < len(wanted) or (len(actual) > len(wanted) and not expr.extra_inputs):
-            self._fail(lambda: f"{name!r} has {len(actual)} inputs, expected {len(wanted)}")
-            return
-        for order in self._orders(actual, expr):
-            yield from self._solve_sequence(name, order, wanted, 0)
 
-    def _solve_sequence(self, name: str, order: list[tuple[int, Tensor]], wanted: Sequence[Any],
-                        k: int) -> Iterator[None]:
-        """Inputs ``k`` onwards of one order, each tried in every way the ones before matched."""
-        if k == len(order):
-            yield
-            return
-        slot, tensor = order[k]
-        self._where.append((name, slot))
-        for _ in self._solve(tensor, wanted[k]):
-            self._where.pop()
-            yield from self._solve_sequence(name, order, wanted, k + 1)
-            self._where.append((name, slot))
-        self._where.pop()
-
-    def _orders(self, actual: list[Tensor], expr: Op) -> list[list[tuple[int, Tensor]]]:
-        slots = list(enumerate(actual))
-        n = len(expr.inputs or ())
-        if expr.commutative:
-            return [slots[:2], slots[1::-1]]
-        if expr.unordered and (n > 1 or len(slots) > n):
-            orders = itertools.islice(itertools.permutations(slots, n), MAX_ORDERS)
-            return [list(o) for o in orders]
-        return [slots[:n]]
+def _whole() -> bool:
+    """The rest of a match once its root expression matched: nothing; the match is whole."""
+    return True
 
 
 def match_at(view: GraphView, pattern: OpPattern, root: int,
@@ -389,6 +237,7 @@ def find_matches(view: GraphView, pattern: OpPattern,
     if len(pattern.root_types) > 1:
         roots.sort()
     first_look = root_filter(pattern)
+    matcher = PatternMatcher(view)  # one for every root: each match starts from a clean state
     found = []
     for root in roots:
         if not first_look.may_match(index, root):
@@ -396,7 +245,7 @@ def find_matches(view: GraphView, pattern: OpPattern,
                 on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root)))
             continue
         try:
-            found.append(match_at(view, pattern, root))
+            found.append(matcher.match_pattern(pattern, root))
         except MatchFailure as why:
             if on_failure is not None:
                 on_failure(root, why)

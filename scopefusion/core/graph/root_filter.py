@@ -33,22 +33,33 @@ class RootFilter:
         self._forms: list[tuple[frozenset[str], list[frozenset[str]] | None]] = []
         for option in root_options(pattern.root):
             self._forms.append((frozenset(option.types), _input_types(option, pattern.defs)))
+        #: per root op type, what its forms ask of the root's inputs (see :meth:`_wanted`)
+        self._by_op: dict[str, frozenset[str] | None] = {}
 
     def may_match(self, index: GraphIndex, root: int) -> bool:
         op = index.ops[root]
         if op in FORWARDING_OPS:  # the matcher may forward through the root itself: no shortcut
             return True
-        reads: set[str] | None = None
+        wanted = self._by_op[op] if op in self._by_op else self._wanted(op)
+        if wanted is None:
+            return True
+        return bool(wanted) and _reads_any(index, root, wanted)
+
+    def _wanted(self, op: str) -> frozenset[str] | None:
+        """The op types one of which a root of type ``op`` must read (through forwarding ops)
+        for some form to stay possible: the union over the forms of that type (a form is kept
+        when its inputs' types meet what the root reads); None when a form of that type cannot
+        be ruled out at all, empty when no form has that type."""
+        union: set[str] = set()
         for types, wanted in self._forms:
             if types and op not in types:
                 continue
             if wanted is None:
-                return True
-            if reads is None:
-                reads = _input_ops(index, root)
-            if any(w & reads for w in wanted):
-                return True
-        return False
+                self._by_op[op] = None
+                return None
+            union.update(*wanted)
+        self._by_op[op] = known = frozenset(union)
+        return known
 
 
 def _input_types(option: Op, defs: Mapping[str, Any]) -> list[frozenset[str]] | None:
@@ -84,22 +95,24 @@ def _types(expr: Any, defs: Mapping[str, Any], expanding: frozenset[str]) -> fro
     return None
 
 
-def _input_ops(index: GraphIndex, node: int) -> set[str]:
-    """The op of every node a data input of ``node`` reads, through forwarding ops (each passed too)."""
+def _reads_any(index: GraphIndex, node: int, types: frozenset[str]) -> bool:
+    """Whether a data input of ``node`` reads, through forwarding ops, a node of one of ``types``
+    (a forwarding op passed on the way counts too)."""
     ops, inputs = index.ops, index.inputs
-    found: set[str] = set()
     for p, port in inputs[node]:
         if port == CONTROL:
             continue
         for _ in range(MAX_FORWARDING):
-            found.add(ops[p])
-            if ops[p] not in FORWARDING_OPS:
+            op = ops[p]
+            if op in types:
+                return True
+            if op not in FORWARDING_OPS:
                 break
             data = [t for t in inputs[p] if t[1] != CONTROL]
             if not data:
                 break
             p = data[0][0]
-    return found
+    return False
 
 
 def root_filter(pattern: OpPattern) -> RootFilter:

@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: How many forwarding ops a read is followed through at most.
 MAX_FORWARDING = 64
 
+#: Constants whose TensorProto is at most this many bytes are decoded once per distinct content.
+SMALL_CONSTANT_BYTES = 256
+
 #: Ops through which a constant stays a constant (its value computed here, once).
 CONSTANT_PRESERVING_OPS = FORWARDING_OPS | {"Cast"}
 
@@ -46,6 +49,7 @@ class GraphView:
         self._ledger: dict[int, bytes] | None = None
         self._tf_shapes: TensorFlowShapes | None = None
         self._const_values: dict[int, Any] = {}
+        self._small_values: dict[bytes, Any] = {}  # decoded small TensorProtos by their bytes
 
     @property
     def graph_def(self) -> "GraphDef":
@@ -160,7 +164,7 @@ class GraphView:
         if chain is not None:
             node = self.index.nodes[chain[-1]]
             if "value" in node.attr:
-                value = tensor_value(node.attr["value"].tensor)
+                value = self._decoded(node.attr["value"].tensor)
                 for k in reversed(chain[:-1]):
                     value = _cast(value, self.index.nodes[k])
                     if value is None:
@@ -168,6 +172,20 @@ class GraphView:
             if value is not None:
                 value.setflags(write=False)  # shared by every reader
         self._const_values[i] = value
+        return value
+
+    def _decoded(self, tensor: Any) -> "np.ndarray | None":
+        """A TensorProto's value (read-only).  Small ones (a model's scalars, which every copy
+        of a layer holds as constants of its own) are decoded once per distinct content."""
+        if tensor.ByteSize() > SMALL_CONSTANT_BYTES:
+            return tensor_value(tensor)
+        key = tensor.SerializeToString()
+        if key in self._small_values:
+            return self._small_values[key]
+        value = tensor_value(tensor)
+        if value is not None:
+            value.setflags(write=False)  # shared by every node of that content
+        self._small_values[key] = value
         return value
 
     def rank(self, tensor: str) -> int | None:

@@ -174,13 +174,23 @@ def _outermost(matches: Sequence[PatternMatch]) -> list[PatternMatch]:
     owner: dict[int, int] = {}
     kept: set[int] = set()
     for k, match in sorted(enumerate(matches), key=lambda item: -len(item[1].members)):
-        owners = {owner.get(i) for i in match.members}
-        if len(owners) == 1 and None not in owners:
+        if _inside_one(match.members, owner):
             continue
         kept.add(k)
         for i in match.members:
             owner.setdefault(i, k)
     return [m for k, m in enumerate(matches) if k in kept]
+
+
+def _inside_one(members: frozenset[int], owner: dict[int, int]) -> bool:
+    """Whether every node of ``members`` (at least one) has one and the same owner."""
+    first = None
+    for i in members:
+        known = owner.get(i)
+        if known is None or (first is not None and known != first):
+            return False
+        first = known
+    return first is not None
 
 
 def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) -> list[PatternMatch]:

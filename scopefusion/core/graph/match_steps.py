@@ -1,0 +1,355 @@
+"""Pattern expressions compiled into step functions, the working parts of a
+:class:`~scopefusion.core.graph.matching.PatternMatcher`.
+
+A step ``step(matcher, tensor, then)`` tries, in order, every way its expression
+matches ``tensor``: after each it calls ``then()`` (the rest of the match) and stops
+at the first way for which that answers True, leaving its bindings in place.  When
+no way leads to a whole match it answers False, the matcher's trail as it was.
+Backtracking is thus plain calls and returns: a choice (an alternative, an order of
+a commutative op's inputs) is left when what came after it answered False.
+
+Each expression is compiled once, when first matched, and keeps its step (patterns
+are immutable); the step reads everything that varies (bindings, definitions of
+variables, the allowed nodes) from the matcher it is given.  Failures are recorded
+through the matcher exactly where and in the order the expression language defines,
+so the failure reported is the one that got furthest.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from .const_checks import const_problem
+from .match_failure import FurthestFailure
+from .pattern import Alt, AnyTensor, Const, Op, Var
+from .vocabulary import CONTROL, FORWARDING_OPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .matching import PatternMatcher
+
+Tensor = tuple[int, int]
+Then = Callable[[], bool]
+Step = Callable[["PatternMatcher", Tensor, Then], bool]
+
+#: Unordered inputs are tried in every order up to this many orders.
+MAX_ORDERS = 720
+
+#: Steps of variables by name (a definition written as ``"$name"`` is such a variable).
+_VAR_STEPS: dict[str, Step] = {}
+
+
+def step_of(expr: Any) -> Step:
+    """The step of ``expr``, compiled on first use and kept on the expression.  A string is no
+    expression here (callers turn ``"$name"`` into a variable first): its step raises."""
+    known = getattr(expr, "__dict__", {}).get("_step") if not isinstance(expr, str) else None
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    if isinstance(expr, Op):
+        step = _op_step(expr)
+    elif isinstance(expr, Var):
+        step = var_step(expr.name)
+    elif isinstance(expr, Const):
+        step = _const_step(expr)
+    elif isinstance(expr, Alt):
+        step = _alt_step(expr)
+    elif isinstance(expr, AnyTensor):
+        step = _any_step
+    else:
+        return _not_an_expression(expr)
+    object.__setattr__(expr, "_step", step)
+    return step
+
+
+def var_step(name: str) -> Step:
+    """The step of the variable ``name``."""
+    step = _VAR_STEPS.get(name)
+    if step is None:
+        step = _VAR_STEPS[name] = _var_step(name)
+    return step
+
+
+def definition_step(definition: Any) -> Step:
+    """The step of a variable's definition (``"$name"`` meaning that variable)."""
+    return var_step(definition[1:]) if isinstance(definition, str) else step_of(definition)
+
+
+def _not_an_expression(expr: Any) -> Step:
+    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        raise TypeError(f"{expr!r} is not a pattern expression")
+    return step
+
+
+def _any_step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+    return then()
+
+
+def _var_step(name: str) -> Step:
+    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        bound = m.tensors.get(name)
+        if bound is not None:
+            if m._forward(bound)[0] == m._forward(tensor)[0]:
+                return then()
+            m._fail(lambda: f"{m._tname(tensor)} is not ${name} ({m._tname(bound)})")
+            return False
+        definition = m.defs.get(name)
+        if definition is None:
+            return _bound_then(m, tensor, then)
+        return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, then))
+
+    def _bound_then(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        trail = m._trail
+        mark = len(trail)
+        m.tensors[name] = tensor
+        trail.append((m.tensors, name))
+        if then():
+            return True
+        m._undo(mark)
+        return False
+    return step
+
+
+def _alt_step(expr: Alt) -> Step:
+    options = tuple(step_of(o) for o in expr.options)
+
+    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        before, start = m._best, m._progress
+        m._best = None
+        produced = False
+
+        def produce() -> bool:
+            nonlocal produced
+            produced = True
+            return then()
+        for option in options:
+            if option(m, tensor, produce):
+                return True
+        inner = m._best
+        if not produced and inner is not None and inner.progress <= start:
+            # no alternative got anywhere: say so, with the first one's reason
+            inner = FurthestFailure(start, inner.where, f"{m._tname(tensor)} matches none of the expected "
+                                                        f"forms ({inner.message})")
+        m._best = before
+        if inner is not None and (before is None or inner.progress > before.progress):
+            m._best = inner
+        return False
+    return step
+
+
+def _const_step(expr: Const) -> Step:
+    label = expr.label
+
+    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        node, port = tensor
+        view = m.view
+        value = view.const_value_of(node) if port == 0 else None
+        if value is None:
+            m._fail(lambda: f"{m._tname(tensor)} is not a constant, expected {expr.describe()}")
+            return False
+        checked = m._const_checks.get((id(value), id(expr)))
+        if checked is None:  # values are shared by content: each is checked once per expression
+            checked = m._const_checks[id(value), id(expr)] = (value, const_problem(value, expr))
+        problem = checked[1]
+        if problem is not None:
+            m._fail(lambda: f"{m._tname(tensor)} {problem()}")
+            return False
+        mark = len(m._trail)
+        chain = view.constant_chain(node) or [node]
+        inside = m.inside
+        for i in chain:
+            if inside is None or i in inside:
+                m._add_member(i)
+        if label:
+            bound = m.nodes.get(label)
+            if bound is not None and bound != chain[-1]:
+                m._fail(lambda: f"label {label!r} is bound to {m.name(bound)!r}, but here it would be "
+                        f"{m.name(chain[-1])!r}")
+                m._undo(mark)
+                return False
+            if bound is None:
+                m._bind(m.nodes, label, chain[-1])
+                m._bind(m.consts, label, value)
+        if then():
+            return True
+        m._undo(mark)
+        return False
+    return step
+
+
+def _op_step(expr: Op) -> Step:
+    types, label, wanted_port = frozenset(expr.types), expr.label, expr.port
+    plain = expr.dtypes is None and not expr.attrs
+    inputs = None if expr.inputs is None else _inputs_step(expr)
+
+    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        node, port = tensor
+        ops = m.index.ops
+        passed: Sequence[int] = ()
+        if ops[node] in FORWARDING_OPS:
+            (node, port), passed = m._forward(tensor, expr.types)
+        nodes = m.nodes
+        bound = None if label is None else nodes.get(label)
+        if bound == node and label is not None and port == wanted_port and m._label_exprs.get(label) is expr:
+            mark = len(m._trail)
+            for i in passed:  # reads forwarded on the way belong to the match too
+                m._add_member(i)
+            if then():  # the same expression met again through another consumer: already matched
+                return True
+            m._undo(mark)
+            return False
+        inside = m.inside
+        if not (plain and port == wanted_port and (bound is None or bound == node) and (
+                not types or ops[node] in types) and (inside is None or node in inside)):
+            problem = m._op_problem(node, port, expr)
+            if problem is not None:
+                m._fail(problem)
+                return False
+        trail = m._trail
+        mark, progress = len(trail), m._progress
+        for i in passed:
+            m._add_member(i)
+        if label is not None and bound is None:
+            nodes[label] = node
+            trail.append((nodes, label))
+            m._label_exprs[label] = expr
+            trail.append((m._label_exprs, label))
+        members = m.members
+        if node not in members:
+            members.add(node)
+            trail.append((members, node))
+        m._progress = progress + 1
+        if then() if inputs is None else inputs(m, node, then):
+            return True
+        m._undo(mark)
+        m._progress = progress
+        return False
+    return step
+
+
+def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
+    """How an op's data inputs are matched: each order of them tried in turn (one input, or
+    two in their order or both orders, written out)."""
+    steps = tuple(step_of(e) for e in expr.inputs or ())
+    n, extra = len(steps), expr.extra_inputs
+    orders = _orders_of(expr, n)
+
+    def count_problem(m: "PatternMatcher", node: int, actual: list[Tensor]) -> bool:
+        if len(actual) != n and (len(actual) < n or not extra):
+            m._fail(lambda: f"{m.index.names[node]!r} has {len(actual)} inputs, expected {n}")
+            return True
+        return False
+
+    if n == 1 and not expr.commutative and not expr.unordered:
+        def one(m: "PatternMatcher", node: int, then: Then) -> bool:
+            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+            if len(actual) != 1 and count_problem(m, node, actual):
+                return False
+            return _single(m, (m.index.names[node], 0), actual[0], steps[0], then)
+        return one
+    if n == 2 and (expr.commutative or not expr.unordered):
+        first, second = steps
+        swapped = expr.commutative
+
+        def two(m: "PatternMatcher", node: int, then: Then) -> bool:
+            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+            if len(actual) != 2 and count_problem(m, node, actual):
+                return False
+            name = m.index.names[node]
+            return _pair(m, name, 0, actual[0], 1, actual[1], first, second, then) or (
+                swapped and _pair(m, name, 1, actual[1], 0, actual[0], first, second, then))
+        return two
+
+    def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
+        actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+        if count_problem(m, node, actual):
+            return False
+        name = m.index.names[node]
+        for order in orders(actual):
+            if _sequence(m, name, order, steps, 0, then):
+                return True
+        return False
+    return inputs
+
+
+def _single(m: "PatternMatcher", entry: tuple[str, int], tensor: Tensor, step: Step, then: Then) -> bool:
+    """:func:`_sequence` of one input, written out."""
+    where = m._where
+
+    def last() -> bool:
+        where.pop()
+        if then():
+            return True
+        where.append(entry)
+        return False
+    where.append(entry)
+    if step(m, tensor, last):
+        return True
+    where.pop()
+    return False
+
+
+def _pair(m: "PatternMatcher", name: str, slot0: int, tensor0: Tensor, slot1: int, tensor1: Tensor,
+          step0: Step, step1: Step, then: Then) -> bool:
+    """:func:`_sequence` of two inputs, written out."""
+    where = m._where
+    entry0, entry1 = (name, slot0), (name, slot1)
+
+    def last() -> bool:
+        where.pop()
+        if then():
+            return True
+        where.append(entry1)
+        return False
+
+    def rest() -> bool:
+        where.pop()
+        where.append(entry1)
+        if step1(m, tensor1, last):
+            return True
+        where.pop()
+        where.append(entry0)
+        return False
+    where.append(entry0)
+    if step0(m, tensor0, rest):
+        return True
+    where.pop()
+    return False
+
+
+def _orders_of(expr: Op, n: int) -> Callable[[list[Tensor]], list[list[tuple[int, Tensor]]]]:
+    """The orders in which an op's inputs are tried, as ``(slot, tensor)`` lists."""
+    if expr.commutative:
+        def either(actual: list[Tensor]) -> list[list[tuple[int, Tensor]]]:
+            slots = list(enumerate(actual))
+            return [slots[:2], slots[1::-1]]
+        return either
+    if expr.unordered:
+        def unordered(actual: list[Tensor]) -> list[list[tuple[int, Tensor]]]:
+            slots = list(enumerate(actual))
+            if n > 1 or len(slots) > n:
+                return [list(o) for o in itertools.islice(itertools.permutations(slots, n), MAX_ORDERS)]
+            return [slots[:n]]
+        return unordered
+    return lambda actual: [list(enumerate(actual[:n]))]
+
+
+def _sequence(m: "PatternMatcher", name: str, order: list[tuple[int, Tensor]], steps: tuple[Step, ...],
+              k: int, then: Then) -> bool:
+    """Inputs ``k`` onwards of one order, each tried in every way the ones before matched;
+    while one is being matched the matcher knows where it stands (consumer, slot)."""
+    if k == len(order):
+        return then()
+    slot, tensor = order[k]
+    where = m._where
+    entry = (name, slot)
+
+    def rest() -> bool:
+        where.pop()
+        if _sequence(m, name, order, steps, k + 1, then):
+            return True
+        where.append(entry)
+        return False
+    where.append(entry)
+    if steps[k](m, tensor, rest):
+        return True
+    where.pop()
+    return False

@@ -38,7 +38,7 @@ class MatchStats:
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
     _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
-    _misses: dict[int, tuple[Scope, "str | _Reason", bool]] = field(default_factory=dict, repr=False)
+    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict, repr=False)
 
     def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
         """Every scope of ``arrays`` where ``mask`` is true was tested."""
@@ -57,8 +57,8 @@ class MatchStats:
         by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
         if known is None or (known[2] and not by_name):
             # the text is written when kept (finish), but a label count's now: labels change
-            reason = _Reason(pattern, feature, scope)
-            self._misses[id(scope)] = (scope, reason.text() if not ScopeArrays.is_static(feature) else reason, by_name)
+            text = None if ScopeArrays.is_static(feature) else _reason(pattern, feature, scope)
+            self._misses[id(scope)] = (scope, (pattern, feature) if text is None else text, by_name)
 
     def finish(self, matches: Sequence[Scope]) -> None:
         """Settle the near misses against the pass's final ``matches``."""
@@ -70,24 +70,18 @@ class MatchStats:
                 related.add(id(s))
                 s = s.parent
         within = _Within(matches)
-        kept = [(scope.name, reason if isinstance(reason, str) else reason.text())
-                for scope, reason, _ in self._misses.values() if id(scope) not in related and not within(scope)]
+        kept = [(scope, reason) for scope, reason, _ in self._misses.values()
+                if id(scope) not in related and not within(scope)]
         self.near_miss_count = len(kept)
-        self.near_misses = kept[:MAX_NEAR_MISSES]
+        self.near_misses = [(scope.name, reason if isinstance(reason, str) else _reason(*reason, scope))
+                            for scope, reason in kept[:MAX_NEAR_MISSES]]
         self._misses = {}
         self._tested_masks = {}
 
 
-@dataclass(frozen=True)
-class _Reason:
-    """Why a scope missed a pattern, written out only for the near misses reported."""
-
-    pattern: ScopePattern
-    feature: Feature
-    scope: Scope
-
-    def text(self) -> str:
-        return f"pattern {self.pattern.sub_type}: {self.feature.explain(self.scope)}"
+def _reason(pattern: ScopePattern, feature: Feature, scope: Scope) -> str:
+    """Why ``scope`` missed ``pattern``, written out only for the near misses reported."""
+    return f"pattern {pattern.sub_type}: {feature.explain(scope)}"
 
 
 class _Within:
@@ -147,7 +141,50 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
             tests.append(None)
     reached = ruled_out < prune_at  # counts only shrink downwards: a skipped subtree is skipped whole
     to_test = np.flatnonzero(reached & arrays.open & (failing < prune_at))
+    if any(holds is None for holds in tests):
+        found, missed = _test_each(arrays, features, tests, to_test)
+        inside = _inside(found, arrays.end, n)
+    else:  # every feature tested at once: the failures are counted already
+        fails = failing[to_test]
+        found = _outermost(to_test[fails == 0].tolist(), arrays.end)
+        inside = _inside(found, arrays.end, n)
+        missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
+    if stats is not None:
+        if near_misses:
+            for i, feature in missed:
+                stats.near_miss(arrays.order[i], pattern, feature)
+        stats.tested_all(arrays, reached & ~inside)
+    return [arrays.order[i] for i in found]
+
+
+def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
+    """The scopes of ``passing`` (in pre-order) that lie inside none of the others."""
     found: list[int] = []
+    covered_until = -1
+    for i in passing:
+        if i >= covered_until:
+            found.append(i)
+            covered_until = int(end[i])
+    return found
+
+
+def _first_failures(features: Sequence[Feature], tests: Sequence[np.ndarray], missing_one: np.ndarray,
+                    inside: np.ndarray) -> list[tuple[int, Feature]]:
+    """``(scope, feature)``: the one feature each scope of ``missing_one`` fails, but for the
+    scopes inside a match, which the search does not reach."""
+    missing_one = missing_one[~inside[missing_one]]
+    if not len(missing_one):
+        return []
+    first = np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
+    return [(i, features[k]) for i, k in zip(missing_one.tolist(), first.tolist())]
+
+
+def _test_each(arrays: ScopeArrays, features: Sequence[Feature], tests: Sequence[np.ndarray | None],
+               to_test: np.ndarray) -> tuple[list[int], list[tuple[int, Feature]]]:
+    """The search scope by scope (a pattern with label counts): the matches and the
+    ``(scope, feature)`` of the scopes that fail one feature only."""
+    found: list[int] = []
+    missed: list[tuple[int, Feature]] = []
     covered_until = -1
     order, end = arrays.order, arrays.end
     for i in to_test.tolist():
@@ -163,19 +200,15 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
         if not failed:
             found.append(i)
             covered_until = int(end[i])
-        elif near_misses and len(failed) == 1:
-            stats.near_miss(scope, pattern, failed[0])  # type: ignore[union-attr]
-    if stats is not None:
-        stats.tested_all(arrays, reached & ~_inside(found, end, n))
-    return [order[i] for i in found]
+        elif len(failed) == 1:
+            missed.append((i, failed[0]))
+    return found, missed
 
 
 def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
     """Scopes strictly inside the subtrees rooted at ``starts`` (disjoint, as outermost matches are)."""
-    marks = np.zeros(n + 1, dtype=np.int64)
-    for i in starts:
-        marks[i + 1] += 1
-        marks[end[i]] -= 1
+    first = np.asarray(starts, dtype=np.int64)
+    marks = np.bincount(first + 1, minlength=n + 1) - np.bincount(end[first], minlength=n + 1)
     return np.cumsum(marks[:n]) > 0  # type: ignore[no-any-return]
 
 

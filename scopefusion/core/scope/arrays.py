@@ -33,7 +33,7 @@ class ScopeArrays:
             order.append(scope)
             parents.append(parent)
             if scope.children:
-                stack.extend((child, here) for child in reversed(list(scope.children.values())))
+                stack.extend([(child, here) for child in reversed(scope.children.values())])
         size = [1] * len(order)
         for i in range(len(order) - 1, 0, -1):  # children come after their parent
             size[parents[i]] += size[i]
@@ -42,10 +42,12 @@ class ScopeArrays:
         #: one past the last scope of each subtree
         self.end = np.arange(len(order), dtype=np.int64) + np.asarray(size, dtype=np.int64)
         #: scopes a pattern may match (not the root, holding no return node)
-        self.open = np.fromiter((s.parent is not None and not s.contains_return for s in order), dtype=bool,
-                                count=len(order))
-        position = {id(scope): k for k, scope in enumerate(order)}
+        self.open = np.ones(len(order), dtype=bool)
+        self.open[0] = False  # the root
+        if tree.root.contains_return:  # so do the scopes holding one
+            self.open[[k for k, s in enumerate(order) if s.contains_return]] = False
         #: the pre-order number of the scope each node lies directly in, by node index
+        position = {id(scope): k for k, scope in enumerate(order)}
         self.node_scope = np.fromiter((position[id(s)] for s in tree.node_scope), dtype=np.int64,
                                       count=len(tree.node_scope))
         self._index = tree.index
@@ -127,15 +129,8 @@ class ScopeArrays:
         """Where some scope strictly below has a last name containing ``mask``."""
         known = self._named_below.get(mask)
         if known is None:
-            named = [mask in s.last_name for s in self.order]
-            below = [False] * len(self.order)
-            end = self.end.tolist()
-            for i in range(len(self.order) - 1, -1, -1):  # children follow their parent
-                j = i + 1
-                while j < end[i]:  # each child: itself named, or named below it
-                    if named[j] or below[j]:
-                        below[i] = True
-                        break
-                    j = end[j]
-            known = self._named_below[mask] = np.asarray(below, dtype=bool)
+            named = np.fromiter((mask in name for name in self.last_names().tolist()), dtype=np.int64,
+                                count=len(self.order))
+            running = np.concatenate(([0], np.cumsum(named)))  # a subtree is a range of the pre-order
+            known = self._named_below[mask] = running[self.end] - running[1:] > 0
         return known

@@ -39,7 +39,7 @@ class Scope:
 
     __slots__ = (
         "name", "last_name", "parent", "depth", "children", "direct_nodes",
-        "op_counts", "sub_type", "contains_return", "label_counts", "_tree", "_all_sub_scopes",
+        "_op_counts", "sub_type", "contains_return", "label_counts", "_tree", "_all_sub_scopes",
         "_all_nodes",
     )
 
@@ -52,7 +52,7 @@ class Scope:
         self.depth = 0 if parent is None else parent.depth + 1
         self.children: Mapping[str, Scope] = _NONE  # a dict once it has one
         self.direct_nodes: list[int] = []
-        self.op_counts: dict[str, int] = {}
+        self._op_counts: dict[str, int] | None = None  # counted for the whole tree on first use
         self.sub_type: str | None = None
         self.label_counts: Mapping[str, int] = _NONE  # labelled strict descendants per sub_type
         self.contains_return = False
@@ -104,6 +104,13 @@ class Scope:
             s = s.parent
         return False
 
+    @property
+    def op_counts(self) -> dict[str, int]:
+        """Descendant nodes per op type (only the types present)."""
+        if self._op_counts is None:
+            self._tree.count_ops()
+        return self._op_counts  # type: ignore[return-value]
+
     # -- nodes --------------------------------------------------------------
     def all_node_indices(self) -> list[int]:
         """Indices of every node in this scope or below it, in graph order."""
@@ -130,7 +137,7 @@ class Scope:
 
     def nodes_by_op(self, op_type: str, *, direct: bool = False) -> list["NodeDef"]:
         """Nodes of one op type in this scope (or only directly in it)."""
-        if op_type not in self.op_counts:
+        if not direct and op_type not in self.op_counts:
             return []
         ops = self._tree.index.ops
         ids = self.direct_nodes if direct else self.all_node_indices()
@@ -138,7 +145,10 @@ class Scope:
 
     def count(self, op_type: str) -> int:
         """Descendant nodes of ``op_type`` (0 when none)."""
-        return self.op_counts.get(op_type, 0)
+        if self._op_counts is not None:
+            return self._op_counts.get(op_type, 0)
+        ops = self._tree.index.ops  # a scope is asked for a few types: no need to count them all
+        return sum(1 for i in self.all_node_indices() if ops[i] == op_type)
 
     def full_name(self, suffix: str) -> str:
         """The full node name of ``suffix`` relative to this scope."""
@@ -198,24 +208,32 @@ class ScopeTree:
         by_name = self._by_name
         node_scope = self.node_scope
         with no_gc():
-            for i, (name, op) in enumerate(zip(self.index.names, self.index.ops)):
+            for i, name in enumerate(self.index.names):
                 path = name.rpartition("/")[0]
                 scope = by_name.get(path) or self._scope_for(path)
                 node_scope.append(scope)
                 scope.direct_nodes.append(i)
-                counts = scope.op_counts
-                counts[op] = counts.get(op, 0) + 1
-                if op in RETURN_OPS:
-                    s: Scope | None = scope
+            for op in RETURN_OPS:
+                for i in self.index.nodes_of_type(op):
+                    s: Scope | None = node_scope[i]
                     while s is not None and not s.contains_return:
                         s.contains_return = True
                         s = s.parent
+
+    def count_ops(self) -> None:
+        """Every scope's :attr:`Scope.op_counts` (counted once, when a scope is first asked)."""
+        with no_gc():
+            for scope in self.scopes:
+                scope._op_counts = {}
+            for scope, op in zip(self.node_scope, self.index.ops):
+                counts = scope._op_counts
+                counts[op] = counts.get(op, 0) + 1  # type: ignore[index]
             # Children are always created after their parents: summing in
             # reverse creation order folds every subtree into its ancestors.
             for scope in reversed(self.scopes[1:]):
-                parent_counts = scope.parent.op_counts  # type: ignore[union-attr]
-                for op, n in scope.op_counts.items():
-                    parent_counts[op] = parent_counts.get(op, 0) + n
+                parent_counts = scope.parent._op_counts  # type: ignore[union-attr]
+                for op, n in scope._op_counts.items():  # type: ignore[union-attr]
+                    parent_counts[op] = parent_counts.get(op, 0) + n  # type: ignore[index]
 
     def __iter__(self) -> Iterator[Scope]:
         return iter(self.scopes)

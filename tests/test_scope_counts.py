@@ -1,6 +1,7 @@
-"""A scope's op-type counts are counted for the whole tree when first asked for
-(``Scope.op_counts``); ``Scope.count`` answers before that from the scope's own nodes.  Both
-must give what counting each scope's nodes gives, on graphs built by real libraries."""
+"""Counts a scope answers from the tree's arrays or lazily, against counting by hand on graphs
+built by real libraries: op-type counts are counted for the whole tree when first asked for
+(``Scope.op_counts``; ``Scope.count`` answers before that from the scope's own nodes), labelled
+scopes below a scope from their sorted pre-order numbers, kept until a label changes."""
 from __future__ import annotations
 
 from collections import Counter
@@ -31,3 +32,23 @@ def test_counts_are_the_counts_of_each_scopes_nodes(graph):
     after = [[s.count(op) for op in op_types] for s in scopes]
     assert before == after == [[c[op] for op in op_types] for c in expected]
     assert len(scopes) > 3 and scopes[0].op_counts == Counter(ops)
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_labelled_scopes_below_are_those_a_walk_finds(graph):
+    tree = ScopeGraph(GRAPHS[graph]().graph_def).tree
+    scopes = tree.scopes
+
+    def walked(scope, label):
+        return sum(s.sub_type == label for s in scope.all_sub_scopes())
+
+    steps = [(scopes[k], "a") for k in range(1, len(scopes), 2)] + [(scopes[k], "b") for k in range(2, len(scopes), 3)]
+    steps += [(scopes[k], None) for k in range(1, len(scopes), 4)] + [(scopes[3], "b"), (scopes[3], "b")]
+    for step, (scope, label) in enumerate(steps):
+        tree.set_label(scope, label)
+        if step % 5 == 0 or step == len(steps) - 1:  # counts read between changes
+            for s in scopes:
+                assert [tree.count_labelled_below(s, lb) for lb in "abc"] == [walked(s, lb) for lb in "abc"]
+    assert any(tree.count_labelled_below(s, "a") for s in scopes)
+    tree.clear_labels()
+    assert all(s.sub_type is None for s in scopes) and not any(tree.count_labelled_below(scopes[0], lb) for lb in "ab")

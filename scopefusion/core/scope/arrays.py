@@ -47,7 +47,7 @@ class ScopeArrays:
         if tree.root.contains_return:  # so do the scopes holding one
             self.open[[k for k, s in enumerate(order) if s.contains_return]] = False
         #: the pre-order number of the scope each node lies directly in, by node index
-        position = {id(scope): k for k, scope in enumerate(order)}
+        self._position = position = {id(scope): k for k, scope in enumerate(order)}
         self.node_scope = np.fromiter((position[id(s)] for s in tree.node_scope), dtype=np.int64,
                                       count=len(tree.node_scope))
         self._index = tree.index
@@ -58,6 +58,10 @@ class ScopeArrays:
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def position(self, scope: "Scope") -> int:
+        """The pre-order number of ``scope``."""
+        return self._position[id(scope)]
 
     def counts(self, op_type: str) -> np.ndarray:
         """Every scope's count of ``op_type`` over its subtree, -1 where there is none."""

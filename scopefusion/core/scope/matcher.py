@@ -38,7 +38,9 @@ class MatchStats:
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
     _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
-    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict, repr=False)
+    #: per scope: the scope, its reason (text, or pattern and feature to write it from), by name only
+    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict,
+                                                                                         repr=False)
 
     def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
         """Every scope of ``arrays`` where ``mask`` is true was tested."""

@@ -6,6 +6,7 @@ counts op types over all of its descendant nodes.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
@@ -21,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "strip_index_suffix"]
 
-#: What a scope without sub-scopes or labelled descendants holds until it has some (one shared,
-#: read-only mapping: most scopes are leaves and most are never labelled below)
+#: What a scope without sub-scopes holds until it has some (one shared, read-only mapping: most
+#: scopes are leaves)
 _NONE: Mapping = MappingProxyType({})
 
 
@@ -39,7 +40,7 @@ class Scope:
 
     __slots__ = (
         "name", "last_name", "parent", "depth", "children", "direct_nodes",
-        "_op_counts", "sub_type", "contains_return", "label_counts", "_tree", "_all_sub_scopes",
+        "_op_counts", "sub_type", "contains_return", "_tree", "_all_sub_scopes",
         "_all_nodes",
     )
 
@@ -54,7 +55,6 @@ class Scope:
         self.direct_nodes: list[int] = []
         self._op_counts: dict[str, int] | None = None  # counted for the whole tree on first use
         self.sub_type: str | None = None
-        self.label_counts: Mapping[str, int] = _NONE  # labelled strict descendants per sub_type
         self.contains_return = False
         self._all_sub_scopes: list[Scope] | None = None
         self._all_nodes: list[int] | None = None
@@ -172,6 +172,7 @@ class ScopeTree:
         self.scopes: list[Scope] = [self.root]
         self.node_scope: list[Scope] = []
         self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
+        self._label_positions: dict[str, list[int]] = {}  # sub_type -> pre-order numbers, sorted
         self.graph: ScopeGraph | None = None
         self._arrays: ScopeArrays | None = None
         self._build()
@@ -242,42 +243,38 @@ class ScopeTree:
         return len(self.scopes)
 
     def set_label(self, scope: Scope, sub_type: str | None) -> None:
-        """Label ``scope`` with ``sub_type`` (``None`` removes its label).
-
-        Every ancestor keeps a count of its labelled descendants per label, so
-        relabelling costs the scope's depth and counting costs nothing.
-        """
+        """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
         old = scope.sub_type
         if old == sub_type:
             return
         if old is not None:
             del self.labelled[old][id(scope)]
-            self._count_label(scope, old, -1)
+            self._label_positions.pop(old, None)
         scope.sub_type = sub_type
         if sub_type is not None:
             self.labelled.setdefault(sub_type, {})[id(scope)] = scope
-            self._count_label(scope, sub_type, 1)
-
-    @staticmethod
-    def _count_label(scope: Scope, sub_type: str, delta: int) -> None:
-        s = scope.parent
-        while s is not None:
-            counts = s.label_counts
-            if counts is _NONE:
-                counts = s.label_counts = {}
-            counts[sub_type] = counts.get(sub_type, 0) + delta  # type: ignore[index]
-            s = s.parent
+            self._label_positions.pop(sub_type, None)
 
     def clear_labels(self) -> None:
         """Remove every label (each pass starts from an unlabelled tree)."""
-        for by_id in list(self.labelled.values()):
-            for scope in list(by_id.values()):
-                self.set_label(scope, None)
+        for by_id in self.labelled.values():
+            for scope in by_id.values():
+                scope.sub_type = None
         self.labelled = {}
+        self._label_positions = {}
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
-        """How many scopes strictly below ``scope`` carry label ``sub_type``."""
-        return scope.label_counts.get(sub_type, 0)
+        """How many scopes strictly below ``scope`` carry label ``sub_type``: the labelled
+        scopes' pre-order numbers, sorted once per change of the label, within the subtree's."""
+        if not self.labelled.get(sub_type):
+            return 0
+        arrays = self.arrays
+        positions = self._label_positions.get(sub_type)
+        if positions is None:
+            positions = sorted(map(arrays.position, self.labelled[sub_type].values()))
+            self._label_positions[sub_type] = positions
+        k = arrays.position(scope)
+        return bisect_left(positions, int(arrays.end[k])) - bisect_right(positions, k)
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""
@@ -302,6 +299,7 @@ class ScopeGraph(GraphView):
             scope._all_sub_scopes = None
             scope._tree = None  # type: ignore[assignment]
         self.tree.labelled = {}
+        self.tree._label_positions = {}
         self.tree._arrays = None
         self.tree.graph = None
         self.matches = {}

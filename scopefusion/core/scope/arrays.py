@@ -48,7 +48,7 @@ class ScopeArrays:
             self.open[[k for k, s in enumerate(order) if s.contains_return]] = False
         #: the pre-order number of the scope each node lies directly in, by node index
         self._position = position = {id(scope): k for k, scope in enumerate(order)}
-        self.node_scope = np.fromiter((position[id(s)] for s in tree.node_scope), dtype=np.int64,
+        self.node_scope = np.fromiter(map(position.__getitem__, map(id, tree.node_scope)), dtype=np.int64,
                                       count=len(tree.node_scope))
         self._index = tree.index
         self._counts: dict[str, np.ndarray] = {}

@@ -187,20 +187,20 @@ class ScopeTree:
     def _scope_for(self, path: str) -> Scope:
         """The scope called ``path``, created with every missing ancestor (outermost first,
         without recursion: names may be thousands of scopes deep)."""
-        scope = self._by_name.get(path)
-        if scope is not None:
-            return scope
+        by_name = self._by_name
         missing = []
-        while path not in self._by_name:
+        parent = by_name.get(path)
+        while parent is None:  # the root ("") is always there
             missing.append(path)
             path = path.rpartition("/")[0]
-        parent = self._by_name[path]
+            parent = by_name.get(path)
         for name in reversed(missing):
             scope = Scope(self, name, parent)
-            if parent.children is _NONE:
-                parent.children = {}
-            parent.children[name.rpartition("/")[2]] = scope  # type: ignore[index]
-            self._by_name[name] = scope
+            children = parent.children
+            if children is _NONE:
+                children = parent.children = {}
+            children[name.rpartition("/")[2]] = scope  # type: ignore[index]
+            by_name[name] = scope
             self.scopes.append(scope)
             parent = scope
         return parent

@@ -1,7 +1,8 @@
 """Counts a scope answers from the tree's arrays or lazily, against counting by hand on graphs
 built by real libraries: op-type counts are counted for the whole tree when first asked for
 (``Scope.op_counts``; ``Scope.count`` answers before that from the scope's own nodes), labelled
-scopes below a scope from their sorted pre-order numbers, kept until a label changes."""
+scopes below a scope from their sorted pre-order numbers, kept until a label changes; a scope's
+sub-scopes are a range of the arrays' pre-order once they are built."""
 from __future__ import annotations
 
 from collections import Counter
@@ -52,3 +53,15 @@ def test_labelled_scopes_below_are_those_a_walk_finds(graph):
     assert any(tree.count_labelled_below(s, "a") for s in scopes)
     tree.clear_labels()
     assert all(s.sub_type is None for s in scopes) and not any(tree.count_labelled_below(scopes[0], lb) for lb in "ab")
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_sub_scopes_from_the_arrays_are_those_walked(graph):
+    graph_def = GRAPHS[graph]().graph_def
+    walked = ScopeGraph(graph_def).tree  # no arrays: sub-scopes walked
+    ranged = ScopeGraph(graph_def).tree
+    assert len(ranged.arrays) == len(ranged.scopes) == len(walked.scopes) > 3 and walked._arrays is None
+    for a, b in zip(walked.scopes, ranged.scopes):
+        assert [s.name for s in a.all_sub_scopes()] == [s.name for s in b.all_sub_scopes()]
+        assert a.all_node_indices() == b.all_node_indices()
+    assert walked._arrays is None

@@ -73,6 +73,10 @@ class Scope:
 
     def all_sub_scopes(self) -> list["Scope"]:
         """All descendant scopes (depth first, pre-order)."""
+        arrays = self._tree._arrays if self._tree is not None else None
+        if self._all_sub_scopes is None and arrays is not None:  # a range of the arrays' pre-order
+            k = arrays.position(self)
+            self._all_sub_scopes = arrays.order[k + 1:int(arrays.end[k])]
         if self._all_sub_scopes is None:
             out: list[Scope] = []
             stack = list(reversed(self.sub_scopes()))

@@ -12,7 +12,7 @@ import pytest
 import layer_norm_models as lm
 import rnn_models as rm
 
-from scopefusion import ScopeGraph
+from scopefusion import ScopeFeature, ScopeGraph
 
 GRAPHS = {
     "tf.nn.batch_normalization": lambda: lm.hand_written_layer_norm("batch_normalization"),
@@ -35,6 +35,12 @@ def test_counts_are_the_counts_of_each_scopes_nodes(graph):
     assert len(scopes) > 3 and scopes[0].op_counts == Counter(ops)
 
 
+#: Label counts of every kind: exact, none, at least, modulo, with a name.
+FEATURES = [ScopeFeature("a", 1), ScopeFeature("a", 0), ScopeFeature("b", 2, at_least=True),
+            ScopeFeature("a", 1, step=2), ScopeFeature("b", 0, step=3), ScopeFeature("c", 0),
+            ScopeFeature("a", 1, at_least=True, sub_scope_mask="gru")]
+
+
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_labelled_scopes_below_are_those_a_walk_finds(graph):
     tree = ScopeGraph(GRAPHS[graph]().graph_def).tree
@@ -50,6 +56,9 @@ def test_labelled_scopes_below_are_those_a_walk_finds(graph):
         if step % 5 == 0 or step == len(steps) - 1:  # counts read between changes
             for s in scopes:
                 assert [tree.count_labelled_below(s, lb) for lb in "abc"] == [walked(s, lb) for lb in "abc"]
+            for feature in FEATURES:  # and every scope's at once, as the search reads them
+                holds = tree.arrays.label_holds(feature, tree.labelled_positions(feature.sub_type))
+                assert holds.tolist() == [feature.match(s) for s in tree.arrays.order], feature
     assert any(tree.count_labelled_below(s, "a") for s in scopes)
     tree.clear_labels()
     assert all(s.sub_type is None for s in scopes) and not any(tree.count_labelled_below(scopes[0], lb) for lb in "ab")

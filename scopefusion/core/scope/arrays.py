@@ -6,11 +6,12 @@ pattern asks about, one integer array holds every scope's count of it (-1 where 
 has none, as :func:`..patterns.count_holds` wants), built on first use and kept: counts never
 change once the tree is built.  So do not names, sub-scope names and attributes: every feature
 but a label count (``ScopeFeature(sub_type=...)``, whose labels change as patterns are applied)
-is "static" and answered for all scopes at once, once per tree.
+is "static" and answered for all scopes at once, once per tree; a label count is answered for all
+scopes at once too, from the numbers of the labelled scopes, each time it is asked.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -104,6 +105,22 @@ class ScopeArrays:
             known = self._static[feature] = self._compute(feature)
         return known
 
+    def label_holds(self, feature: ScopeFeature, labelled: Sequence[int]) -> np.ndarray:
+        """Where a label-count feature holds, for every scope, when the scopes carrying its label
+        are those numbered ``labelled`` (sorted): its count is a range count of them."""
+        n = len(self.order)
+        counts = np.searchsorted(labelled, self.end, side="left") - np.searchsorted(
+            labelled, np.arange(n), side="right")  # strictly below each scope
+        if feature.at_least:
+            holds = counts >= feature.num
+        elif feature.step == 0:
+            holds = counts == feature.num
+        else:  # a count of 0 is 0 here, never "absent"
+            holds = counts % feature.step == feature.num
+        if feature.suffix or feature.sub_scope_mask:
+            holds &= self.static_holds(ScopeFeature(suffix=feature.suffix, sub_scope_mask=feature.sub_scope_mask))
+        return holds  # type: ignore[no-any-return]
+
     def _compute(self, feature: Feature) -> np.ndarray:
         if isinstance(feature, NodeOpTypeFeature):
             return self.holds(feature)
@@ -113,7 +130,7 @@ class ScopeArrays:
                 out[i] = feature.match(self.order[i])
             return out
         if not isinstance(feature, ScopeFeature) or feature.sub_type:
-            raise ValueError(f"{feature!r} depends on labels: it is tested per scope")
+            raise ValueError(f"{feature!r} depends on labels: see label_holds")
         out = np.ones(len(self.order), dtype=bool)
         if feature.suffix:
             out &= self.last_names() == feature.suffix

@@ -118,9 +118,9 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
 
     The walk goes depth first from the root and does not descend into a match.  Without
     stats, a subtree that cannot have one feature is skipped; with stats it is skipped only
-    when it lacks two, so near misses are seen.  Every feature that does not read labels is
-    tested on all scopes at once (:class:`.arrays.ScopeArrays`); label counts, which change
-    as patterns are applied, only on the scopes that pass the rest.
+    when it lacks two, so near misses are seen.  Every feature is tested on all scopes at once
+    (:class:`.arrays.ScopeArrays`): those that do not read labels once per tree, label counts,
+    which change as patterns are applied, under the labels of the moment.
     """
     arrays = tree.arrays
     n = len(arrays)
@@ -129,7 +129,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
     prune_at = 2 if near_misses else 1
     ruled_out = np.zeros(n, dtype=np.int8)
     failing = np.zeros(n, dtype=np.int8)
-    tests: list[np.ndarray | None] = []
+    tests: list[np.ndarray] = []
     for feature in features:
         if isinstance(feature, NodeOpTypeFeature):
             ruled_out += arrays.rules_out(feature)
@@ -137,20 +137,16 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
             ruled_out += arrays.counts(feature.op_type) == -1
         if arrays.is_static(feature):
             holds = arrays.static_holds(feature)
-            failing += ~holds
-            tests.append(holds)
-        else:
-            tests.append(None)
+        else:  # a label count, under the labels of this moment
+            holds = arrays.label_holds(feature, tree.labelled_positions(feature.sub_type))  # type: ignore[union-attr]
+        failing += ~holds
+        tests.append(holds)
     reached = ruled_out < prune_at  # counts only shrink downwards: a skipped subtree is skipped whole
     to_test = np.flatnonzero(reached & arrays.open & (failing < prune_at))
-    if any(holds is None for holds in tests):
-        found, missed = _test_each(arrays, features, tests, to_test)
-        inside = _inside(found, arrays.end, n)
-    else:  # every feature tested at once: the failures are counted already
-        fails = failing[to_test]
-        found = _outermost(to_test[fails == 0].tolist(), arrays.end)
-        inside = _inside(found, arrays.end, n)
-        missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
+    fails = failing[to_test]
+    found = _outermost(to_test[fails == 0].tolist(), arrays.end)
+    inside = _inside(found, arrays.end, n)
+    missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
     if stats is not None:
         if near_misses:
             for i, feature in missed:
@@ -179,32 +175,6 @@ def _first_failures(features: Sequence[Feature], tests: Sequence[np.ndarray], mi
         return []
     first = np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
     return [(i, features[k]) for i, k in zip(missing_one.tolist(), first.tolist())]
-
-
-def _test_each(arrays: ScopeArrays, features: Sequence[Feature], tests: Sequence[np.ndarray | None],
-               to_test: np.ndarray) -> tuple[list[int], list[tuple[int, Feature]]]:
-    """The search scope by scope (a pattern with label counts): the matches and the
-    ``(scope, feature)`` of the scopes that fail one feature only."""
-    found: list[int] = []
-    missed: list[tuple[int, Feature]] = []
-    covered_until = -1
-    order, end = arrays.order, arrays.end
-    for i in to_test.tolist():
-        if i < covered_until:
-            continue  # inside a match
-        scope = order[i]
-        failed = []
-        for feature, holds in zip(features, tests):
-            if not (holds[i] if holds is not None else feature.match(scope)):
-                failed.append(feature)
-                if len(failed) == 2:
-                    break
-        if not failed:
-            found.append(i)
-            covered_until = int(end[i])
-        elif len(failed) == 1:
-            missed.append((i, failed[0]))
-    return found, missed
 
 
 def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:

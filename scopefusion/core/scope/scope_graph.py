@@ -268,17 +268,22 @@ class ScopeTree:
         self._label_positions = {}
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
-        """How many scopes strictly below ``scope`` carry label ``sub_type``: the labelled
-        scopes' pre-order numbers, sorted once per change of the label, within the subtree's."""
+        """How many scopes strictly below ``scope`` carry label ``sub_type``: those of
+        :meth:`labelled_positions` within the subtree's range of the pre-order."""
         if not self.labelled.get(sub_type):
             return 0
-        arrays = self.arrays
+        positions = self.labelled_positions(sub_type)
+        k = self.arrays.position(scope)
+        return bisect_left(positions, int(self.arrays.end[k])) - bisect_right(positions, k)
+
+    def labelled_positions(self, sub_type: str) -> list[int]:
+        """The pre-order numbers (:attr:`arrays`) of the scopes labelled ``sub_type``, sorted
+        (once per change of the label)."""
         positions = self._label_positions.get(sub_type)
         if positions is None:
-            positions = sorted(map(arrays.position, self.labelled[sub_type].values()))
+            positions = sorted(map(self.arrays.position, self.labelled.get(sub_type, {}).values()))
             self._label_positions[sub_type] = positions
-        k = arrays.position(scope)
-        return bisect_left(positions, int(arrays.end[k])) - bisect_right(positions, k)
+        return positions
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""

@@ -48,7 +48,7 @@ class Scope:
         self._tree = tree
         self.name = name
         component = name.rpartition("/")[2]
-        self.last_name = strip_index_suffix(component) if name else "root"
+        self.last_name = (strip_index_suffix(component) if "_" in component else component) if name else "root"
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.children: Mapping[str, Scope] = _NONE  # a dict once it has one

@@ -129,16 +129,14 @@ class RankInference:
 
     def _const_shape(self, i: int) -> Optional[list[int]]:
         """Shape of a Const's value tensor, or the value of a 1-D int Const."""
-        node = self.index.nodes[i]
-        if node.op != "Const":
+        if self.index.ops[i] != "Const":
             return None
-        return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
+        return [d.size for d in self.index.nodes[i].attr["value"].tensor.tensor_shape.dim]
 
     def _const_ints(self, i: int) -> Optional[list[int]]:
-        node = self.index.nodes[i]
-        if node.op != "Const":
+        if self.index.ops[i] != "Const":
             return None
-        t = node.attr["value"].tensor
+        t = self.index.nodes[i].attr["value"].tensor
         if t.int_val:
             return list(t.int_val)
         if t.int64_val:
@@ -177,8 +175,7 @@ class RankInference:
             return self._length_rule(i)
         index = self.index
         op = index.ops[i]
-        node = index.nodes[i]
-        attrs = node.attr
+        attrs = index.nodes[i].attr
         if "_output_shapes" in attrs:
             shapes = attrs["_output_shapes"].list.shape
             if port < len(shapes) and not shapes[port].unknown_rank:
@@ -196,7 +193,7 @@ class RankInference:
                 return (SHIFT, (ins[source],), 0)
             if kind == WIDEST:
                 return (WIDEST, tuple(ins), None)
-            return self._op_rule(node, op, ins)
+            return self._op_rule(attrs, op, ins)
         if op == "Const":
             return (KNOWN, (), len(attrs["value"].tensor.tensor_shape.dim))
         shape = attrs["shape"].shape if "shape" in attrs else None  # a placeholder
@@ -205,9 +202,9 @@ class RankInference:
         ins = self._data_inputs(i)
         return (SHIFT, (ins[0],), 0) if op == "PlaceholderWithDefault" and ins else _UNKNOWN
 
-    def _op_rule(self, node: Any, op: str, ins: list[tuple[int, int]]) -> Rule:
-        """The rule of an op whose output rank follows from its type, its attributes or its
-        constant inputs (matrix products, reshapes, reductions, ...)."""
+    def _op_rule(self, attrs: Any, op: str, ins: list[tuple[int, int]]) -> Rule:
+        """The rule of an op whose output rank follows from its type, its attributes (``attrs``,
+        the node's attribute map) or its constant inputs (matrix products, reshapes, reductions, ...)."""
         if op == "MatMul":
             return (KNOWN, (), 2)
         if op in _RANK4:
@@ -216,7 +213,7 @@ class RankInference:
             # the rank is the length of the shape vector (see _length_rule)
             return (SHIFT, ((ins[1][0], LENGTH),), 0)
         if op == "Einsum":
-            equation = node.attr["equation"].s.decode() if "equation" in node.attr else ""
+            equation = attrs["equation"].s.decode() if "equation" in attrs else ""
             out = equation.partition("->")[2].strip()
             return (KNOWN, (), len(out) if "->" in equation and "." not in out else None)
         if op in ("ExpandDims", "Pack"):
@@ -224,10 +221,10 @@ class RankInference:
         if op in ("ConcatV2", "Concat"):
             return (SHIFT, (ins[1] if op == "Concat" else ins[0],), 0)
         if op == "Squeeze":
-            dims = list(node.attr["squeeze_dims"].list.i) if "squeeze_dims" in node.attr else []
+            dims = list(attrs["squeeze_dims"].list.i) if "squeeze_dims" in attrs else []
             return (SHIFT, (ins[0],), -len(dims)) if dims else _UNKNOWN
         if op in _REDUCTIONS and len(ins) > 1:
-            if "keep_dims" in node.attr and node.attr["keep_dims"].b:
+            if "keep_dims" in attrs and attrs["keep_dims"].b:
                 return (SHIFT, (ins[0],), 0)
             axes = self._const_ints(ins[1][0])
             return _UNKNOWN if axes is None else (SHIFT, (ins[0],), -len(set(axes)))

@@ -50,6 +50,8 @@ KNOWN, SHIFT, WIDEST, TOTAL, GATHER = range(5)
 Rule = tuple[int, tuple[tuple[int, int], ...], Rank]
 
 _UNKNOWN: Rule = (KNOWN, (), None)
+#: Ops whose rank is read from their own attributes.
+_SOURCES = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "PlaceholderV2"})
 #: Op types whose output 0 has the rank of input 0 (SHIFT) or the widest input's (WIDEST).
 _KIND = {**{op: SHIFT for op in _SAME_AS_FIRST}, **{op: WIDEST for op in _BROADCAST}}
 
@@ -93,27 +95,32 @@ class RankInference:
         rule_of = self._rule
         active: set[tuple[int, int]] = set()  # on the current path: a loop if met again
         stack: list[tuple[tuple[int, int], Rule | None]] = [(key, None)]
+        pop, push = stack.pop, stack.append
         while stack:
-            top, rule = stack.pop()
+            top, rule = pop()
             if top in memo:
                 continue
             if rule is None:
-                rule = rule_of(*top)
+                rule = rule_of(top[0], top[1])
                 deps = rule[1]
                 if not deps:
                     memo[top] = rule[2]
                     continue
                 active.add(top)
-                stack.append((top, rule))
+                push((top, rule))
                 for d in deps:
                     if d in active:
                         memo[d] = None  # a loop: its rank is unknown
                     elif d not in memo:
-                        stack.append((d, None))
+                        push((d, None))
                 continue
             active.discard(top)
             kind, deps, arg = rule
-            memo[top] = _combine(kind, [memo.get(d) for d in deps], arg)
+            if kind == SHIFT:  # one dep
+                rank = memo[deps[0]]
+                memo[top] = None if rank is None else rank + arg  # type: ignore[operator]
+            else:
+                memo[top] = _combine(kind, [memo[d] for d in deps], arg)
         return memo[key]
 
     # -- machinery ------------------------------------------------------------
@@ -122,16 +129,14 @@ class RankInference:
 
     def _const_shape(self, i: int) -> Optional[list[int]]:
         """Shape of a Const's value tensor, or the value of a 1-D int Const."""
-        node = self.index.nodes[i]
-        if node.op != "Const":
+        if self.index.ops[i] != "Const":
             return None
-        return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
+        return [d.size for d in self.index.nodes[i].attr["value"].tensor.tensor_shape.dim]
 
     def _const_ints(self, i: int) -> Optional[list[int]]:
-        node = self.index.nodes[i]
-        if node.op != "Const":
+        if self.index.ops[i] != "Const":
             return None
-        t = node.attr["value"].tensor
+        t = self.index.nodes[i].attr["value"].tensor
         if t.int_val:
             return list(t.int_val)
         if t.int64_val:
@@ -168,37 +173,38 @@ class RankInference:
     def _rule(self, i: int, port: int) -> Rule:
         if port == LENGTH:
             return self._length_rule(i)
-        node = self.index.nodes[i]
-        op = self.index.ops[i]
-        if "_output_shapes" in node.attr:
-            shapes = node.attr["_output_shapes"].list.shape
+        index = self.index
+        op = index.ops[i]
+        attrs = index.nodes[i].attr
+        if "_output_shapes" in attrs:
+            shapes = attrs["_output_shapes"].list.shape
             if port < len(shapes) and not shapes[port].unknown_rank:
                 return (KNOWN, (), len(shapes[port].dim))
-        if op == "Const":
-            return (KNOWN, (), len(node.attr["value"].tensor.tensor_shape.dim))
-        if op in ("Placeholder", "PlaceholderWithDefault", "PlaceholderV2"):
-            shape = node.attr["shape"].shape if "shape" in node.attr else None
-            if shape is not None and not shape.unknown_rank:
-                return (KNOWN, (), len(shape.dim))
-            ins = self._data_inputs(i)
-            return (SHIFT, (ins[0],), 0) if op == "PlaceholderWithDefault" and ins else _UNKNOWN
-        ins = self._data_inputs(i)
-        if not ins:
-            return _UNKNOWN
         kind = _KIND.get(op)
-        if kind == SHIFT or (op == "Select" and port == 0):
-            return (SHIFT, (ins[0],), 0)
-        rules = self.same_shape.get(op)
-        source = None if rules is None else rules.get(port)
-        if source is not None and source < len(ins):
-            return (SHIFT, (ins[source],), 0)
-        if kind == WIDEST:
-            return (WIDEST, tuple(ins), None)
-        return self._op_rule(node, op, ins)
+        if kind is not None or op not in _SOURCES:
+            ins = [t for t in index.inputs[i] if t[1] != CONTROL]
+            if not ins:
+                return _UNKNOWN
+            if kind == SHIFT or (op == "Select" and port == 0):
+                return (SHIFT, (ins[0],), 0)
+            rules = self.same_shape.get(op)
+            source = None if rules is None else rules.get(port)
+            if source is not None and source < len(ins):
+                return (SHIFT, (ins[source],), 0)
+            if kind == WIDEST:
+                return (WIDEST, tuple(ins), None)
+            return self._op_rule(attrs, op, ins)
+        if op == "Const":
+            return (KNOWN, (), len(attrs["value"].tensor.tensor_shape.dim))
+        shape = attrs["shape"].shape if "shape" in attrs else None  # a placeholder
+        if shape is not None and not shape.unknown_rank:
+            return (KNOWN, (), len(shape.dim))
+        ins = self._data_inputs(i)
+        return (SHIFT, (ins[0],), 0) if op == "PlaceholderWithDefault" and ins else _UNKNOWN
 
-    def _op_rule(self, node: Any, op: str, ins: list[tuple[int, int]]) -> Rule:
-        """The rule of an op whose output rank follows from its type, its attributes or its
-        constant inputs (matrix products, reshapes, reductions, ...)."""
+    def _op_rule(self, attrs: Any, op: str, ins: list[tuple[int, int]]) -> Rule:
+        """The rule of an op whose output rank follows from its type, its attributes (``attrs``,
+        the node's attribute map) or its constant inputs (matrix products, reshapes, reductions, ...)."""
         if op == "MatMul":
             return (KNOWN, (), 2)
         if op in _RANK4:
@@ -207,7 +213,7 @@ class RankInference:
             # the rank is the length of the shape vector (see _length_rule)
             return (SHIFT, ((ins[1][0], LENGTH),), 0)
         if op == "Einsum":
-            equation = node.attr["equation"].s.decode() if "equation" in node.attr else ""
+            equation = attrs["equation"].s.decode() if "equation" in attrs else ""
             out = equation.partition("->")[2].strip()
             return (KNOWN, (), len(out) if "->" in equation and "." not in out else None)
         if op in ("ExpandDims", "Pack"):
@@ -215,10 +221,10 @@ class RankInference:
         if op in ("ConcatV2", "Concat"):
             return (SHIFT, (ins[1] if op == "Concat" else ins[0],), 0)
         if op == "Squeeze":
-            dims = list(node.attr["squeeze_dims"].list.i) if "squeeze_dims" in node.attr else []
+            dims = list(attrs["squeeze_dims"].list.i) if "squeeze_dims" in attrs else []
             return (SHIFT, (ins[0],), -len(dims)) if dims else _UNKNOWN
         if op in _REDUCTIONS and len(ins) > 1:
-            if "keep_dims" in node.attr and node.attr["keep_dims"].b:
+            if "keep_dims" in attrs and attrs["keep_dims"].b:
                 return (SHIFT, (ins[0],), 0)
             axes = self._const_ints(ins[1][0])
             return _UNKNOWN if axes is None else (SHIFT, (ins[0],), -len(set(axes)))

@@ -6,11 +6,12 @@ pattern asks about, one integer array holds every scope's count of it (-1 where 
 has none, as :func:`..patterns.count_holds` wants), built on first use and kept: counts never
 change once the tree is built.  So do not names, sub-scope names and attributes: every feature
 but a label count (``ScopeFeature(sub_type=...)``, whose labels change as patterns are applied)
-is "static" and answered for all scopes at once, once per tree.
+is "static" and answered for all scopes at once, once per tree; a label count is answered for all
+scopes at once too, from the numbers of the labelled scopes, each time it is asked.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class ScopeArrays:
             order.append(scope)
             parents.append(parent)
             if scope.children:
-                stack.extend((child, here) for child in reversed(list(scope.children.values())))
+                stack.extend([(child, here) for child in reversed(scope.children.values())])
         size = [1] * len(order)
         for i in range(len(order) - 1, 0, -1):  # children come after their parent
             size[parents[i]] += size[i]
@@ -42,11 +43,13 @@ class ScopeArrays:
         #: one past the last scope of each subtree
         self.end = np.arange(len(order), dtype=np.int64) + np.asarray(size, dtype=np.int64)
         #: scopes a pattern may match (not the root, holding no return node)
-        self.open = np.fromiter((s.parent is not None and not s.contains_return for s in order), dtype=bool,
-                                count=len(order))
-        position = {id(scope): k for k, scope in enumerate(order)}
+        self.open = np.ones(len(order), dtype=bool)
+        self.open[0] = False  # the root
+        if tree.root.contains_return:  # so do the scopes holding one
+            self.open[[k for k, s in enumerate(order) if s.contains_return]] = False
         #: the pre-order number of the scope each node lies directly in, by node index
-        self.node_scope = np.fromiter((position[id(s)] for s in tree.node_scope), dtype=np.int64,
+        self._position = position = {id(scope): k for k, scope in enumerate(order)}
+        self.node_scope = np.fromiter(map(position.__getitem__, map(id, tree.node_scope)), dtype=np.int64,
                                       count=len(tree.node_scope))
         self._index = tree.index
         self._counts: dict[str, np.ndarray] = {}
@@ -56,6 +59,10 @@ class ScopeArrays:
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def position(self, scope: "Scope") -> int:
+        """The pre-order number of ``scope``."""
+        return self._position[id(scope)]
 
     def counts(self, op_type: str) -> np.ndarray:
         """Every scope's count of ``op_type`` over its subtree, -1 where there is none."""
@@ -98,6 +105,22 @@ class ScopeArrays:
             known = self._static[feature] = self._compute(feature)
         return known
 
+    def label_holds(self, feature: ScopeFeature, labelled: Sequence[int]) -> np.ndarray:
+        """Where a label-count feature holds, for every scope, when the scopes carrying its label
+        are those numbered ``labelled`` (sorted): its count is a range count of them."""
+        n = len(self.order)
+        counts = np.searchsorted(labelled, self.end, side="left") - np.searchsorted(
+            labelled, np.arange(n), side="right")  # strictly below each scope
+        if feature.at_least:
+            holds = counts >= feature.num
+        elif feature.step == 0:
+            holds = counts == feature.num
+        else:  # a count of 0 is 0 here, never "absent"
+            holds = counts % feature.step == feature.num
+        if feature.suffix or feature.sub_scope_mask:
+            holds &= self.static_holds(ScopeFeature(suffix=feature.suffix, sub_scope_mask=feature.sub_scope_mask))
+        return holds  # type: ignore[no-any-return]
+
     def _compute(self, feature: Feature) -> np.ndarray:
         if isinstance(feature, NodeOpTypeFeature):
             return self.holds(feature)
@@ -107,7 +130,7 @@ class ScopeArrays:
                 out[i] = feature.match(self.order[i])
             return out
         if not isinstance(feature, ScopeFeature) or feature.sub_type:
-            raise ValueError(f"{feature!r} depends on labels: it is tested per scope")
+            raise ValueError(f"{feature!r} depends on labels: see label_holds")
         out = np.ones(len(self.order), dtype=bool)
         if feature.suffix:
             out &= self.last_names() == feature.suffix
@@ -127,15 +150,8 @@ class ScopeArrays:
         """Where some scope strictly below has a last name containing ``mask``."""
         known = self._named_below.get(mask)
         if known is None:
-            named = [mask in s.last_name for s in self.order]
-            below = [False] * len(self.order)
-            end = self.end.tolist()
-            for i in range(len(self.order) - 1, -1, -1):  # children follow their parent
-                j = i + 1
-                while j < end[i]:  # each child: itself named, or named below it
-                    if named[j] or below[j]:
-                        below[i] = True
-                        break
-                    j = end[j]
-            known = self._named_below[mask] = np.asarray(below, dtype=bool)
+            named = np.fromiter((mask in name for name in self.last_names().tolist()), dtype=np.int64,
+                                count=len(self.order))
+            running = np.concatenate(([0], np.cumsum(named)))  # a subtree is a range of the pre-order
+            known = self._named_below[mask] = running[self.end] - running[1:] > 0
         return known

@@ -38,7 +38,9 @@ class MatchStats:
     near_miss_count: int = 0
     near_misses: list[tuple[str, str]] = field(default_factory=list)
     _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
-    _misses: dict[int, tuple[Scope, "str | _Reason", bool]] = field(default_factory=dict, repr=False)
+    #: per scope: the scope, its reason (text, or pattern and feature to write it from), by name only
+    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict,
+                                                                                         repr=False)
 
     def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
         """Every scope of ``arrays`` where ``mask`` is true was tested."""
@@ -57,8 +59,8 @@ class MatchStats:
         by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
         if known is None or (known[2] and not by_name):
             # the text is written when kept (finish), but a label count's now: labels change
-            reason = _Reason(pattern, feature, scope)
-            self._misses[id(scope)] = (scope, reason.text() if not ScopeArrays.is_static(feature) else reason, by_name)
+            text = None if ScopeArrays.is_static(feature) else _reason(pattern, feature, scope)
+            self._misses[id(scope)] = (scope, (pattern, feature) if text is None else text, by_name)
 
     def finish(self, matches: Sequence[Scope]) -> None:
         """Settle the near misses against the pass's final ``matches``."""
@@ -70,24 +72,18 @@ class MatchStats:
                 related.add(id(s))
                 s = s.parent
         within = _Within(matches)
-        kept = [(scope.name, reason if isinstance(reason, str) else reason.text())
-                for scope, reason, _ in self._misses.values() if id(scope) not in related and not within(scope)]
+        kept = [(scope, reason) for scope, reason, _ in self._misses.values()
+                if id(scope) not in related and not within(scope)]
         self.near_miss_count = len(kept)
-        self.near_misses = kept[:MAX_NEAR_MISSES]
+        self.near_misses = [(scope.name, reason if isinstance(reason, str) else _reason(*reason, scope))
+                            for scope, reason in kept[:MAX_NEAR_MISSES]]
         self._misses = {}
         self._tested_masks = {}
 
 
-@dataclass(frozen=True)
-class _Reason:
-    """Why a scope missed a pattern, written out only for the near misses reported."""
-
-    pattern: ScopePattern
-    feature: Feature
-    scope: Scope
-
-    def text(self) -> str:
-        return f"pattern {self.pattern.sub_type}: {self.feature.explain(self.scope)}"
+def _reason(pattern: ScopePattern, feature: Feature, scope: Scope) -> str:
+    """Why ``scope`` missed ``pattern``, written out only for the near misses reported."""
+    return f"pattern {pattern.sub_type}: {feature.explain(scope)}"
 
 
 class _Within:
@@ -122,9 +118,9 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
 
     The walk goes depth first from the root and does not descend into a match.  Without
     stats, a subtree that cannot have one feature is skipped; with stats it is skipped only
-    when it lacks two, so near misses are seen.  Every feature that does not read labels is
-    tested on all scopes at once (:class:`.arrays.ScopeArrays`); label counts, which change
-    as patterns are applied, only on the scopes that pass the rest.
+    when it lacks two, so near misses are seen.  Every feature is tested on all scopes at once
+    (:class:`.arrays.ScopeArrays`): those that do not read labels once per tree, label counts,
+    which change as patterns are applied, under the labels of the moment.
     """
     arrays = tree.arrays
     n = len(arrays)
@@ -133,7 +129,7 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
     prune_at = 2 if near_misses else 1
     ruled_out = np.zeros(n, dtype=np.int8)
     failing = np.zeros(n, dtype=np.int8)
-    tests: list[np.ndarray | None] = []
+    tests: list[np.ndarray] = []
     for feature in features:
         if isinstance(feature, NodeOpTypeFeature):
             ruled_out += arrays.rules_out(feature)
@@ -141,41 +137,50 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
             ruled_out += arrays.counts(feature.op_type) == -1
         if arrays.is_static(feature):
             holds = arrays.static_holds(feature)
-            failing += ~holds
-            tests.append(holds)
-        else:
-            tests.append(None)
+        else:  # a label count, under the labels of this moment
+            holds = arrays.label_holds(feature, tree.labelled_positions(feature.sub_type))  # type: ignore[union-attr]
+        failing += ~holds
+        tests.append(holds)
     reached = ruled_out < prune_at  # counts only shrink downwards: a skipped subtree is skipped whole
     to_test = np.flatnonzero(reached & arrays.open & (failing < prune_at))
+    fails = failing[to_test]
+    found = _outermost(to_test[fails == 0].tolist(), arrays.end)
+    inside = _inside(found, arrays.end, n)
+    missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
+    if stats is not None:
+        if near_misses:
+            for i, feature in missed:
+                stats.near_miss(arrays.order[i], pattern, feature)
+        stats.tested_all(arrays, reached & ~inside)
+    return [arrays.order[i] for i in found]
+
+
+def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
+    """The scopes of ``passing`` (in pre-order) that lie inside none of the others."""
     found: list[int] = []
     covered_until = -1
-    order, end = arrays.order, arrays.end
-    for i in to_test.tolist():
-        if i < covered_until:
-            continue  # inside a match
-        scope = order[i]
-        failed = []
-        for feature, holds in zip(features, tests):
-            if not (holds[i] if holds is not None else feature.match(scope)):
-                failed.append(feature)
-                if len(failed) == 2:
-                    break
-        if not failed:
+    for i in passing:
+        if i >= covered_until:
             found.append(i)
             covered_until = int(end[i])
-        elif near_misses and len(failed) == 1:
-            stats.near_miss(scope, pattern, failed[0])  # type: ignore[union-attr]
-    if stats is not None:
-        stats.tested_all(arrays, reached & ~_inside(found, end, n))
-    return [order[i] for i in found]
+    return found
+
+
+def _first_failures(features: Sequence[Feature], tests: Sequence[np.ndarray], missing_one: np.ndarray,
+                    inside: np.ndarray) -> list[tuple[int, Feature]]:
+    """``(scope, feature)``: the one feature each scope of ``missing_one`` fails, but for the
+    scopes inside a match, which the search does not reach."""
+    missing_one = missing_one[~inside[missing_one]]
+    if not len(missing_one):
+        return []
+    first = np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
+    return [(i, features[k]) for i, k in zip(missing_one.tolist(), first.tolist())]
 
 
 def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
     """Scopes strictly inside the subtrees rooted at ``starts`` (disjoint, as outermost matches are)."""
-    marks = np.zeros(n + 1, dtype=np.int64)
-    for i in starts:
-        marks[i + 1] += 1
-        marks[end[i]] -= 1
+    first = np.asarray(starts, dtype=np.int64)
+    marks = np.bincount(first + 1, minlength=n + 1) - np.bincount(end[first], minlength=n + 1)
     return np.cumsum(marks[:n]) > 0  # type: ignore[no-any-return]
 
 

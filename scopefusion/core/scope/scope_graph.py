@@ -6,6 +6,7 @@ counts op types over all of its descendant nodes.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
@@ -21,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "strip_index_suffix"]
 
-#: What a scope without sub-scopes or labelled descendants holds until it has some (one shared,
-#: read-only mapping: most scopes are leaves and most are never labelled below)
+#: What a scope without sub-scopes holds until it has some (one shared, read-only mapping: most
+#: scopes are leaves)
 _NONE: Mapping = MappingProxyType({})
 
 
@@ -39,7 +40,7 @@ class Scope:
 
     __slots__ = (
         "name", "last_name", "parent", "depth", "children", "direct_nodes",
-        "op_counts", "sub_type", "contains_return", "label_counts", "_tree", "_all_sub_scopes",
+        "_op_counts", "sub_type", "contains_return", "_tree", "_all_sub_scopes",
         "_all_nodes",
     )
 
@@ -47,14 +48,13 @@ class Scope:
         self._tree = tree
         self.name = name
         component = name.rpartition("/")[2]
-        self.last_name = strip_index_suffix(component) if name else "root"
+        self.last_name = (strip_index_suffix(component) if "_" in component else component) if name else "root"
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.children: Mapping[str, Scope] = _NONE  # a dict once it has one
         self.direct_nodes: list[int] = []
-        self.op_counts: dict[str, int] = {}
+        self._op_counts: dict[str, int] | None = None  # counted for the whole tree on first use
         self.sub_type: str | None = None
-        self.label_counts: Mapping[str, int] = _NONE  # labelled strict descendants per sub_type
         self.contains_return = False
         self._all_sub_scopes: list[Scope] | None = None
         self._all_nodes: list[int] | None = None
@@ -73,6 +73,10 @@ class Scope:
 
     def all_sub_scopes(self) -> list["Scope"]:
         """All descendant scopes (depth first, pre-order)."""
+        arrays = self._tree._arrays if self._tree is not None else None
+        if self._all_sub_scopes is None and arrays is not None:  # a range of the arrays' pre-order
+            k = arrays.position(self)
+            self._all_sub_scopes = arrays.order[k + 1:int(arrays.end[k])]
         if self._all_sub_scopes is None:
             out: list[Scope] = []
             stack = list(reversed(self.sub_scopes()))
@@ -104,6 +108,13 @@ class Scope:
             s = s.parent
         return False
 
+    @property
+    def op_counts(self) -> dict[str, int]:
+        """Descendant nodes per op type (only the types present)."""
+        if self._op_counts is None:
+            self._tree.count_ops()
+        return self._op_counts  # type: ignore[return-value]
+
     # -- nodes --------------------------------------------------------------
     def all_node_indices(self) -> list[int]:
         """Indices of every node in this scope or below it, in graph order."""
@@ -130,7 +141,7 @@ class Scope:
 
     def nodes_by_op(self, op_type: str, *, direct: bool = False) -> list["NodeDef"]:
         """Nodes of one op type in this scope (or only directly in it)."""
-        if op_type not in self.op_counts:
+        if not direct and op_type not in self.op_counts:
             return []
         ops = self._tree.index.ops
         ids = self.direct_nodes if direct else self.all_node_indices()
@@ -138,7 +149,10 @@ class Scope:
 
     def count(self, op_type: str) -> int:
         """Descendant nodes of ``op_type`` (0 when none)."""
-        return self.op_counts.get(op_type, 0)
+        if self._op_counts is not None:
+            return self._op_counts.get(op_type, 0)
+        ops = self._tree.index.ops  # a scope is asked for a few types: no need to count them all
+        return sum(1 for i in self.all_node_indices() if ops[i] == op_type)
 
     def full_name(self, suffix: str) -> str:
         """The full node name of ``suffix`` relative to this scope."""
@@ -162,6 +176,7 @@ class ScopeTree:
         self.scopes: list[Scope] = [self.root]
         self.node_scope: list[Scope] = []
         self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
+        self._label_positions: dict[str, list[int]] = {}  # sub_type -> pre-order numbers, sorted
         self.graph: ScopeGraph | None = None
         self._arrays: ScopeArrays | None = None
         self._build()
@@ -176,20 +191,20 @@ class ScopeTree:
     def _scope_for(self, path: str) -> Scope:
         """The scope called ``path``, created with every missing ancestor (outermost first,
         without recursion: names may be thousands of scopes deep)."""
-        scope = self._by_name.get(path)
-        if scope is not None:
-            return scope
+        by_name = self._by_name
         missing = []
-        while path not in self._by_name:
+        parent = by_name.get(path)
+        while parent is None:  # the root ("") is always there
             missing.append(path)
             path = path.rpartition("/")[0]
-        parent = self._by_name[path]
+            parent = by_name.get(path)
         for name in reversed(missing):
             scope = Scope(self, name, parent)
-            if parent.children is _NONE:
-                parent.children = {}
-            parent.children[name.rpartition("/")[2]] = scope  # type: ignore[index]
-            self._by_name[name] = scope
+            children = parent.children
+            if children is _NONE:
+                children = parent.children = {}
+            children[name.rpartition("/")[2]] = scope  # type: ignore[index]
+            by_name[name] = scope
             self.scopes.append(scope)
             parent = scope
         return parent
@@ -198,24 +213,32 @@ class ScopeTree:
         by_name = self._by_name
         node_scope = self.node_scope
         with no_gc():
-            for i, (name, op) in enumerate(zip(self.index.names, self.index.ops)):
+            for i, name in enumerate(self.index.names):
                 path = name.rpartition("/")[0]
                 scope = by_name.get(path) or self._scope_for(path)
                 node_scope.append(scope)
                 scope.direct_nodes.append(i)
-                counts = scope.op_counts
-                counts[op] = counts.get(op, 0) + 1
-                if op in RETURN_OPS:
-                    s: Scope | None = scope
+            for op in RETURN_OPS:
+                for i in self.index.nodes_of_type(op):
+                    s: Scope | None = node_scope[i]
                     while s is not None and not s.contains_return:
                         s.contains_return = True
                         s = s.parent
+
+    def count_ops(self) -> None:
+        """Every scope's :attr:`Scope.op_counts` (counted once, when a scope is first asked)."""
+        with no_gc():
+            for scope in self.scopes:
+                scope._op_counts = {}
+            for scope, op in zip(self.node_scope, self.index.ops):
+                counts = scope._op_counts
+                counts[op] = counts.get(op, 0) + 1  # type: ignore[index]
             # Children are always created after their parents: summing in
             # reverse creation order folds every subtree into its ancestors.
             for scope in reversed(self.scopes[1:]):
-                parent_counts = scope.parent.op_counts  # type: ignore[union-attr]
-                for op, n in scope.op_counts.items():
-                    parent_counts[op] = parent_counts.get(op, 0) + n
+                parent_counts = scope.parent._op_counts  # type: ignore[union-attr]
+                for op, n in scope._op_counts.items():  # type: ignore[union-attr]
+                    parent_counts[op] = parent_counts.get(op, 0) + n  # type: ignore[index]
 
     def __iter__(self) -> Iterator[Scope]:
         return iter(self.scopes)
@@ -224,42 +247,43 @@ class ScopeTree:
         return len(self.scopes)
 
     def set_label(self, scope: Scope, sub_type: str | None) -> None:
-        """Label ``scope`` with ``sub_type`` (``None`` removes its label).
-
-        Every ancestor keeps a count of its labelled descendants per label, so
-        relabelling costs the scope's depth and counting costs nothing.
-        """
+        """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
         old = scope.sub_type
         if old == sub_type:
             return
         if old is not None:
             del self.labelled[old][id(scope)]
-            self._count_label(scope, old, -1)
+            self._label_positions.pop(old, None)
         scope.sub_type = sub_type
         if sub_type is not None:
             self.labelled.setdefault(sub_type, {})[id(scope)] = scope
-            self._count_label(scope, sub_type, 1)
-
-    @staticmethod
-    def _count_label(scope: Scope, sub_type: str, delta: int) -> None:
-        s = scope.parent
-        while s is not None:
-            counts = s.label_counts
-            if counts is _NONE:
-                counts = s.label_counts = {}
-            counts[sub_type] = counts.get(sub_type, 0) + delta  # type: ignore[index]
-            s = s.parent
+            self._label_positions.pop(sub_type, None)
 
     def clear_labels(self) -> None:
         """Remove every label (each pass starts from an unlabelled tree)."""
-        for by_id in list(self.labelled.values()):
-            for scope in list(by_id.values()):
-                self.set_label(scope, None)
+        for by_id in self.labelled.values():
+            for scope in by_id.values():
+                scope.sub_type = None
         self.labelled = {}
+        self._label_positions = {}
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
-        """How many scopes strictly below ``scope`` carry label ``sub_type``."""
-        return scope.label_counts.get(sub_type, 0)
+        """How many scopes strictly below ``scope`` carry label ``sub_type``: those of
+        :meth:`labelled_positions` within the subtree's range of the pre-order."""
+        if not self.labelled.get(sub_type):
+            return 0
+        positions = self.labelled_positions(sub_type)
+        k = self.arrays.position(scope)
+        return bisect_left(positions, int(self.arrays.end[k])) - bisect_right(positions, k)
+
+    def labelled_positions(self, sub_type: str) -> list[int]:
+        """The pre-order numbers (:attr:`arrays`) of the scopes labelled ``sub_type``, sorted
+        (once per change of the label)."""
+        positions = self._label_positions.get(sub_type)
+        if positions is None:
+            positions = sorted(map(self.arrays.position, self.labelled.get(sub_type, {}).values()))
+            self._label_positions[sub_type] = positions
+        return positions
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""
@@ -284,6 +308,7 @@ class ScopeGraph(GraphView):
             scope._all_sub_scopes = None
             scope._tree = None  # type: ignore[assignment]
         self.tree.labelled = {}
+        self.tree._label_positions = {}
         self.tree._arrays = None
         self.tree.graph = None
         self.matches = {}

@@ -155,10 +155,9 @@ def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesRe
     """Every inner read of x, gamma and beta: which data input slot of which node reads which."""
     index = scope.graph.index
     fused_input = {(index.index[name], port): k for k, (name, port) in enumerate((match.x, match.gamma, match.beta))}
-    names, inputs = index.names, index.inputs
-    for i in scope.all_node_indices():
-        if fused_input.keys().isdisjoint(inputs[i]):  # reads none of them (control inputs are on port -1)
-            continue
+    names, inputs, consumers = index.names, index.inputs, index.consumers
+    readers = {c for p, port in fused_input for c, read, _ in consumers[p] if read == port}  # control: port -1
+    for i in sorted(readers.intersection(scope.all_node_indices())):
         slots = [fused_input.get(t) for t in inputs[i] if t[1] != CONTROL]
         result.insert_inputs(scope.suffix_of(names[i]), slots)
 

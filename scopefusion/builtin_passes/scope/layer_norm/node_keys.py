@@ -55,12 +55,20 @@ class AttributeKeys:
 
     def of(self, i: int) -> tuple[Hashable, bool]:
         """``(key, large)`` of node ``i`` (see :func:`attributes_key`)."""
-        node = self.nodes[i]
-        signature = attr_signature(node, deterministic=True)
-        found = self._known.get(signature)
-        if found is None:
-            self.built += 1
-            found = attributes_key(node)
-            if len(signature) <= _KEPT_BYTES:
-                self._known[signature] = found
-        return found
+        return self.of_all([i])[0]
+
+    def of_all(self, indices: list[int]) -> list[tuple[Hashable, bool]]:
+        """:meth:`of` each node of ``indices``."""
+        nodes, known = self.nodes, self._known
+        out = []
+        for i in indices:
+            node = nodes[i]
+            signature = attr_signature(node, deterministic=True)
+            found = known.get(signature)
+            if found is None:
+                self.built += 1
+                found = attributes_key(node)
+                if len(signature) <= _KEPT_BYTES:
+                    known[signature] = found
+            out.append(found)
+        return out

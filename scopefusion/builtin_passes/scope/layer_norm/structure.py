@@ -27,6 +27,7 @@ from .common import LayerNormMatch, rank_of, static_shape
 from .node_keys import AttributeKeys
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.graph.index import GraphIndex
     from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
@@ -47,24 +48,30 @@ class _Description:
         self.members: list[int] = scope.all_node_indices()
         self.position = position = {i: k for k, i in enumerate(self.members)}
         self.outside: dict[tuple[int, int], int] = {}
-        self.large: dict[int, bytes | None] = {}  # node -> its value's bytes, taken only when asked
-        names, ops, inputs, consumers = index.names, index.ops, index.inputs, index.consumers
-        attributes_of, large, outside = attributes.of, self.large, self.outside
+        attrs = attributes.of_all(self.members)
+        # node -> its value's bytes, taken only when asked
+        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(self.members, attrs) if large}
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
-        parts: list[Hashable] = [bool(getattr(scope, "is_root", False))]
+        names = [index.names[i][start:] for i in self.members]
+        refs, reads = self._wiring(index)
+        self.key = (bool(getattr(scope, "is_root", False)), tuple(names), tuple(index.ops[i] for i in self.members),
+                    refs, tuple(key for key, _ in attrs), reads,
+                    tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
+
+    def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
+        """Each member's inputs (a member by position, anything else by order of first read) and
+        its outputs read outside the scope, with whether anything reads it at all."""
+        position, outside = self.position, self.outside
+        inputs, consumers = index.inputs, index.consumers
+        member_of = position.get
+        refs: list[tuple[Ref, ...]] = []
+        reads: list[tuple[tuple[int, ...], bool]] = []
         for i in self.members:
-            refs: list[Ref] = []
-            for j, port in inputs[i]:  # a member by position, anything else by order of first read
-                k = position.get(j)
-                refs.append(("in", k, port) if k is not None else ("out", outside.setdefault((j, port), len(outside))))
+            refs.append(tuple([("in", k, port) if (k := member_of(j)) is not None
+                               else ("out", outside.setdefault((j, port), len(outside))) for j, port in inputs[i]]))
             read = [p for c, p, _ in consumers[i] if p != CONTROL and c not in position]
-            attrs, is_large = attributes_of(i)
-            if is_large:
-                large.setdefault(i, None)
-            parts.append((names[i][start:], ops[i], tuple(refs), attrs, tuple(sorted(set(read))) if read else (),
-                          bool(consumers[i])))
-        parts.append(tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
-        self.key = tuple(parts)
+            reads.append((tuple(sorted(set(read))) if read else (), bool(consumers[i])))
+        return tuple(refs), tuple(reads)
 
     def _constant_key(self, sg: "ScopeGraph", i: int) -> Hashable:
         """What a constant read from outside holds: the forwarding ops and casts down to it

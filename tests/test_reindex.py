@@ -53,6 +53,8 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
+    unread = GraphIndex(graph_def, validate=False)  # no consumers yet: the sinks read off the inputs
+    assert "consumers" not in vars(unread) and unread.sinks() == fresh.sinks() == updated.sinks()
     if updated._colocated is not None:  # carried over: every node with colocation constraints (a superset)
         assert set(fresh.colocated_nodes()) <= set(updated.colocated_nodes())
 

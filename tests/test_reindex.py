@@ -4,7 +4,7 @@ function body, that index equals one built from scratch; a rewrite that tells le
 is caught."""
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import pytest
@@ -53,8 +53,17 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
+    unread = GraphIndex(graph_def, validate=False)  # no consumers yet: the sinks read off the inputs
+    assert "consumers" not in vars(unread) and unread.sinks() == fresh.sinks() == updated.sinks()
     if updated._colocated is not None:  # carried over: every node with colocation constraints (a superset)
         assert set(fresh.colocated_nodes()) <= set(updated.colocated_nodes())
+
+
+def _counted(result) -> None:
+    """The op counts after the run, worked out from the last index and rewrite, are the fused
+    graph's own, in the order its nodes first show each op type."""
+    recount = Counter(node.op for node in result.fused_graph_def.node)
+    assert list(result.report.op_counts_after.items()) == list(recount.items())
 
 
 @pytest.fixture
@@ -77,18 +86,21 @@ def test_bert_style_encoder(bert_encoder, checked):
     result = scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
     assert result.report.fused_count("LayerNorm") == 7 and result.report.fused_count("MatMulBiasAddActivation") > 0
     assert len(checked) == 2 and all(checked)
+    _counted(result)
 
 
 def test_keras_hub_bert(keras_hub_bert, checked):
     result = scopefusion.fuse(keras_hub_bert.graph_def, registry=REGISTRY, hints=False)
     assert result.report.fused_count("LayerNorm") == 5
     assert len(checked) >= 1
+    _counted(result)
 
 
 def test_keras_mobilenet_v2(keras_mobilenet_v2, checked):
     result = scopefusion.fuse(keras_mobilenet_v2.graph_def, registry=REGISTRY, hints=False)
     assert result.report.fused
     assert len(checked) >= 1
+    _counted(result)
 
 
 @pytest.mark.parametrize("build", [
@@ -103,6 +115,7 @@ def test_recurrent_loops(build, checked):
                               enable_scope_fusion_passes="ScopeBasicLSTMCellPass,ScopeGRUCellPass,ScopeDynamicRNNPass")
     assert result.report.fused_count("DynamicRNN") + result.report.fused_count("DynamicGRUV2") >= 1
     assert checked
+    _counted(result)
     assert_verifies(m, result.fused_graph_def)
 
 

@@ -17,7 +17,7 @@ from tensorflow.core.framework import graph_pb2
 from test_fuzz import MUTATIONS, _dense_gelu
 
 from scopefusion import GraphValidationError
-from scopefusion.core.graph import validate
+from scopefusion.core.graph import validate, wire_view
 from scopefusion.core.graph.attr_rules import OpRules, attr_problem, op_rules, shorten, valid_dtypes
 from scopefusion.core.graph.io import parse_graph_def
 from scopefusion.core.graph.output_ports import output_count
@@ -243,3 +243,16 @@ def test_a_tensor_shape_given_twice_on_the_wire_is_judged_merged_in_every_route(
     with pytest.raises(GraphValidationError, match="node 'merged' .Const.: attribute 'value' holds a tensor of "
                                                    r"undefined shape \[-1, 4\]$"):
         parse_graph_def(data, "m.pb")
+
+
+def test_attribute_signatures_are_each_nodes_own_trimmed_serialization(big_graphs):
+    """The signatures, cut out of the trimmed graph serialized at once, are the bytes each trimmed
+    node serializes to on its own: equal signatures mean equal trimmed nodes."""
+    for graph in big_graphs.values():
+        data = graph.SerializeToString()
+        view = wire_view._classes()["Graph"]()
+        view.ParseFromString(data)
+        view.DiscardUnknownFields()
+        expected = [node.SerializeToString() for node in view.node]
+        assert wire_view.attr_signatures(data) == expected
+        assert len(expected) == len(graph.node) and len(set(expected)) < len(expected)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
+from ..graph.layout import NodeLayout
 from ..graph.reindex import reindex
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
@@ -189,7 +190,7 @@ class FusionPipeline:
             first = False
             rewrite = self._stage(engine, index, outputs, report)
         report.nodes_after = len(graph_def.node)
-        report.op_counts_after = dict(Counter(node.op for node in graph_def.node))
+        report.op_counts_after = dict(Counter(_ops_after(index, graph_def, rewrite)))
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
@@ -277,6 +278,22 @@ def _index_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSumma
     if rewrite is None and _indexes(index, graph_def):
         return index
     return GraphIndex(graph_def)
+
+
+def _ops_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSummary | None) -> list[str]:
+    """The op type of every node of ``graph_def`` in graph order, after the last stage: the op types of
+    ``index`` (the last stage's) laid out as its rewrite left the nodes, without reading the untouched
+    nodes again."""
+    if rewrite is None:
+        ops = index.ops
+    else:
+        layout = NodeLayout.of(len(index), rewrite.dropped, {i: len(nodes) for i, nodes in rewrite.inserted.items()})
+        ops = layout.gather(index.ops, [node.op for nodes in rewrite.inserted.values() for node in nodes])
+        for i in rewrite.changed:  # an output turned alias has a new op
+            ops[layout.position[i]] = index.nodes[i].op
+    if index.graph_def is not graph_def or len(ops) != len(graph_def.node):
+        return [node.op for node in graph_def.node]
+    return ops
 
 
 def _indexes(index: GraphIndex, graph_def: "GraphDef") -> bool:

@@ -6,6 +6,7 @@ Tensors are ``(node_index, port)`` pairs; a control edge uses port ``-1``.
 from __future__ import annotations
 
 import gc
+import operator
 import sys
 from contextlib import contextmanager
 from functools import cached_property
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 _MAX_LISTED = 5
+_NAME, _OP = operator.attrgetter("name"), operator.attrgetter("op")
 
 
 @contextmanager
@@ -82,9 +84,9 @@ class GraphIndex:
         self.graph_def = graph_def
         with no_gc():
             self.nodes: list["NodeDef"] = list(graph_def.node)
-            self.names: list[str] = [n.name for n in self.nodes]
-            self.ops: list[str] = list(map(sys.intern, [n.op for n in self.nodes]))  # one string per op type
-            self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+            self.names: list[str] = list(map(_NAME, self.nodes))
+            self.ops: list[str] = list(map(sys.intern, map(_OP, self.nodes)))  # one string per op type
+            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
             self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
@@ -175,7 +177,9 @@ class GraphIndex:
         return ins[slot]
 
     def sinks(self) -> list[int]:
-        """Nodes whose outputs nobody consumes, in graph order."""
+        """Nodes whose outputs nobody consumes, in graph order (read off the consumers once built)."""
+        if "consumers" in self.__dict__:
+            return list(compress(count(), map(operator.not_, self.consumers)))
         used = bytearray(len(self.nodes))
         for ins in self.inputs:
             for p, _ in ins:

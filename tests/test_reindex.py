@@ -11,6 +11,7 @@ import pytest
 import loop_models as lm
 import rnn_models as rm
 from pass_checks import REGISTRY
+from model_builders import _freeze
 from detection_models import tf1_graph_mode
 from test_rnn_loops import assert_verifies
 
@@ -100,6 +101,27 @@ def test_keras_mobilenet_v2(keras_mobilenet_v2, checked):
     result = scopefusion.fuse(keras_mobilenet_v2.graph_def, registry=REGISTRY, hints=False)
     assert result.report.fused
     assert len(checked) >= 1
+    _counted(result)
+
+
+def test_an_output_made_an_alias_by_the_last_stage_is_counted_as_one(checked):
+    """With graph fusion switched off the scope stage is the last: the layer norm ending the graph
+    is its output, so the rewrite keeps the output's name on an Identity reading the fused node, and
+    the op counts after the run say so."""
+    import tensorflow as tf
+    import tf_slim
+
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
+        return {x: np.ones([2, 8], np.float32)}, [tf_slim.layers.layer_norm(x, begin_norm_axis=-1)]
+
+    frozen, _, outputs = _freeze(build)
+    output = outputs[0].split(":")[0]
+    switch = scopefusion.FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
+    result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False, fusion_switch_file=switch)
+    assert result.report.fused_count("LayerNorm") == 1 and not checked  # no stage after the scope stage
+    ops = {n.name: n.op for n in result.fused_graph_def.node}
+    assert ops[output] == "Identity" and {n.op for n in frozen.node if n.name == output} != {"Identity"}
     _counted(result)
 
 

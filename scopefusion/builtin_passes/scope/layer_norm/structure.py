@@ -46,7 +46,7 @@ class _Description:
         index = sg.index
         self.attributes = attributes
         self.members: list[int] = scope.all_node_indices()
-        self.position = position = {i: k for k, i in enumerate(self.members)}
+        self.position = {i: k for k, i in enumerate(self.members)}
         self.outside: dict[tuple[int, int], int] = {}
         attrs = attributes.of_all(self.members)
         # node -> its value's bytes, taken only when asked

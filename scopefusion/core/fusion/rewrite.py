@@ -18,6 +18,7 @@ from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
@@ -42,23 +43,51 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
     return None
 
 
+class _AttrBlocks:
+    """Each distinct attribute set of the new nodes serialized once, as the ``attr`` map of a
+    ``NodeDef``, for merging into every new node that has it.  Attribute values are known by
+    identity: plans share the messages of equal scalars, and keep every value alive while the
+    rewrite runs."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[tuple, bytes] = {}
+        self._holder = message_class("NodeDef")()
+
+    def block(self, attrs: dict[str, "AttrValue"]) -> bytes:
+        key = tuple((k, id(v)) for k, v in attrs.items())
+        block = self._blocks.get(key)
+        if block is None:
+            holder = self._holder
+            holder.Clear()
+            for k, value in attrs.items():
+                holder.attr[k].CopyFrom(value)
+            block = self._blocks[key] = holder.SerializeToString()
+        return block
+
+
 def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"]
+    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"],
+    blocks: _AttrBlocks,
 ) -> list["NodeDef"]:
     """The plan's new nodes, made by ``add`` (appending them to the graph's node list)."""
     res = plan.candidate
     inputs = [resolve(p, port) for p, port in plan.inputs]
-    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
-    device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
-    if res.has_inner_graph:
+    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) if plan.control_inputs else []
+    device = ""
+    nodes = index.nodes
+    for d in plan.removed:
+        device = nodes[d].device
+        if device:
+            break
+    if res.inner_nodes:
         new = [add(name=f"{res.name}/{inner.name}", op=inner.op, device=device,
                    input=[*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls])
                for inner in res.inner_nodes]
     else:
         new = [add(name=res.name, op=res.type, device=device, input=[*inputs, *controls])]
     for node, attrs in zip(new, plan.attr_values):  # written when the plan was checked
-        for key, value in attrs.items():
-            node.attr[key].CopyFrom(value)
+        if attrs:
+            node.MergeFromString(blocks.block(attrs))
     return new
 
 
@@ -173,8 +202,9 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
+    blocks = _AttrBlocks()
     for plan in plans:
-        built = _build_nodes(plan, index, resolve, graph.node.add)  # both read the plan's nodes before they change
+        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)  # both read the plan's nodes before they change
         aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
         for d in plan.removed:
             if d in aliases:  # a graph output keeps its name: the node becomes an alias

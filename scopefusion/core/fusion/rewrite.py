@@ -54,7 +54,7 @@ class _AttrBlocks:
         self._holder = message_class("NodeDef")()
 
     def block(self, attrs: dict[str, "AttrValue"]) -> bytes:
-        key = tuple((k, id(v)) for k, v in attrs.items())
+        key = (*attrs, *map(id, attrs.values()))  # the names, then their values' identities
         block = self._blocks.get(key)
         if block is None:
             holder = self._holder

@@ -204,7 +204,8 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
     blocks = _AttrBlocks()
     for plan in plans:
-        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)  # both read the plan's nodes before they change
+        # both read the plan's nodes before they change
+        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)
         aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
         for d in plan.removed:
             if d in aliases:  # a graph output keeps its name: the node becomes an alias

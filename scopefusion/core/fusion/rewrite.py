@@ -79,16 +79,25 @@ def _build_nodes(
         device = nodes[d].device
         if device:
             break
+    blocks_of = [blocks.block(attrs) if attrs else b"" for attrs in plan.attr_values]  # written with the plan
+    blocks_of += [b""] * (max(len(res.inner_nodes), 1) - len(blocks_of))  # a node without attributes
     if res.inner_nodes:
-        new = [add(name=f"{res.name}/{inner.name}", op=inner.op, device=device,
-                   input=[*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls])
-               for inner in res.inner_nodes]
-    else:
-        new = [add(name=res.name, op=res.type, device=device, input=[*inputs, *controls])]
-    for node, attrs in zip(new, plan.attr_values):  # written when the plan was checked
-        if attrs:
-            node.MergeFromString(blocks.block(attrs))
-    return new
+        return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
+                          [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
+                for inner, block in zip(res.inner_nodes, blocks_of)]
+    return [_new_node(add(), res.name, res.type, device, [*inputs, *controls], blocks_of[0])]
+
+
+def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
+    """Fill the empty ``node``: its attributes merged from a prepared block, then its fields."""
+    if attr_block:
+        node.MergeFromString(attr_block)
+    node.name = name
+    node.op = op
+    if device:
+        node.device = device
+    node.input.extend(inputs)
+    return node
 
 
 def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:

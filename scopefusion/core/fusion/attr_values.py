@@ -37,26 +37,39 @@ def written_attrs(
 ) -> list[dict[str, "AttrValue"]]:
     """The attributes of each new node as ``AttrValue``s; a value that cannot be
     written as its declared (or inferred) type refuses the result."""
-    if candidate.has_inner_graph:
-        items = [(n.op, n.attrs, f"inner node {n.name!r}: ") for n in candidate.inner_nodes]
-    else:
-        items = [(candidate.type, op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs, "")]
-    written_all: list[dict[str, AttrValue]] = []
-    for op, attrs, where in items:
-        types = _declared_types(op, fused_ops) if attrs else {}
-        written_all.append({})
-        for key, value in attrs.items():
-            attr_type = types.get(key)
-            memo = _memo_key(attr_type, value)
-            written = _WRITTEN.get(memo) if memo is not None else None
-            if written is None:
-                written = _written_attr(where, key, value, attr_type)
-                if memo is not None:
-                    if len(_WRITTEN) >= _WRITTEN_MAX:
-                        _WRITTEN.clear()
-                    _WRITTEN[memo] = written
-            written_all[-1][key] = written
-    return written_all
+    if candidate.inner_nodes:
+        return [_written_set(n.op, n.attrs, f"inner node {n.name!r}: ", fused_ops) for n in candidate.inner_nodes]
+    attrs = op_def.with_defaults(candidate.attrs) if op_def else candidate.attrs
+    return [_written_set(candidate.type, attrs, "", fused_ops)]
+
+
+def _written_set(op: str, attrs: Mapping[str, Any], where: str,
+                 fused_ops: Mapping[str, FusedOpDef]) -> dict[str, "AttrValue"]:
+    """One node's attributes written; a plain scalar (a float by its exact bits: ``-0.0 == 0.0``)
+    is looked up among the values already written for its declared type."""
+    if not attrs:
+        return {}
+    types = _declared_types(op, fused_ops)
+    memo_table = _WRITTEN
+    out: dict[str, AttrValue] = {}
+    for key, value in attrs.items():
+        attr_type = types.get(key)
+        kind = type(value)
+        if kind in _SCALARS:
+            memo: tuple | None = (attr_type, kind, value)
+        elif kind is float:
+            memo = (attr_type, kind, value.hex())
+        else:
+            memo = None
+        written = memo_table.get(memo) if memo is not None else None
+        if written is None:
+            written = _written_attr(where, key, value, attr_type)
+            if memo is not None:
+                if len(memo_table) >= _WRITTEN_MAX:
+                    memo_table.clear()
+                memo_table[memo] = written
+        out[key] = written
+    return out
 
 
 def _written_attr(where: str, key: str, value: Any, attr_type: str | None) -> "AttrValue":
@@ -71,22 +84,11 @@ def _written_attr(where: str, key: str, value: Any, attr_type: str | None) -> "A
     return written
 
 
-#: Attribute values already written, by :func:`_memo_key` (shared: plans only read them, and the
-#: rewrite copies them into the new nodes); cleared when it holds this many.
+#: Attribute values already written, by declared type, Python type and value (shared: plans only
+#: read them, and the rewrite copies them into the new nodes); cleared when it holds this many.
 _WRITTEN: dict[tuple, "AttrValue"] = {}
 _WRITTEN_MAX = 1 << 16
-_SCALARS = (bool, int, str, bytes)
-
-
-def _memo_key(attr_type: str | None, value: Any) -> tuple | None:
-    """What decides how a plain scalar is written (a float by its exact bits: ``-0.0 == 0.0``);
-    None for any other value, written each time."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return attr_type, kind, value
-    if kind is float:
-        return attr_type, kind, value.hex()
-    return None
+_SCALARS = frozenset({bool, int, str, bytes})
 
 
 #: The AttrValue field each declared attr type is written to.

@@ -18,6 +18,7 @@ from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
@@ -42,24 +43,61 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
     return None
 
 
+class _AttrBlocks:
+    """Each distinct attribute set of the new nodes serialized once, as the ``attr`` map of a
+    ``NodeDef``, for merging into every new node that has it.  Attribute values are known by
+    identity: plans share the messages of equal scalars, and keep every value alive while the
+    rewrite runs."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[tuple, bytes] = {}
+        self._holder = message_class("NodeDef")()
+
+    def block(self, attrs: dict[str, "AttrValue"]) -> bytes:
+        key = (*attrs, *map(id, attrs.values()))  # the names, then their values' identities
+        block = self._blocks.get(key)
+        if block is None:
+            holder = self._holder
+            holder.Clear()
+            for k, value in attrs.items():
+                holder.attr[k].CopyFrom(value)
+            block = self._blocks[key] = holder.SerializeToString()
+        return block
+
+
 def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"]
+    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"],
+    blocks: _AttrBlocks,
 ) -> list["NodeDef"]:
     """The plan's new nodes, made by ``add`` (appending them to the graph's node list)."""
     res = plan.candidate
     inputs = [resolve(p, port) for p, port in plan.inputs]
-    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs))
-    device = next((index.nodes[d].device for d in plan.removed if index.nodes[d].device), "")
-    if res.has_inner_graph:
-        new = [add(name=f"{res.name}/{inner.name}", op=inner.op, device=device,
-                   input=[*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls])
-               for inner in res.inner_nodes]
-    else:
-        new = [add(name=res.name, op=res.type, device=device, input=[*inputs, *controls])]
-    for node, attrs in zip(new, plan.attr_values):  # written when the plan was checked
-        for key, value in attrs.items():
-            node.attr[key].CopyFrom(value)
-    return new
+    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) if plan.control_inputs else []
+    device = ""
+    nodes = index.nodes
+    for d in plan.removed:
+        device = nodes[d].device
+        if device:
+            break
+    blocks_of = [blocks.block(attrs) if attrs else b"" for attrs in plan.attr_values]  # written with the plan
+    blocks_of += [b""] * (max(len(res.inner_nodes), 1) - len(blocks_of))  # a node without attributes
+    if res.inner_nodes:
+        return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
+                          [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
+                for inner, block in zip(res.inner_nodes, blocks_of)]
+    return [_new_node(add(), res.name, res.type, device, [*inputs, *controls], blocks_of[0])]
+
+
+def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
+    """Fill the empty ``node``: its attributes merged from a prepared block, then its fields."""
+    if attr_block:
+        node.MergeFromString(attr_block)
+    node.name = name
+    node.op = op
+    if device:
+        node.device = device
+    node.input.extend(inputs)
+    return node
 
 
 def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:
@@ -173,8 +211,10 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
+    blocks = _AttrBlocks()
     for plan in plans:
-        built = _build_nodes(plan, index, resolve, graph.node.add)  # both read the plan's nodes before they change
+        # both read the plan's nodes before they change
+        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)
         aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
         for d in plan.removed:
             if d in aliases:  # a graph output keeps its name: the node becomes an alias

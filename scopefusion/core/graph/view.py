@@ -79,8 +79,9 @@ class GraphView:
             yield changed
         finally:
             ledger, self._ledger = self._ledger, None
+            nodes = self.index.nodes
             for i, before in ledger.items():
-                node = self.index.nodes[i]
+                node = nodes[i]
                 if node.SerializeToString() != before:
                     node.ParseFromString(before)
                     changed.append(self.index.names[i])

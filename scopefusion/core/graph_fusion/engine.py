@@ -228,8 +228,12 @@ class _NearMisses:
 
 def _tensor(match: PatternMatch, ref: str) -> Tensor:
     """A tensor of the match named by a variable, a label, or ``label:port``."""
-    if ref in match.tensors or ref in match.nodes:
-        return match.tensor(ref)
+    tensor = match.tensors.get(ref)
+    if tensor is not None:
+        return tensor
+    node = match.nodes.get(ref)
+    if node is not None:
+        return node, 0
     label, port = parse_input(ref)
     if label in match.nodes and port >= 0:
         return match.nodes[label], port
@@ -242,27 +246,26 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
     """The candidate a graph pass's answer describes; raises :class:`Refused`."""
     output_refs = list(fused.outputs) or list(match.pattern.outputs)
     outputs: dict[Tensor, int] = {}
+    members = match.members
     for k, ref in enumerate(output_refs):
         tensor = _tensor(match, ref)
-        if tensor[0] not in match.members:
+        if tensor[0] not in members:
             raise Refused(f"fused output {k} ({ref!r}) is not produced inside the match")
         outputs[tensor] = k
     if not output_refs:  # the root's output
         outputs[(match.root, match.pattern.root_port)] = 0
-    first_output = next(iter(outputs))
     return FusionCandidate(
-        name=fused.name or match.view.index.names[first_output[0]],
-        members=match.members,
+        name=fused.name or match.view.index.names[next(iter(outputs))[0]],
+        members=members,
         pass_name=pass_name,
         engine="graph",
         type=fused.type,
         attrs=dict(fused.attrs),
         inputs={i: _tensor(match, ref) for i, ref in enumerate(fused.inputs)},
         outputs=outputs,
-        inner_nodes=list(fused.inner_nodes),
-        inner_outputs=dict(fused.inner_outputs),
+        inner_nodes=list(fused.inner_nodes) if fused.inner_nodes else [],
+        inner_outputs=dict(fused.inner_outputs) if fused.inner_outputs else {},
         where=[match.root_name],
         description=fused.description,
         order=order,
     )
-

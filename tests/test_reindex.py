@@ -20,7 +20,7 @@ import scopefusion.core.fusion.pipeline as pipeline_module
 from scopefusion import GraphIndex
 from scopefusion.core.errors import GraphValidationError
 from scopefusion.core.fusion.rewrite import apply_plans
-from scopefusion.core.graph.reindex import reindex
+from scopefusion.core.graph.reindex import layout_of, reindex
 
 
 def _kahn(index: GraphIndex) -> list[int]:
@@ -73,6 +73,7 @@ def checked(monkeypatch):
     calls: list[int] = []
 
     def checking(old, dropped, changed, inserted, **kw):
+        assert kw["layout"] == layout_of(len(old.nodes), dropped, inserted)  # the rewrite's own is the same
         updated = reindex(old, dropped, changed, inserted, **kw)
         _same(updated, old.graph_def)
         calls.append(len(dropped))

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
-from ..graph.layout import NodeLayout
-from ..graph.reindex import reindex
+from ..graph.reindex import layout_of, reindex, rewritten_ops
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
 from .conflicts import Conflict, select_plans
@@ -274,7 +273,7 @@ def _index_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSumma
     """The index of ``graph_def`` for the next stage: after a rewrite, ``index`` updated with what it
     changed; after none, ``index`` itself while it still indexes the graph."""
     if rewrite is not None and index.graph_def is graph_def:
-        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted)
+        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted, layout=rewrite.layout)
     if rewrite is None and _indexes(index, graph_def):
         return index
     return GraphIndex(graph_def)
@@ -287,10 +286,9 @@ def _ops_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSummary
     if rewrite is None:
         ops = index.ops
     else:
-        layout = NodeLayout.of(len(index), rewrite.dropped, {i: len(nodes) for i, nodes in rewrite.inserted.items()})
-        ops = layout.gather(index.ops, [node.op for nodes in rewrite.inserted.values() for node in nodes])
-        for i in rewrite.changed:  # an output turned alias has a new op
-            ops[layout.position[i]] = index.nodes[i].op
+        layout = rewrite.layout or layout_of(len(index), rewrite.dropped, rewrite.inserted)
+        ops = rewritten_ops(index, layout, [node for nodes in rewrite.inserted.values() for node in nodes],
+                            rewrite.changed)
     if index.graph_def is not graph_def or len(ops) != len(graph_def.node):
         return [node.op for node in graph_def.node]
     return ops

@@ -146,6 +146,8 @@ class RewriteSummary:
     changed: set[int] = field(default_factory=set)
     #: new nodes (their messages in the graph) by the node they follow in the new order
     inserted: dict[int, list["NodeDef"]] = field(default_factory=dict)
+    #: the node order the rewrite left, in terms of the index that was rewritten (None: no rewrite)
+    layout: NodeLayout | None = None
 
 
 def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSummary:
@@ -229,8 +231,8 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     new_nodes = [n for built in built_by_anchor.values() for n in built]
     summary.new_names = [n.name for n in new_nodes]
     summary.touched.extend(new_nodes)
-    layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
-    layout.arrange(graph.node)
+    summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
+    summary.layout.arrange(graph.node)
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
         kept += new_nodes

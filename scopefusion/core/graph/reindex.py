@@ -8,7 +8,7 @@ and new nodes are read: the rest is taken from the old index, producers renumber
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Mapping, Sequence
 
 from ..errors import GraphValidationError
 from .index import COLOCATE, GraphIndex, _summarise, no_gc, parse_node_inputs
@@ -19,22 +19,23 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
-            inserted: Mapping[int, Sequence["NodeDef"]], *, validate: bool = True) -> GraphIndex:
+            inserted: Mapping[int, Sequence["NodeDef"]], *, validate: bool = True,
+            layout: NodeLayout | None = None) -> GraphIndex:
     """The index of ``old.graph_def`` after a rewrite that dropped the nodes ``dropped``, changed the
     inputs or op of the nodes ``changed`` and placed ``inserted[i]`` (messages in the graph) right
     after node ``i`` (or where it stood, when it was dropped); the graph's node list must be in that
     order.  The result equals ``GraphIndex(old.graph_def)``; ``validate`` checks the same (duplicate
-    names, inputs naming no node, cycles), reading only what changed."""
+    names, inputs naming no node, cycles), reading only what changed.  ``layout``: the rewrite's
+    own, when it has it (the same as worked out from ``dropped`` and ``inserted``)."""
     new = GraphIndex.__new__(GraphIndex)
     new.graph_def = old.graph_def
-    layout = NodeLayout.of(len(old.nodes), dropped, {i: len(nodes) for i, nodes in inserted.items()})
+    if layout is None:
+        layout = layout_of(len(old.nodes), dropped, inserted)
     fresh_nodes = [node for nodes in inserted.values() for node in nodes]
     with no_gc():
         new.nodes = layout.gather(old.nodes, fresh_nodes)
         new.names = layout.gather(old.names, [node.name for node in fresh_nodes])
-        new.ops = layout.gather(old.ops, [sys.intern(node.op) for node in fresh_nodes])
-        for i in changed:  # an output turned alias has a new op
-            new.ops[layout.position[i]] = sys.intern(old.nodes[i].op)
+        new.ops = rewritten_ops(old, layout, fresh_nodes, changed)
         new.index = dict(zip(new.names, range(len(new.names))))
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
@@ -46,6 +47,21 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
         _check_told(old, new, dropped, changed)
         new.topological_order()
     return new
+
+
+def layout_of(count: int, dropped: AbstractSet[int], inserted: Mapping[int, Sequence["NodeDef"]]) -> NodeLayout:
+    """The node order after a rewrite that dropped ``dropped`` and put ``inserted[i]`` after node ``i``."""
+    return NodeLayout.of(count, dropped, {i: len(nodes) for i, nodes in inserted.items()})
+
+
+def rewritten_ops(old: GraphIndex, layout: NodeLayout, fresh_nodes: Sequence["NodeDef"],
+                  changed: AbstractSet[int]) -> list[str]:
+    """Every node's op type after a rewrite: the old ones laid out, the new nodes' and the changed
+    nodes' read (an output turned alias has a new op)."""
+    ops = layout.gather(old.ops, [sys.intern(node.op) for node in fresh_nodes])
+    for i in changed:
+        ops[layout.position[i]] = sys.intern(old.nodes[i].op)
+    return ops
 
 
 def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> list[list[tuple[int, int]]]:

@@ -83,6 +83,13 @@ def _any_step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
     return then()
 
 
+def _kept_if(m: "PatternMatcher", mark: int, matched: bool) -> bool:
+    """``matched``; when False, the bindings made since the trail stood at ``mark`` are undone."""
+    if not matched:
+        m._undo(mark)
+    return matched
+
+
 def _var_step(name: str) -> Step:
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
         bound = m.tensors.get(name)
@@ -101,10 +108,7 @@ def _var_step(name: str) -> Step:
         mark = len(trail)
         m.tensors[name] = tensor
         trail.append((m.tensors, name))
-        if then():
-            return True
-        m._undo(mark)
-        return False
+        return _kept_if(m, mark, then())
     return step
 
 
@@ -168,10 +172,7 @@ def _const_step(expr: Const) -> Step:
             if bound is None:
                 m._bind(m.nodes, label, chain[-1])
                 m._bind(m.consts, label, value)
-        if then():
-            return True
-        m._undo(mark)
-        return False
+        return _kept_if(m, mark, then())
     return step
 
 
@@ -192,10 +193,7 @@ def _op_step(expr: Op) -> Step:
             mark = len(m._trail)
             for i in passed:  # reads forwarded on the way belong to the match too
                 m._add_member(i)
-            if then():  # the same expression met again through another consumer: already matched
-                return True
-            m._undo(mark)
-            return False
+            return _kept_if(m, mark, then())  # the same expression met again through another consumer
         inside = m.inside
         if not (plain and port == wanted_port and (bound is None or bound == node) and (
                 not types or ops[node] in types) and (inside is None or node in inside)):
@@ -217,9 +215,8 @@ def _op_step(expr: Op) -> Step:
             members.add(node)
             trail.append((members, node))
         m._progress = progress + 1
-        if then() if inputs is None else inputs(m, node, then):
+        if _kept_if(m, mark, then() if inputs is None else inputs(m, node, then)):
             return True
-        m._undo(mark)
         m._progress = progress
         return False
     return step
@@ -253,9 +250,9 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
             if len(actual) != 2 and count_problem(m, node, actual):
                 return False
-            name = m.index.names[node]
-            return _pair(m, name, 0, actual[0], 1, actual[1], first, second, then) or (
-                swapped and _pair(m, name, 1, actual[1], 0, actual[0], first, second, then))
+            at0, at1 = (m.index.names[node], 0), (m.index.names[node], 1)
+            return _single(m, at0, actual[0], first, lambda: _single(m, at1, actual[1], second, then)) or (
+                swapped and _single(m, at1, actual[1], first, lambda: _single(m, at0, actual[0], second, then)))
         return two
 
     def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
@@ -271,7 +268,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
 
 
 def _single(m: "PatternMatcher", entry: tuple[str, int], tensor: Tensor, step: Step, then: Then) -> bool:
-    """:func:`_sequence` of one input, written out."""
+    """:func:`_sequence` of one input, written out (two inputs are one within the other)."""
     where = m._where
 
     def last() -> bool:
@@ -282,34 +279,6 @@ def _single(m: "PatternMatcher", entry: tuple[str, int], tensor: Tensor, step: S
         return False
     where.append(entry)
     if step(m, tensor, last):
-        return True
-    where.pop()
-    return False
-
-
-def _pair(m: "PatternMatcher", name: str, slot0: int, tensor0: Tensor, slot1: int, tensor1: Tensor,
-          step0: Step, step1: Step, then: Then) -> bool:
-    """:func:`_sequence` of two inputs, written out."""
-    where = m._where
-    entry0, entry1 = (name, slot0), (name, slot1)
-
-    def last() -> bool:
-        where.pop()
-        if then():
-            return True
-        where.append(entry1)
-        return False
-
-    def rest() -> bool:
-        where.pop()
-        where.append(entry1)
-        if step1(m, tensor1, last):
-            return True
-        where.pop()
-        where.append(entry0)
-        return False
-    where.append(entry0)
-    if step0(m, tensor0, rest):
         return True
     where.pop()
     return False

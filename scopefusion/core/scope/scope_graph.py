@@ -141,7 +141,7 @@ class Scope:
 
     def nodes_by_op(self, op_type: str, *, direct: bool = False) -> list["NodeDef"]:
         """Nodes of one op type in this scope (or only directly in it)."""
-        if not direct and op_type not in self.op_counts:
+        if not direct and not self.count(op_type):
             return []
         ops = self._tree.index.ops
         ids = self.direct_nodes if direct else self.all_node_indices()
@@ -151,8 +151,8 @@ class Scope:
         """Descendant nodes of ``op_type`` (0 when none)."""
         if self._op_counts is not None:
             return self._op_counts.get(op_type, 0)
-        ops = self._tree.index.ops  # a scope is asked for a few types: no need to count them all
-        return sum(1 for i in self.all_node_indices() if ops[i] == op_type)
+        arrays = self._tree.arrays  # one count column per op type, for every scope at once
+        return max(int(arrays.counts(op_type)[arrays.position(self)]), 0)
 
     def full_name(self, suffix: str) -> str:
         """The full node name of ``suffix`` relative to this scope."""

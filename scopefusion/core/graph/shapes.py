@@ -182,7 +182,7 @@ class RankInference:
                 return (KNOWN, (), len(shapes[port].dim))
         kind = _KIND.get(op)
         if kind is not None or op not in _SOURCES:
-            ins = [t for t in index.inputs[i] if t[1] != CONTROL]
+            ins = self._data_inputs(i)
             if not ins:
                 return _UNKNOWN
             if kind == SHIFT or (op == "Select" and port == 0):

@@ -79,10 +79,7 @@ class ScopeArrays:
 
     def holds(self, feature: NodeOpTypeFeature) -> np.ndarray:
         """Where ``feature`` holds (:func:`..patterns.count_holds`, for every scope at once)."""
-        count = self.counts(feature.op_type)
-        if feature.step == 0:
-            return count == feature.num  # type: ignore[no-any-return]
-        return (count != -1) & (count % feature.step == feature.num)  # type: ignore[no-any-return]
+        return _counts_hold(self.counts(feature.op_type), feature.num, feature.step)
 
     def rules_out(self, feature: NodeOpTypeFeature) -> np.ndarray:
         """Where no scope of the subtree can have ``feature`` (a required op type is absent)."""
@@ -111,12 +108,7 @@ class ScopeArrays:
         n = len(self.order)
         counts = np.searchsorted(labelled, self.end, side="left") - np.searchsorted(
             labelled, np.arange(n), side="right")  # strictly below each scope
-        if feature.at_least:
-            holds = counts >= feature.num
-        elif feature.step == 0:
-            holds = counts == feature.num
-        else:  # a count of 0 is 0 here, never "absent"
-            holds = counts % feature.step == feature.num
+        holds = counts >= feature.num if feature.at_least else _counts_hold(counts, feature.num, feature.step)
         if feature.suffix or feature.sub_scope_mask:
             holds &= self.static_holds(ScopeFeature(suffix=feature.suffix, sub_scope_mask=feature.sub_scope_mask))
         return holds  # type: ignore[no-any-return]
@@ -155,3 +147,10 @@ class ScopeArrays:
             running = np.concatenate(([0], np.cumsum(named)))  # a subtree is a range of the pre-order
             known = self._named_below[mask] = running[self.end] - running[1:] > 0
         return known
+
+
+def _counts_hold(counts: np.ndarray, num: int, step: int) -> np.ndarray:
+    """:func:`..patterns.count_holds` for every count at once (-1: nothing found)."""
+    if step == 0:
+        return counts == num  # type: ignore[no-any-return]
+    return (counts != -1) & (counts % step == num)  # type: ignore[no-any-return]

@@ -91,9 +91,9 @@ def test_index_tracks_ports_consumers_and_control_edges():
     ])
     sg = ScopeGraph(graph)
     idx = sg.index
-    assert idx.inputs[idx.index["u"]] == [(0, 1), (0, 0), (2, -1)]
-    assert sorted(idx.consumers[idx.index["s"]]) == [(1, 0, 1), (1, 1, 0)]
-    assert idx.consumers[idx.index["c"]] == [(1, -1, 2)]
+    assert idx.inputs[idx.index["u"]] == ((0, 1), (0, 0), (2, -1))
+    assert idx.consumers[idx.index["s"]] == ((1, 1, 0), (1, 0, 1))  # by consumer, then slot
+    assert idx.consumers[idx.index["c"]] == ((1, -1, 2),) and idx.consumers[idx.index["u"]] == ()
     assert sg.input_names("u", control=True) == ["s:1", "s", "^c"]
 
 

@@ -11,11 +11,12 @@ import sys
 from contextlib import contextmanager
 from functools import cached_property
 from itertools import compress, count
-from typing import TYPE_CHECKING, AbstractSet, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, Sequence
 
 from ..errors import GraphValidationError
+from .edge_lists import Consumers, Inputs, consumers_of, node_ids, parse_inputs
 from .toposort import kahn_order_by_readers, on_cycles
-from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS, is_port
+from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
 
 #: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
 COLOCATE = "_class"
@@ -46,33 +47,6 @@ def _summarise(problems: Sequence[str]) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_node_inputs(texts: Iterable[str], index: dict[str, int], reader: str,
-                      dangling: list[str]) -> list[tuple[int, int]]:
-    """One node's inputs as ``(producer, port)`` pairs; an input naming no node is told in
-    ``dangling`` (and read as producer -1)."""
-    parsed: list[tuple[int, int]] = []
-    for text in texts:
-        producer = index.get(text)  # names hold no ':' and no '^'
-        if producer is not None:
-            parsed.append((producer, 0))
-            continue
-        if text[:1] == "^":
-            name, port = text[1:], CONTROL
-        else:
-            colon = text.rfind(":")
-            digits = text[colon + 1 :]
-            if colon > 0 and is_port(digits):
-                name, port = text[:colon], int(digits)
-            else:
-                name, port = text, 0
-        producer = index.get(name)
-        if producer is None:
-            dangling.append(f"{reader!r} reads {text!r}")
-            producer = -1
-        parsed.append((producer, port))
-    return parsed
-
-
 class GraphIndex:
     """Read-only index of a GraphDef.
 
@@ -89,7 +63,7 @@ class GraphIndex:
             self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
-            self.inputs: list[list[tuple[int, int]]] = self._parse_inputs()
+            self.inputs: Inputs = self._parse_inputs()
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
         self._colocated: list[int] | None = None
@@ -108,10 +82,9 @@ class GraphIndex:
             f"duplicate node names: {_summarise([repr(d) for d in dups])}"
         )
 
-    def _parse_inputs(self) -> list[list[tuple[int, int]]]:
-        index = self.index
+    def _parse_inputs(self) -> Inputs:
         dangling: list[str] = []
-        result = [parse_node_inputs(node.input, index, name, dangling) for node, name in zip(self.nodes, self.names)]
+        result = parse_inputs(self.nodes, self.names, self.index, dangling)
         if dangling:
             raise GraphValidationError(
                 f"inputs that name no node in the graph: {_summarise(dangling)}"
@@ -130,16 +103,17 @@ class GraphIndex:
         return self.nodes[self.index[name]]
 
     @cached_property
-    def consumers(self) -> list[list[tuple[int, int, int]]]:
-        """Per producer: ``(consumer, producer_port, consumer_input_slot)`` (built on first use, at the
-        latest by :meth:`topological_order`, which follows them; later reads are plain attribute reads,
-        which hot loops make by the hundred thousand)."""
+    def consumers(self) -> Consumers:
+        """Per producer: ``(consumer, producer_port, consumer_input_slot)``, by consumer then slot (built
+        on first use, at the latest by :meth:`topological_order`, which follows them; later reads are
+        plain attribute reads, which hot loops make by the hundred thousand)."""
         with no_gc():
-            consumers: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
-            for c, ins in enumerate(self.inputs):
-                for slot, (p, port) in enumerate(ins):
-                    consumers[p].append((c, port, slot))
-        return consumers
+            return consumers_of(self.inputs, self.node_ids())
+
+    def node_ids(self) -> Sequence[int]:
+        """The node indices in order, as the int objects the name table holds: structures built of
+        them share those objects rather than making their own."""
+        return node_ids(self.index, len(self.names))
 
     def nodes_of_type(self, op: str) -> list[int]:
         """Indices of the nodes of one op type, in graph order (one pass builds the table for every type)."""
@@ -197,7 +171,7 @@ class GraphIndex:
             readers = list(self.consumers)  # the edges the order follows, loop back edges taken out below
             indegree = list(map(len, self.inputs))
             self._drop_loop_back_edges(readers, indegree)
-            order = kahn_order_by_readers(indegree, readers)
+            order = kahn_order_by_readers(indegree, readers, self.node_ids())
         if len(order) != len(self.nodes):
             succ = [[c for c, _, _ in edges] for edges in readers]
             stuck = [self.names[i] for i in on_cycles(indegree, succ)]

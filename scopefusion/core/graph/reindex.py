@@ -11,7 +11,8 @@ import sys
 from typing import TYPE_CHECKING, AbstractSet, Mapping, Sequence
 
 from ..errors import GraphValidationError
-from .index import COLOCATE, GraphIndex, _summarise, no_gc, parse_node_inputs
+from .edge_lists import Inputs, parse_node_inputs, renumbered
+from .index import COLOCATE, GraphIndex, _summarise, no_gc
 from .layout import NodeLayout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,13 +65,13 @@ def rewritten_ops(old: GraphIndex, layout: NodeLayout, fresh_nodes: Sequence["No
     return ops
 
 
-def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> list[list[tuple[int, int]]]:
+def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> Inputs:
     """Inputs of the rewritten graph: the old ones renumbered, the changed and new nodes' read."""
-    position = layout.position
+    ids = [*new.node_ids(), -1]  # a dropped node's position, -1, stays -1
     placed = layout.gather(old.inputs, [()] * len(layout.fresh))  # the new nodes' are read below
-    inputs = [[(position[p], port) for p, port in ins] for ins in placed]
+    inputs = renumbered(placed, list(map(ids.__getitem__, layout.position)))
     dangling: list[str] = []
-    for k in sorted([*(position[i] for i in changed), *layout.fresh]):  # in graph order, as errors list them
+    for k in sorted([*(layout.position[i] for i in changed), *layout.fresh]):  # in graph order, as errors list them
         inputs[k] = parse_node_inputs(new.nodes[k].input, new.index, new.names[k], dangling)
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")

@@ -20,10 +20,12 @@ def kahn_order(indegree: list[int], succ: Sequence[Sequence[int]], starts: Itera
     return order
 
 
-def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[int, int, int]]]) -> list[int]:
+def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[int, int, int]]],
+                          ids: Sequence[int] | None = None) -> list[int]:
     """:func:`kahn_order` from every node of indegree 0, over per-node lists of ``(reader, port,
-    slot)`` (a graph index's consumers, read as they are rather than copied into lists of readers)."""
-    order = _sources(indegree)
+    slot)`` (a graph index's consumers, read as they are rather than copied into lists of readers).
+    ``ids``: the node indices as int objects to list the sources by (by default, new ones)."""
+    order = _sources(indegree, ids)
     append = order.append
     for i in order:
         for c, _, _ in readers[i]:
@@ -33,9 +35,9 @@ def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[
     return order
 
 
-def _sources(indegree: list[int]) -> list[int]:
-    """The nodes of indegree 0, in index order."""
-    return list(compress(count(), map(operator.not_, indegree)))
+def _sources(indegree: list[int], ids: Sequence[int] | None = None) -> list[int]:
+    """The nodes of indegree 0, in index order (as the int objects of ``ids``, when given)."""
+    return list(compress(count() if ids is None else ids, map(operator.not_, indegree)))
 
 
 def on_cycles(indegree: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:

@@ -1,0 +1,94 @@
+"""The edge lists of a graph index, built in bulk, equal the same lists written out plainly, node by
+node and edge by edge, on real graphs (a BERT encoder; a TF1 loop, whose inputs name ports and
+control edges); dangling inputs are told in graph order."""
+from __future__ import annotations
+
+import pytest
+import loop_models as lm
+import rnn_models as rm
+from graph_helpers import make_graph
+
+from scopefusion import GraphIndex
+from scopefusion.core.errors import GraphValidationError
+from scopefusion.core.graph.edge_lists import consumers_of, grouped, node_ids, parse_inputs, renumbered
+
+
+def _plain_inputs(graph_def) -> list[list[tuple[int, int]]]:
+    index = {node.name: i for i, node in enumerate(graph_def.node)}
+    out = []
+    for node in graph_def.node:
+        ins = []
+        for text in node.input:
+            if text.startswith("^"):
+                ins.append((index[text[1:]], -1))
+            elif ":" in text:
+                name, port = text.rsplit(":", 1)
+                ins.append((index[name], int(port)))
+            else:
+                ins.append((index[text], 0))
+        out.append(ins)
+    return out
+
+
+def _plain_consumers(inputs) -> list[list[tuple[int, int, int]]]:
+    consumers: list[list[tuple[int, int, int]]] = [[] for _ in inputs]
+    for c, ins in enumerate(inputs):
+        for slot, (p, port) in enumerate(ins):
+            consumers[p].append((c, port, slot))
+    return consumers
+
+
+@pytest.fixture(params=["bert", "tf1_loop"])
+def graph_def(request, bert_encoder):
+    if request.param == "bert":
+        return bert_encoder.graph_def
+    return lm.dynamic_rnn(rm.gru(), control_flow_v1=True).graph_def
+
+
+def test_inputs_and_consumers_equal_the_plain_ones(graph_def):
+    index = GraphIndex(graph_def)
+    plain = _plain_inputs(graph_def)
+    if any(node.op == "Merge" for node in graph_def.node):  # the loop: control edges and ports past 0 read
+        assert {-1, 1} <= {port for ins in plain for _, port in ins}
+    assert list(map(list, index.inputs)) == plain
+    assert all(type(ins) is tuple for ins in index.inputs)
+    assert list(map(list, index.consumers)) == _plain_consumers(plain)
+    assert all(type(cs) is tuple for cs in index.consumers)
+
+
+def test_edges_share_the_name_tables_ints(graph_def):
+    """Every node index an edge or the order holds is the name table's own int object."""
+    index = GraphIndex(graph_def)
+    ids = index.node_ids()
+    assert list(ids) == list(range(len(index)))
+    assert all(p is ids[p] for ins in index.inputs for p, _ in ins)
+    assert all(c is ids[c] for cs in index.consumers for c, _, _ in cs)
+    assert all(i is ids[i] for i in index.topological_order())
+
+
+def test_renumbered_maps_every_producer(graph_def):
+    index = GraphIndex(graph_def)
+    shift = [len(index) - 1 - i for i in range(len(index))]
+    assert list(map(list, renumbered(index.inputs, shift))) == [
+        [(shift[p], port) for p, port in ins] for ins in _plain_inputs(graph_def)]
+
+
+def test_grouped_cuts_runs_and_shares_the_empty_tuple():
+    assert grouped("abcdef", [2, 0, 3, 1]) == [("a", "b"), (), ("c", "d", "e"), ("f",)]
+    assert grouped([], [0, 0])[1] is ()
+
+
+def test_dangling_inputs_are_told_in_graph_order():
+    graph = make_graph([("a", "Const", []), ("b", "Add", ["a", "^nowhere"]), ("c", "Add", ["x:1", "a:0"])])
+    names = [n.name for n in graph.node]
+    dangling: list[str] = []
+    inputs = parse_inputs(list(graph.node), names, {n: i for i, n in enumerate(names)}, dangling)
+    assert dangling == ["'b' reads '^nowhere'", "'c' reads 'x:1'"]
+    assert inputs == [(), ((0, 0), (-1, -1)), ((-1, 1), (0, 0))]
+    with pytest.raises(GraphValidationError, match="'b' reads '\\^nowhere'; 'c' reads 'x:1'"):
+        GraphIndex(graph)
+
+
+def test_without_unique_names_the_ids_are_a_range():
+    assert node_ids({"a": 1}, 2) == range(2)
+    assert consumers_of([((1, 0),), ()], range(2)) == [(), ((0, 0, 0),)]

@@ -57,13 +57,16 @@ def test_inputs_and_consumers_equal_the_plain_ones(graph_def):
 
 
 def test_edges_share_the_name_tables_ints(graph_def):
-    """Every node index an edge or the order holds is the name table's own int object."""
+    """Every node index an edge, the order, the positions or the op table holds is the name table's own
+    int object."""
     index = GraphIndex(graph_def)
     ids = index.node_ids()
     assert list(ids) == list(range(len(index)))
     assert all(p is ids[p] for ins in index.inputs for p, _ in ins)
     assert all(c is ids[c] for cs in index.consumers for c, _, _ in cs)
     assert all(i is ids[i] for i in index.topological_order())
+    assert all(k is ids[k] for k in index.position)
+    assert all(i is ids[i] for op in index.op_types() for i in index.nodes_of_type(op))
 
 
 def test_renumbered_maps_every_producer(graph_def):

@@ -127,7 +127,7 @@ class GraphIndex:
         if self._by_op is None:
             by_op: dict[str, list[int]] = {}
             with no_gc():
-                for i, o in enumerate(self.ops):
+                for i, o in zip(self.node_ids(), self.ops):
                     bucket = by_op.get(o)
                     if bucket is None:
                         by_op[o] = [i]
@@ -199,7 +199,7 @@ class GraphIndex:
     def position(self) -> list[int]:
         """Position of every node in :meth:`topological_order`."""
         pos = [0] * len(self.nodes)
-        for k, i in enumerate(self.topological_order()):
+        for k, i in zip(self.node_ids(), self.topological_order()):
             pos[i] = k
         return pos
 

@@ -10,7 +10,7 @@ from graph_helpers import make_graph
 
 from scopefusion import GraphIndex
 from scopefusion.core.errors import GraphValidationError
-from scopefusion.core.graph.edge_lists import consumers_of, grouped, node_ids, parse_inputs, renumbered
+from scopefusion.core.graph.edge_lists import consumers_of, node_ids, parse_inputs, renumbered
 
 
 def _plain_inputs(graph_def) -> list[list[tuple[int, int]]]:
@@ -74,11 +74,6 @@ def test_renumbered_maps_every_producer(graph_def):
     shift = [len(index) - 1 - i for i in range(len(index))]
     assert list(map(list, renumbered(index.inputs, shift))) == [
         [(shift[p], port) for p, port in ins] for ins in _plain_inputs(graph_def)]
-
-
-def test_grouped_cuts_runs_and_shares_the_empty_tuple():
-    assert grouped("abcdef", [2, 0, 3, 1]) == [("a", "b"), (), ("c", "d", "e"), ("f",)]
-    assert grouped([], [0, 0])[1] is ()
 
 
 def test_dangling_inputs_are_told_in_graph_order():

@@ -1,37 +1,24 @@
-"""The per-node edge lists of a graph index, built in bulk.
+"""The per-node edge lists of a graph index.
 
 Every node's inputs are ``(producer, port)`` pairs and every producer's consumers are
 ``(consumer, port, slot)`` triples, each node's held in a tuple: no spare room, and one shared
-empty tuple for every node without any.  Inputs are parsed and renumbered with the edges of
-all nodes worked on as one flat sequence, running no Python code per edge (only a node whose
-inputs name a port or a control edge, or name no node, is read on its own).
+empty tuple for every node without any.  (Plain loops over the nodes build them: working on
+the edges of all nodes as one flat sequence measured slower, and holding the flat sequences
+costs memory.)
 
 Node indices are the int objects the caller hands in (``ids``, e.g. the values of the name
 table), so an index held in many edges is one object, not one per edge.
 """
 from __future__ import annotations
 
-import operator
-from bisect import bisect_right
-from itertools import accumulate, chain, compress, count, islice, repeat
-from typing import Iterable, Mapping, Sequence, TypeVar
+from typing import Iterable, Mapping, Sequence
 
 from .vocabulary import CONTROL, is_port
-
-_T = TypeVar("_T")
-_INPUT = operator.attrgetter("input")
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 #: per node, its inputs as ``(producer, port)`` pairs
 Inputs = list[tuple[tuple[int, int], ...]]
 #: per producer, its consumers as ``(consumer, producer_port, consumer_input_slot)`` triples
 Consumers = list[tuple[tuple[int, int, int], ...]]
-
-
-def grouped(items: Iterable[_T], counts: Iterable[int]) -> list[tuple[_T, ...]]:
-    """``items`` cut into consecutive tuples of ``counts[k]`` items each."""
-    stream = iter(items)
-    return list(map(tuple, map(islice, repeat(stream), counts)))
 
 
 def parse_node_inputs(texts: Iterable[str], index: Mapping[str, int], reader: str,
@@ -63,23 +50,14 @@ def parse_node_inputs(texts: Iterable[str], index: Mapping[str, int], reader: st
 
 def parse_inputs(nodes: Sequence, names: Sequence[str], index: Mapping[str, int], dangling: list[str]) -> Inputs:
     """The inputs of every node of ``nodes`` (NodeDefs, named ``names``), as :func:`parse_node_inputs`
-    reads them.  Inputs that are plain node names (output 0, the common case) are looked up all at
-    once; a node with any other input is parsed on its own, in graph order."""
-    texts = list(map(_INPUT, nodes))
-    counts = list(map(len, texts))
-    producers = list(map(index.get, chain.from_iterable(texts)))
-    inputs = grouped(zip(producers, repeat(0)), counts)
-    ends = list(accumulate(counts))
-    others = sorted({bisect_right(ends, k) for k in compress(count(), map(operator.is_, producers, repeat(None)))})
-    for i in others:
-        inputs[i] = parse_node_inputs(texts[i], index, names[i], dangling)
-    return inputs
+    reads them.  Node by node: each node's input strings are let go before the next node's are
+    read (holding every node's at once costs more memory and time than it saves)."""
+    return [parse_node_inputs(node.input, index, name, dangling) for node, name in zip(nodes, names)]
 
 
 def renumbered(inputs: Sequence[tuple[tuple[int, int], ...]], new_index: Sequence[int]) -> Inputs:
     """``inputs`` with every producer ``p`` replaced by ``new_index[p]``."""
-    flat = list(chain.from_iterable(inputs))
-    return grouped(zip(map(new_index.__getitem__, map(_FIRST, flat)), map(_SECOND, flat)), map(len, inputs))
+    return [tuple([(new_index[p], port) for p, port in ins]) for ins in inputs]
 
 
 def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[int]) -> Consumers:
@@ -89,7 +67,8 @@ def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[in
     for c, ins in zip(ids, inputs):  # a plain loop: faster than sorting the edges by producer
         for slot, (p, port) in enumerate(ins):
             consumers[p].append((c, port, slot))
-    consumers[:] = map(tuple, consumers)  # one list at a time given up for its tuple
+    for i, readers in enumerate(consumers):  # one list at a time given up for its tuple
+        consumers[i] = tuple(readers)
     return consumers
 
 

@@ -51,8 +51,26 @@ def parse_node_inputs(texts: Iterable[str], index: Mapping[str, int], reader: st
 def parse_inputs(nodes: Sequence, names: Sequence[str], index: Mapping[str, int], dangling: list[str]) -> Inputs:
     """The inputs of every node of ``nodes`` (NodeDefs, named ``names``), as :func:`parse_node_inputs`
     reads them.  Node by node: each node's input strings are let go before the next node's are
-    read (holding every node's at once costs more memory and time than it saves)."""
-    return [parse_node_inputs(node.input, index, name, dangling) for node, name in zip(nodes, names)]
+    read (holding every node's at once costs more memory and time than it saves); inputs that are
+    plain node names, the common case, are read right here."""
+    get = index.get
+    inputs: Inputs = []
+    append = inputs.append
+    for node, name in zip(nodes, names):
+        texts = node.input
+        if not texts:
+            append(())
+            continue
+        parsed = []
+        for text in texts:
+            producer = get(text)
+            if producer is None:  # a port, a control edge, or no node: read in full
+                append(parse_node_inputs(texts, index, name, dangling))
+                break
+            parsed.append((producer, 0))
+        else:
+            append(tuple(parsed))
+    return inputs
 
 
 def renumbered(inputs: Sequence[tuple[tuple[int, int], ...]], new_index: Sequence[int]) -> Inputs:

@@ -54,6 +54,11 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
+    ids = updated.node_ids()  # one int object per node, the name table's, held by every edge and the order
+    assert list(ids) == list(range(len(updated)))
+    assert all(p is ids[p] for ins in updated.inputs for p, _ in ins)
+    assert all(c is ids[c] for cs in updated.consumers for c, _, _ in cs)
+    assert all(i is ids[i] for i in updated.topological_order())
     unread = GraphIndex(graph_def, validate=False)  # no consumers yet: the sinks read off the inputs
     assert "consumers" not in vars(unread) and unread.sinks() == fresh.sinks() == updated.sinks()
     if updated._colocated is not None:  # carried over: every node with colocation constraints (a superset)

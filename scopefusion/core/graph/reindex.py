@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, AbstractSet, Mapping, Sequence
 
 from ..errors import GraphValidationError
-from .edge_lists import Inputs, parse_node_inputs, renumbered
+from .edge_lists import Inputs, parse_inputs, renumbered
 from .index import COLOCATE, GraphIndex, _summarise, no_gc
 from .layout import NodeLayout
 
@@ -37,7 +37,8 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
         new.nodes = layout.gather(old.nodes, fresh_nodes)
         new.names = layout.gather(old.names, [node.name for node in fresh_nodes])
         new.ops = rewritten_ops(old, layout, fresh_nodes, changed)
-        new.index = dict(zip(new.names, range(len(new.names))))
+        # the new positions 0, 1, ... as the layout's own int objects, which renumbered edges hold
+        new.index = dict(zip(new.names, layout.gather(layout.position, layout.fresh)))
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
         new.inputs = _inputs(old, new, layout, changed)
@@ -67,12 +68,14 @@ def rewritten_ops(old: GraphIndex, layout: NodeLayout, fresh_nodes: Sequence["No
 
 def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[int]) -> Inputs:
     """Inputs of the rewritten graph: the old ones renumbered, the changed and new nodes' read."""
-    ids = [*new.node_ids(), -1]  # a dropped node's position, -1, stays -1
     placed = layout.gather(old.inputs, [()] * len(layout.fresh))  # the new nodes' are read below
-    inputs = renumbered(placed, list(map(ids.__getitem__, layout.position)))
+    inputs = renumbered(placed, layout.position)
     dangling: list[str] = []
-    for k in sorted([*(layout.position[i] for i in changed), *layout.fresh]):  # in graph order, as errors list them
-        inputs[k] = parse_node_inputs(new.nodes[k].input, new.index, new.names[k], dangling)
+    read = sorted([*(layout.position[i] for i in changed), *layout.fresh])  # in graph order, as errors list them
+    nodes, names = new.nodes, new.names
+    parsed = parse_inputs([nodes[k] for k in read], [names[k] for k in read], new.index, dangling)
+    for k, ins in zip(read, parsed):
+        inputs[k] = ins
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")
     return inputs

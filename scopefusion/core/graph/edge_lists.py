@@ -80,13 +80,23 @@ def renumbered(inputs: Sequence[tuple[tuple[int, int], ...]], new_index: Sequenc
 
 def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[int]) -> Consumers:
     """Per producer, the ``(consumer, producer_port, consumer_input_slot)`` triples of the nodes
-    reading it, by consumer then slot.  Every producer of ``inputs`` names a node."""
-    consumers: list = [[] for _ in ids]
-    for c, ins in zip(ids, inputs):  # a plain loop: faster than sorting the edges by producer
+    reading it, by consumer then slot.  Every producer of ``inputs`` names a node.  A producer
+    read once (most are) gets its tuple at once; one read more often collects its readers in a
+    list first."""
+    consumers: list = [()] * len(ids)
+    collecting: list[int] = []
+    for c, ins in zip(ids, inputs):
         for slot, (p, port) in enumerate(ins):
-            consumers[p].append((c, port, slot))
-    for i, readers in enumerate(consumers):  # one list at a time given up for its tuple
-        consumers[i] = tuple(readers)
+            readers = consumers[p]
+            if not readers:
+                consumers[p] = ((c, port, slot),)
+            elif type(readers) is tuple:
+                consumers[p] = [*readers, (c, port, slot)]
+                collecting.append(p)
+            else:
+                readers.append((c, port, slot))
+    for p in collecting:
+        consumers[p] = tuple(consumers[p])
     return consumers
 
 

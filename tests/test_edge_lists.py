@@ -69,6 +69,17 @@ def test_edges_share_the_name_tables_ints(graph_def):
     assert all(i is ids[i] for op in index.op_types() for i in index.nodes_of_type(op))
 
 
+def test_the_node_wrappers_are_the_graphs_own(graph_def):
+    """Wrappers of nodes without inputs are made anew after their inputs are read; the index still
+    holds the graph's messages, and a wrapper held elsewhere stays the one in use."""
+    empty = next(i for i, node in enumerate(graph_def.node) if not node.input)
+    held = graph_def.node[empty]
+    index = GraphIndex(graph_def)
+    assert index.inputs[empty] == () and index.nodes[empty] is held
+    assert all(a is b for a, b in zip(index.nodes, graph_def.node))
+    assert [node.name for node in index.nodes] == index.names
+
+
 def test_renumbered_maps_every_producer(graph_def):
     index = GraphIndex(graph_def)
     shift = [len(index) - 1 - i for i in range(len(index))]

@@ -11,7 +11,7 @@ import sys
 from contextlib import contextmanager
 from functools import cached_property
 from itertools import compress, count
-from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
 from .edge_lists import Consumers, Inputs, consumers_of, node_ids, parse_inputs
@@ -47,6 +47,17 @@ def _summarise(problems: Sequence[str]) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
+def renew_wrappers(nodes: list["NodeDef"], held: Sequence["NodeDef"], which: Iterable[int]) -> None:
+    """Make the wrappers ``nodes[i]`` (``i`` in ``which``) anew from the graph's node list ``held``,
+    where the same messages stand.  In protobuf's upb runtime, reading the (empty) input list of a
+    node without inputs leaves a placeholder on the node's wrapper, some hundreds of bytes kept
+    while the wrapper lives; a new wrapper of the same message has none.  (A wrapper held
+    elsewhere too is the one the runtime hands out again: no node gets two.)"""
+    for i in which:
+        nodes[i] = None  # the list's reference let go first, so that a new wrapper is made
+        nodes[i] = held[i]
+
+
 class GraphIndex:
     """Read-only index of a GraphDef.
 
@@ -64,6 +75,7 @@ class GraphIndex:
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
             self.inputs: Inputs = self._parse_inputs()
+            renew_wrappers(self.nodes, graph_def.node, compress(count(), map(operator.not_, self.inputs)))
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
         self._colocated: list[int] | None = None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AbstractSet, Mapping, Sequence
 
 from ..errors import GraphValidationError
 from .edge_lists import Inputs, parse_inputs, renumbered
-from .index import COLOCATE, GraphIndex, _summarise, no_gc
+from .index import COLOCATE, GraphIndex, _summarise, no_gc, renew_wrappers
 from .layout import NodeLayout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,6 +76,7 @@ def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[i
     parsed = parse_inputs([nodes[k] for k in read], [names[k] for k in read], new.index, dangling)
     for k, ins in zip(read, parsed):
         inputs[k] = ins
+    renew_wrappers(nodes, new.graph_def.node, [k for k, ins in zip(read, parsed) if not ins])
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")
     return inputs

@@ -64,16 +64,14 @@ class MatchStats:
 
     def finish(self, matches: Sequence[Scope]) -> None:
         """Settle the near misses against the pass's final ``matches``."""
-        matched = {id(m) for m in matches}
-        related = set(matched)  # the matches and their ancestors
-        for m in matches:
-            s = m.parent
-            while s is not None and id(s) not in related:
-                related.add(id(s))
-                s = s.parent
-        within = _Within(matches)
-        kept = [(scope, reason) for scope, reason, _ in self._misses.values()
-                if id(scope) not in related and not within(scope)]
+        misses = list(self._misses.values())
+        if misses and matches:
+            layout = misses[0][0].tree.layout
+            at = np.asarray([m._k for m in matches], dtype=np.int64)
+            # a match, an ancestor of one (one lies in its range) or inside one
+            related = (layout.range_counts(at) > 0) | layout.covered(at)
+            misses = [miss for miss in misses if not related[miss[0]._k]]
+        kept = [(scope, reason) for scope, reason, _ in misses]
         self.near_miss_count = len(kept)
         self.near_misses = [(scope.name, reason if isinstance(reason, str) else _reason(*reason, scope))
                             for scope, reason in kept[:MAX_NEAR_MISSES]]
@@ -84,33 +82,6 @@ class MatchStats:
 def _reason(pattern: ScopePattern, feature: Feature, scope: Scope) -> str:
     """Why ``scope`` missed ``pattern``, written out only for the near misses reported."""
     return f"pattern {pattern.sub_type}: {feature.explain(scope)}"
-
-
-class _Within:
-    """Is a scope one of ``scopes`` or inside one?  Answers are remembered along
-    the path walked up, so asking about many scopes costs about the tree's size."""
-
-    def __init__(self, scopes: Sequence[Scope]) -> None:
-        self._ids = {id(s) for s in scopes}
-        self._known: dict[int, bool] = {}
-
-    def __call__(self, scope: Scope) -> bool:
-        path: list[int] = []
-        s: Scope | None = scope
-        answer = False
-        while s is not None:
-            known = self._known.get(id(s))
-            if known is not None:
-                answer = known
-                break
-            if id(s) in self._ids:
-                answer = True
-                break
-            path.append(id(s))
-            s = s.parent
-        for k in path:
-            self._known[k] = answer
-        return answer
 
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
@@ -150,9 +121,9 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
     if stats is not None:
         if near_misses:
             for i, feature in missed:
-                stats.near_miss(arrays.order[i], pattern, feature)
+                stats.near_miss(tree.scope_at(i), pattern, feature)
         stats.tested_all(arrays, reached & ~inside)
-    return [arrays.order[i] for i in found]
+    return list(map(tree.scope_at, found))
 
 
 def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
@@ -209,9 +180,9 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStat
 
 def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Sequence[Scope]) -> None:
     """Undo the labels of ``applied`` except on ``keep`` and the scopes inside them."""
-    kept = _Within(keep)
+    kept = tree.layout.covered([s._k for s in keep]).tolist() if keep else None
     for scope, previous in reversed(applied):
-        if not kept(scope):
+        if kept is None or not kept[scope._k]:
             tree.set_label(scope, previous)
 
 

@@ -9,80 +9,15 @@ earlier batches survive only inside a final match.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .arrays import ScopeArrays
-from .patterns import Feature, NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern
+from .match_stats import MAX_NEAR_MISSES, MatchStats
+from .patterns import NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
-#: Near misses kept per pass (all are counted).
-MAX_NEAR_MISSES = 50
-
-
-@dataclass
-class MatchStats:
-    """What a pass's search looked at: the scopes tested, and those that missed
-    a pattern by a single feature (the "near misses"), with the reason.
-
-    Misses are collected while the pattern sets run and settled by
-    :meth:`finish` once the pass's final matches are known: a scope that is a
-    match, lies inside one or holds one only looks like a near miss through
-    that match and is not reported, and a scope that missed several patterns
-    is reported once, with the first reason.
-    """
-
-    candidates: int = 0
-    near_miss_count: int = 0
-    near_misses: list[tuple[str, str]] = field(default_factory=list)
-    _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
-    #: per scope: the scope, its reason (text, or pattern and feature to write it from), by name only
-    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict,
-                                                                                         repr=False)
-
-    def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
-        """Every scope of ``arrays`` where ``mask`` is true was tested."""
-        known = self._tested_masks.get(id(arrays))
-        if known is None:
-            self.candidates += int(np.count_nonzero(mask))
-            self._tested_masks[id(arrays)] = (arrays, mask.copy())
-        else:
-            self.candidates += int(np.count_nonzero(mask & ~known[1]))
-            known[1][...] |= mask
-
-    def near_miss(self, scope: Scope, pattern: ScopePattern, feature: Feature) -> None:
-        """``scope`` missed ``pattern`` by ``feature`` only.  Of several misses of one scope the
-        first is kept, unless it was only the scope's name and a later one is about its ops."""
-        known = self._misses.get(id(scope))
-        by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
-        if known is None or (known[2] and not by_name):
-            # the text is written when kept (finish), but a label count's now: labels change
-            text = None if ScopeArrays.is_static(feature) else _reason(pattern, feature, scope)
-            self._misses[id(scope)] = (scope, (pattern, feature) if text is None else text, by_name)
-
-    def finish(self, matches: Sequence[Scope]) -> None:
-        """Settle the near misses against the pass's final ``matches``."""
-        misses = list(self._misses.values())
-        if misses and matches:
-            layout = misses[0][0].tree.layout
-            at = np.asarray([m._k for m in matches], dtype=np.int64)
-            # a match, an ancestor of one (one lies in its range) or inside one
-            related = (layout.range_counts(at) > 0) | layout.covered(at)
-            misses = [miss for miss in misses if not related[miss[0]._k]]
-        kept = [(scope, reason) for scope, reason, _ in misses]
-        self.near_miss_count = len(kept)
-        self.near_misses = [(scope.name, reason if isinstance(reason, str) else _reason(*reason, scope))
-                            for scope, reason in kept[:MAX_NEAR_MISSES]]
-        self._misses = {}
-        self._tested_masks = {}
-
-
-def _reason(pattern: ScopePattern, feature: Feature, scope: Scope) -> str:
-    """Why ``scope`` missed ``pattern``, written out only for the near misses reported."""
-    return f"pattern {pattern.sub_type}: {feature.explain(scope)}"
-
+__all__ = ["MAX_NEAR_MISSES", "MatchStats", "match_pattern_set", "match_pattern_sets", "search"]
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
     """Outermost scopes matching ``pattern``, in deterministic pre-order.
@@ -117,11 +52,12 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
     fails = failing[to_test]
     found = _outermost(to_test[fails == 0].tolist(), arrays.end)
     inside = _inside(found, arrays.end, n)
-    missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
     if stats is not None:
         if near_misses:
-            for i, feature in missed:
-                stats.near_miss(tree.scope_at(i), pattern, feature)
+            missing_one = to_test[fails == 1]
+            missing_one = missing_one[~inside[missing_one]]  # inside a match: not reached
+            if len(missing_one):
+                stats.missed(tree, pattern, missing_one, _first_failures(tests, missing_one))
         stats.tested_all(arrays, reached & ~inside)
     return list(map(tree.scope_at, found))
 
@@ -137,15 +73,9 @@ def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
     return found
 
 
-def _first_failures(features: Sequence[Feature], tests: Sequence[np.ndarray], missing_one: np.ndarray,
-                    inside: np.ndarray) -> list[tuple[int, Feature]]:
-    """``(scope, feature)``: the one feature each scope of ``missing_one`` fails, but for the
-    scopes inside a match, which the search does not reach."""
-    missing_one = missing_one[~inside[missing_one]]
-    if not len(missing_one):
-        return []
-    first = np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
-    return [(i, features[k]) for i, k in zip(missing_one.tolist(), first.tolist())]
+def _first_failures(tests: Sequence[np.ndarray], missing_one: np.ndarray) -> np.ndarray:
+    """The index of the one feature each scope of ``missing_one`` fails."""
+    return np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
 
 
 def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:

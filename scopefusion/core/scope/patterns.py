@@ -201,11 +201,13 @@ class ScopeFeature:
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return False
 
-    def explain(self, scope: "Scope") -> str:
+    def explain(self, scope: "Scope", *, labelled: int | None = None) -> str:
+        """Why ``scope`` does not have the feature; ``labelled``: the count of labelled sub-scopes
+        to speak of (the one when the scope was tested) instead of the count now."""
         if self.suffix and scope.last_name != self.suffix:
             return f"scope name {scope.last_name!r} is not {self.suffix!r}"
         if self.sub_type:
-            found = scope.tree.count_labelled_below(scope, self.sub_type)
+            found = scope.tree.count_labelled_below(scope, self.sub_type) if labelled is None else labelled
             if not self.counts(found):
                 rule = _count_rule(self.num, self.step, self.at_least)
                 return f"{rule} '{self.sub_type}' sub-scope(s) wanted, {found} found"

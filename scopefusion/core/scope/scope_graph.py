@@ -32,11 +32,13 @@ class Scope:
     A scope is a view of its number in the tree's :class:`.layout.ScopeLayout`; the tree makes
     one object per scope, when first asked for it."""
 
-    __slots__ = ("_tree", "_k", "sub_type", "_op_counts", "_all_nodes")
+    __slots__ = ("_tree", "_k", "name", "sub_type", "_op_counts", "_all_nodes")
 
     def __init__(self, tree: "ScopeTree", k: int) -> None:
         self._tree = tree
         self._k = k  # the pre-order number
+        #: the full name (``""`` for the root)
+        self.name: str = tree.layout.name(k)
         self.sub_type: str | None = None
         self._op_counts: dict[str, int] | None = None  # counted when first asked
         self._all_nodes: list[int] | None = None
@@ -45,11 +47,6 @@ class Scope:
         return f"Scope({self.name or '<root>'!r})"
 
     # -- structure --------------------------------------------------------
-    @property
-    def name(self) -> str:
-        """The full name (``""`` for the root)."""
-        return self._tree.layout.name(self._k)
-
     @property
     def last_name(self) -> str:
         """The last component without a ``_N`` call suffix (``"root"`` for the root)."""

@@ -77,6 +77,7 @@ def test_the_layout_is_the_tree_built_node_by_node(graph):
     assert len(order) > 5 and layout.names() == order
     assert [s.name for s in tree.scopes] == walked.created
     at = {name: k for k, name in enumerate(order)}
+    codes, table = layout.last_names()
     assert [order[k] for k in layout.node_scope.tolist()] == walked.node_scope
     for k, name in enumerate(order):
         scope = tree.scope_at(k)
@@ -88,7 +89,7 @@ def test_the_layout_is_the_tree_built_node_by_node(graph):
         assert int(layout.end[k]) - k == len(subtree) and max(at[s] for s in subtree) == int(layout.end[k]) - 1
         assert scope.direct_nodes == walked.direct[name]
         assert scope.all_node_indices() == sorted(i for s in subtree for i in walked.direct[s])
-        assert scope.last_name == (last_name_of(name) if name else "root")
+        assert scope.last_name == (last_name_of(name) if name else "root") == table[codes[k]]
     assert [tree.node_scope[i].name for i in range(len(names))] == walked.node_scope
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .layout import last_name_of
 from .patterns import Feature, NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, count_requires_presence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +37,8 @@ class ScopeArrays:
         self._index = tree.index
         self._counts: dict[str, np.ndarray] = {}
         self._static: dict[Feature, np.ndarray] = {}
-        self._last_names: np.ndarray | None = None
+        self._last_names: tuple[np.ndarray, list[str]] | None = None  # codes, and the names they number
+        self._code_of: dict[str, int] = {}
         self._named_below: dict[str, np.ndarray] = {}
         self._order: list[Scope] | None = None
 
@@ -120,26 +120,29 @@ class ScopeArrays:
             raise ValueError(f"{feature!r} depends on labels: see label_holds")
         out = np.ones(len(self.end), dtype=bool)
         if feature.suffix:
-            out &= self.last_names() == feature.suffix
+            out &= self.named(feature.suffix)
         if feature.sub_scope_mask:
             out &= self.named_below(feature.sub_scope_mask)
         return out
 
-    def last_names(self) -> np.ndarray:
-        """Every scope's last name (an object array)."""
+    def named(self, last_name: str) -> np.ndarray:
+        """Where a scope's last name is ``last_name``."""
+        codes, table = self._last_name_codes()
+        code = self._code_of.get(last_name)
+        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code  # type: ignore[no-any-return]
+
+    def _last_name_codes(self) -> tuple[np.ndarray, list[str]]:
         if self._last_names is None:
-            names = np.empty(len(self.end), dtype=object)
-            names[:] = list(map(last_name_of, self._tree.layout.names()))
-            names[0] = "root"
-            self._last_names = names
+            self._last_names = self._tree.layout.last_names()
+            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1]))))
         return self._last_names
 
     def named_below(self, mask: str) -> np.ndarray:
         """Where some scope strictly below has a last name containing ``mask``."""
         known = self._named_below.get(mask)
         if known is None:
-            named = np.fromiter((mask in name for name in self.last_names().tolist()), dtype=np.int64,
-                                count=len(self.end))
+            codes, table = self._last_name_codes()
+            named = np.asarray([mask in name for name in table], dtype=np.int64)[codes]
             running = np.concatenate(([0], np.cumsum(named)))  # a subtree is a range of the pre-order
             known = self._named_below[mask] = running[self.end] - running[1:] > 0
         return known

@@ -77,6 +77,21 @@ class ScopeLayout:
         """Every scope's full name, in pre-order."""
         return list(map(self.names_created.__getitem__, self.created.tolist()))
 
+    def last_names(self) -> tuple[np.ndarray, list[str]]:
+        """Every scope's last name (:func:`last_name_of`, ``"root"`` for the root) as a code, in
+        pre-order, and the distinct last names the codes number.  Each distinct last component
+        is stripped once."""
+        components = [name.rpartition("/")[2] for name in self.names_created]
+        distinct = dict.fromkeys(components)
+        stripped = [strip_index_suffix(c) if "_" in c else c for c in distinct]
+        table = list(dict.fromkeys(["root", *stripped]))
+        code = dict(zip(table, range(len(table))))
+        of_component = dict(zip(distinct, map(code.__getitem__, stripped)))
+        codes = np.fromiter(map(of_component.__getitem__, components), dtype=np.int64, count=len(components))
+        codes = codes[self.created]
+        codes[0] = 0  # the root: "root"
+        return codes, table
+
     def find(self, name: str) -> int | None:
         """The pre-order number of the scope named ``name``, if any."""
         c = self.by_name.get(name)

@@ -74,7 +74,7 @@ class MatchStats:
             rows = which == k
             at = positions[rows]
             if feature.suffix:
-                by_name[rows] = tree.arrays.last_names()[at] != feature.suffix
+                by_name[rows] = ~tree.arrays.named(feature.suffix)[at]
             if feature.sub_type:
                 labelled = tree.labelled_positions(feature.sub_type)
                 found[rows] = np.searchsorted(labelled, tree.layout.end[at]) - np.searchsorted(

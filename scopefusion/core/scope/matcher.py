@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .labels import Undo
 from .match_stats import MAX_NEAR_MISSES, MatchStats
 from .patterns import NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopePattern
 from .scope_graph import Scope, ScopeTree
@@ -87,19 +88,17 @@ def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
 
 def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStats | None = None) -> list[Scope]:
     """Run the batches of one pattern set; returns the final matches."""
-    applied: list[tuple[Scope, str | None]] = []
+    applied: list[Undo] = []  # every labelling, in order
     final: list[Scope] = []
     for batch in pattern_set:
         matched: list[Scope] = []
         seen: set[int] = set()
         for pattern in batch:
-            for scope in search(tree, pattern, stats):
-                if id(scope) in seen:
-                    continue
-                seen.add(id(scope))
-                applied.append((scope, scope.sub_type))
-                tree.set_label(scope, pattern.sub_type)
-                matched.append(scope)
+            found = [scope for scope in search(tree, pattern, stats) if scope._k not in seen]
+            if found:
+                seen.update(scope._k for scope in found)
+                applied.append(tree.labels.set([scope._k for scope in found], pattern.sub_type))
+                matched.extend(found)
         if not matched:
             _rollback(tree, applied, keep=())
             return []
@@ -108,12 +107,11 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStat
     return final
 
 
-def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Sequence[Scope]) -> None:
-    """Undo the labels of ``applied`` except on ``keep`` and the scopes inside them."""
-    kept = tree.layout.covered([s._k for s in keep]).tolist() if keep else None
-    for scope, previous in reversed(applied):
-        if kept is None or not kept[scope._k]:
-            tree.set_label(scope, previous)
+def _rollback(tree: ScopeTree, applied: list[Undo], keep: Sequence[Scope]) -> None:
+    """Undo the labellings of ``applied`` except on ``keep`` and the scopes inside them."""
+    kept = tree.layout.covered([s._k for s in keep]) if keep else None
+    for change in reversed(applied):
+        tree.labels.undo(change, kept)
 
 
 def match_pattern_sets(

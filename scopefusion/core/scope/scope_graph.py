@@ -17,6 +17,7 @@ from ..graph.tf_shapes import ShapeRules
 from ..graph.view import GraphView
 from ..graph.vocabulary import FORWARDING_OPS, RETURN_OPS
 from .arrays import ScopeArrays
+from .labels import ScopeLabels
 from .layout import ScopeLayout, last_name_of, strip_index_suffix
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,14 +33,13 @@ class Scope:
     A scope is a view of its number in the tree's :class:`.layout.ScopeLayout`; the tree makes
     one object per scope, when first asked for it."""
 
-    __slots__ = ("_tree", "_k", "name", "sub_type", "_op_counts", "_all_nodes")
+    __slots__ = ("_tree", "_k", "name", "_op_counts", "_all_nodes")
 
     def __init__(self, tree: "ScopeTree", k: int) -> None:
         self._tree = tree
         self._k = k  # the pre-order number
         #: the full name (``""`` for the root)
         self.name: str = tree.layout.name(k)
-        self.sub_type: str | None = None
         self._op_counts: dict[str, int] | None = None  # counted when first asked
         self._all_nodes: list[int] | None = None
 
@@ -65,6 +65,11 @@ class Scope:
     @property
     def is_root(self) -> bool:
         return self._k == 0
+
+    @property
+    def sub_type(self) -> str | None:
+        """The label a pattern gave this scope, if any (:meth:`ScopeTree.set_label`)."""
+        return self._tree.labels.of(self._k)
 
     @property
     def contains_return(self) -> bool:
@@ -172,11 +177,11 @@ class ScopeTree:
         self.layout = ScopeLayout(index.names)
         self._objects: list[Scope | None] = [None] * len(self.layout)
         self._scopes: list[Scope] | None = None
+        self._node_scopes: NodeScopes | None = None
         #: by pre-order number: does a return node lie in the scope or below it?
         self.contains_return = self._holding_returns()
         self.closed = False
-        self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
-        self._label_positions: dict[str, list[int]] = {}  # sub_type -> pre-order numbers, sorted
+        self.labels = ScopeLabels(len(self.layout))
         self.graph: ScopeGraph | None = None
         self._arrays: ScopeArrays | None = None
 
@@ -214,7 +219,9 @@ class ScopeTree:
     @property
     def node_scope(self) -> "NodeScopes":
         """The scope each node lies directly in, by node index."""
-        return NodeScopes(self)
+        if self._node_scopes is None:
+            self._node_scopes = NodeScopes(self)
+        return self._node_scopes
 
     def __iter__(self) -> Iterator[Scope]:
         return iter(self.scopes)
@@ -224,42 +231,25 @@ class ScopeTree:
 
     def set_label(self, scope: Scope, sub_type: str | None) -> None:
         """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
-        old = scope.sub_type
-        if old == sub_type:
-            return
-        if old is not None:
-            del self.labelled[old][id(scope)]
-            self._label_positions.pop(old, None)
-        scope.sub_type = sub_type
-        if sub_type is not None:
-            self.labelled.setdefault(sub_type, {})[id(scope)] = scope
-            self._label_positions.pop(sub_type, None)
+        self.labels.set([scope._k], sub_type)
 
     def clear_labels(self) -> None:
         """Remove every label (each pass starts from an unlabelled tree)."""
-        for by_id in self.labelled.values():
-            for scope in by_id.values():
-                scope.sub_type = None
-        self.labelled = {}
-        self._label_positions = {}
+        self.labels.clear()
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
         """How many scopes strictly below ``scope`` carry label ``sub_type``: those of
         :meth:`labelled_positions` within the subtree's range of the pre-order."""
-        if not self.labelled.get(sub_type):
-            return 0
         positions = self.labelled_positions(sub_type)
+        if not positions:
+            return 0
         k = scope._k
         return bisect_left(positions, int(self.layout.end[k])) - bisect_right(positions, k)
 
     def labelled_positions(self, sub_type: str) -> list[int]:
         """The pre-order numbers of the scopes labelled ``sub_type``, sorted (once per change of
         the label)."""
-        positions = self._label_positions.get(sub_type)
-        if positions is None:
-            positions = sorted(s._k for s in self.labelled.get(sub_type, {}).values())
-            self._label_positions[sub_type] = positions
-        return positions
+        return self.labels.positions(sub_type)
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""
@@ -272,8 +262,7 @@ class ScopeTree:
         self.closed = True
         self._objects = []
         self._scopes = None
-        self.labelled = {}
-        self._label_positions = {}
+        self._node_scopes = None
         self._arrays = None
         self.graph = None
 

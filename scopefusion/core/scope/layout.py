@@ -45,26 +45,29 @@ class ScopeLayout:
         levels = _levels(depth)
         size = _subtree_sizes(parent, levels)
         #: creation number -> pre-order number, and back
-        self.position = position = _pre_order(parent, size, levels)
-        self.created = np.empty(n, dtype=np.int64)
-        self.created[position] = np.arange(n, dtype=np.int64)
+        position = _pre_order(parent, size, levels)
+        created_at = np.empty(n, dtype=np.int64)
+        created_at[position] = np.arange(n, dtype=np.int64)
+        self.position, self.created = _narrow(position), _narrow(created_at)
         #: full names, by creation number (the keys of :attr:`by_name`, in order)
         self.names_created: list[str] = list(created)
         #: full name -> creation number
         self.by_name: dict[str, int] = created
         #: by pre-order number: parent (-1 for the root), depth, one past the subtree's last scope
-        self.parent = np.full(n, -1, dtype=np.int64)
-        self.parent[position[1:]] = position[parent[1:]]
-        self.depth = depth[self.created]
-        self.end = np.arange(n, dtype=np.int64) + size[self.created]
+        parent_at = np.full(n, -1, dtype=np.int64)
+        parent_at[position[1:]] = position[parent[1:]]
+        self.parent, self.depth = _narrow(parent_at), _narrow(depth[created_at])
+        self.end = _narrow(np.arange(n, dtype=np.int64) + size[created_at])
         #: the pre-order number of the scope each node lies directly in
-        self.node_scope = position[np.fromiter(map(created.__getitem__, paths), dtype=np.int64, count=len(paths))]
+        self.node_scope = _narrow(position[np.fromiter(map(created.__getitem__, paths), dtype=np.int64,
+                                                       count=len(paths))])
         #: node indices grouped by scope in pre-order, in graph order within a scope: scope ``k``'s
         #: direct nodes are ``members[starts[k]:starts[k + 1]]``, its subtree's
         #: ``members[starts[k]:starts[end[k]]]``
-        self.members = np.argsort(self.node_scope, kind="stable")
-        self.starts = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.node_scope, minlength=n), out=self.starts[1:])
+        self.members = _narrow(np.argsort(self.node_scope, kind="stable"))
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.node_scope, minlength=n), out=starts[1:])
+        self.starts = _narrow(starts)
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -127,6 +130,11 @@ class ScopeLayout:
             out.append(c)
             c = int(end[c])
         return out
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as 32-bit integers (scope and node numbers fit: a graph is at most 2 GB)."""
+    return values.astype(np.int32)
 
 
 def _create(paths: Sequence[str]) -> tuple[dict[str, int], list[int], list[int]]:

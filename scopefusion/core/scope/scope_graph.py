@@ -3,6 +3,10 @@
 Scopes come from ``/``-separated node names: node ``a/b/c`` lies directly in
 scope ``a/b``, a child of ``a``, a child of the root (name ``""``).  Every scope
 counts op types over all of its descendant nodes.
+
+The tree itself is held as arrays (:class:`.layout.ScopeLayout`, numbered in pre-order) and its
+labels as one code per scope (:class:`.labels.ScopeLabels`); a :class:`Scope` object is made for
+a scope only when asked for, and answers from those arrays.
 """
 from __future__ import annotations
 

@@ -109,3 +109,13 @@ def test_scopes_holding_a_return_node_are_those_above_it(graph):
             holding.add(path)
     assert [s.contains_return for s in tree.scopes] == [s.name in holding for s in tree.scopes]
     assert sum(s.contains_return for s in tree.scopes) >= 2
+
+
+def test_a_closed_tree_still_names_its_scopes():
+    sg = ScopeGraph(_graph("bert_tiny example"))
+    deep = max(sg.tree.layout.names(), key=lambda name: name.count("/"))
+    held = sg.scope(deep)
+    nodes = held.all_node_indices()
+    sg.close()
+    assert held.name == deep and held.all_node_indices() == nodes and held.parent is None
+    assert sg.scope(deep).name == deep and sg.scope(deep).sub_scopes() == []

@@ -203,8 +203,14 @@ class ScopeTree:
         return self._arrays
 
     def scope_at(self, k: int) -> Scope:
-        """The scope numbered ``k`` in pre-order (one object per scope, made when first asked)."""
-        scope = self._objects[k]
+        """The scope numbered ``k`` in pre-order (one object per scope, made when first asked;
+        after :meth:`close`, a new one each time)."""
+        try:
+            scope = self._objects[k]
+        except IndexError:
+            if not self.closed:
+                raise
+            return Scope(self, k)
         if scope is None:
             scope = self._objects[k] = Scope(self, k)
         return scope

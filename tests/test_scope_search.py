@@ -16,7 +16,7 @@ import layer_norm_models as lm
 import rnn_models as rm
 from pass_checks import REGISTRY
 
-from scopefusion import ScopeGraph
+from scopefusion import ScopeFeature, ScopeGraph
 from scopefusion.core.scope import matcher
 from scopefusion.core.scope.patterns import check_pattern_sets
 
@@ -28,9 +28,9 @@ class _Recorded(matcher.MatchStats):
         super().__init__()
         self.calls: list[tuple[str, object]] = []
 
-    def near_miss(self, scope, pattern, feature) -> None:
-        self.calls.append((scope.name, feature))
-        super().near_miss(scope, pattern, feature)
+    def missed(self, tree, pattern, positions, which) -> None:
+        self.calls.extend((tree.scope_at(k).name, pattern.features[f]) for k, f in zip(positions.tolist(), which.tolist()))
+        super().missed(tree, pattern, positions, which)
 
 
 def _walk(tree, pattern, near_misses: bool) -> tuple[list[str], list[tuple[str, object]]]:
@@ -86,3 +86,50 @@ def test_the_search_finds_what_a_plain_walk_finds(graph, monkeypatch):
             matcher.match_pattern_sets(sg.tree, check_pattern_sets(spec.cls().define_patterns()), _Recorded())
     assert any(found for _, found, _ in searched), searched  # the graph has something to find
     assert any(missed for _, _, missed in searched) == GRAPHS[graph][1], searched  # and near misses
+
+
+class _Written(_Recorded):
+    """Recorded near misses with their reason written out at once, as the labels then are."""
+
+    def missed(self, tree, pattern, positions, which) -> None:
+        for k, f in zip(positions.tolist(), which.tolist()):
+            scope, feature = tree.scope_at(k), pattern.features[f]
+            by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
+            self.written.append((scope, f"pattern {pattern.sub_type}: {feature.explain(scope)}", by_name))
+        super().missed(tree, pattern, positions, which)
+
+
+def _settled(written, matches):
+    """The near misses kept: per scope the first reason (a later one replaces it when it was the
+    name only and the later is not), leaving out matches, their ancestors and what lies inside them."""
+    kept = {}
+    for scope, reason, by_name in written:
+        known = kept.get(scope.name)
+        if known is None or (known[2] and not by_name):
+            kept[scope.name] = (scope, reason, by_name)
+
+    def related(scope):
+        return any(m is scope or m.is_ancestor_of(scope) or scope.is_ancestor_of(m) for m in matches)
+
+    return [(name, reason) for name, (scope, reason, _) in kept.items() if not related(scope)]
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+@pytest.mark.parametrize("matched", ["final matches", "none"])
+def test_near_misses_are_settled_scope_by_scope(graph, matched):
+    sg = ScopeGraph(_graph(graph))
+    seen = 0
+    for spec in REGISTRY.passes:
+        if spec.engine != "scope":
+            continue
+        sg.tree.clear_labels()
+        stats = _Written()
+        stats.written = []
+        found = matcher.match_pattern_sets(sg.tree, check_pattern_sets(spec.cls().define_patterns()), stats)
+        matches = found if matched == "final matches" else []
+        expected = _settled(stats.written, matches)
+        stats.finish(matches)
+        assert stats.near_miss_count == len(expected)
+        assert stats.near_misses == expected[:matcher.MAX_NEAR_MISSES]
+        seen += len(stats.written)
+    assert seen or not GRAPHS[graph][1]

@@ -22,57 +22,51 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class ScopeArrays:
-    """Pre-order numbering, subtree ends, "may match" flags and op-type count columns."""
+    """Subtree ends, "may match" flags and op-type count columns, by pre-order number."""
 
     def __init__(self, tree: "ScopeTree") -> None:
-        order: list[Scope] = []
-        parents: list[int] = []
-        stack: list[tuple[Scope, int]] = [(tree.root, -1)]
-        while stack:
-            scope, parent = stack.pop()
-            here = len(order)
-            order.append(scope)
-            parents.append(parent)
-            if scope.children:
-                stack.extend([(child, here) for child in reversed(scope.children.values())])
-        size = [1] * len(order)
-        for i in range(len(order) - 1, 0, -1):  # children come after their parent
-            size[parents[i]] += size[i]
-        #: every scope, in pre-order
-        self.order = order
+        self._tree = tree
+        layout = tree.layout
         #: one past the last scope of each subtree
-        self.end = np.arange(len(order), dtype=np.int64) + np.asarray(size, dtype=np.int64)
+        self.end = layout.end
         #: scopes a pattern may match (not the root, holding no return node)
-        self.open = np.ones(len(order), dtype=bool)
-        self.open[0] = False  # the root
-        if tree.root.contains_return:  # so do the scopes holding one
-            self.open[[k for k, s in enumerate(order) if s.contains_return]] = False
+        self.open = ~tree.contains_return
+        self.open[0] = False
         #: the pre-order number of the scope each node lies directly in, by node index
-        self._position = position = {id(scope): k for k, scope in enumerate(order)}
-        self.node_scope = np.fromiter(map(position.__getitem__, map(id, tree.node_scope)), dtype=np.int64,
-                                      count=len(tree.node_scope))
+        self.node_scope = layout.node_scope
         self._index = tree.index
         self._counts: dict[str, np.ndarray] = {}
         self._static: dict[Feature, np.ndarray] = {}
-        self._last_names: np.ndarray | None = None
+        self._last_names: tuple[np.ndarray, list[str]] | None = None  # codes, and the names they number
+        self._code_of: dict[str, int] = {}
         self._named_below: dict[str, np.ndarray] = {}
+        self._order: list[Scope] | None = None
+
+    @property
+    def order(self) -> list["Scope"]:
+        """Every scope, in pre-order (the objects made on first use)."""
+        if self._order is None:
+            self._order = list(map(self._tree.scope_at, range(len(self.end))))
+        return self._order
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self.end)
 
-    def position(self, scope: "Scope") -> int:
+    @staticmethod
+    def position(scope: "Scope") -> int:
         """The pre-order number of ``scope``."""
-        return self._position[id(scope)]
+        return scope._k
 
     def counts(self, op_type: str) -> np.ndarray:
         """Every scope's count of ``op_type`` over its subtree, -1 where there is none."""
         column = self._counts.get(op_type)
         if column is None:
-            n = len(self.order)
+            n = len(self.end)
             nodes = self._index.nodes_of_type(op_type)
-            direct = np.bincount(self.node_scope[nodes], minlength=n) if nodes else np.zeros(n, dtype=np.int64)
-            running = np.concatenate(([0], np.cumsum(direct)))  # a subtree is a range of the pre-order
-            column = running[self.end] - running[:n]
+            if nodes:
+                column = self._tree.layout.range_counts(self.node_scope[nodes])
+            else:
+                column = np.zeros(n, dtype=np.int64)
             column[column == 0] = -1
             self._counts[op_type] = column
         return column
@@ -84,7 +78,7 @@ class ScopeArrays:
     def rules_out(self, feature: NodeOpTypeFeature) -> np.ndarray:
         """Where no scope of the subtree can have ``feature`` (a required op type is absent)."""
         if not count_requires_presence(feature.num, feature.step):
-            return np.zeros(len(self.order), dtype=bool)
+            return np.zeros(len(self.end), dtype=bool)
         return self.counts(feature.op_type) == -1  # type: ignore[no-any-return]
 
     @staticmethod
@@ -105,7 +99,7 @@ class ScopeArrays:
     def label_holds(self, feature: ScopeFeature, labelled: Sequence[int]) -> np.ndarray:
         """Where a label-count feature holds, for every scope, when the scopes carrying its label
         are those numbered ``labelled`` (sorted): its count is a range count of them."""
-        n = len(self.order)
+        n = len(self.end)
         counts = np.searchsorted(labelled, self.end, side="left") - np.searchsorted(
             labelled, np.arange(n), side="right")  # strictly below each scope
         holds = counts >= feature.num if feature.at_least else _counts_hold(counts, feature.num, feature.step)
@@ -117,33 +111,38 @@ class ScopeArrays:
         if isinstance(feature, NodeOpTypeFeature):
             return self.holds(feature)
         if isinstance(feature, NodeAttrFeature):  # tested where the op lies directly in the scope
-            out = np.zeros(len(self.order), dtype=bool)
-            for i in np.flatnonzero(self.counts(feature.op_type) > 0).tolist():
-                out[i] = feature.match(self.order[i])
+            out = np.zeros(len(self.end), dtype=bool)
+            nodes = self._index.nodes
+            having = [i for i in self._index.nodes_of_type(feature.op_type) if feature.holds_on(nodes[i])]
+            out[self.node_scope[having]] = True
             return out
         if not isinstance(feature, ScopeFeature) or feature.sub_type:
             raise ValueError(f"{feature!r} depends on labels: see label_holds")
-        out = np.ones(len(self.order), dtype=bool)
+        out = np.ones(len(self.end), dtype=bool)
         if feature.suffix:
-            out &= self.last_names() == feature.suffix
+            out &= self.named(feature.suffix)
         if feature.sub_scope_mask:
             out &= self.named_below(feature.sub_scope_mask)
         return out
 
-    def last_names(self) -> np.ndarray:
-        """Every scope's last name (an object array)."""
+    def named(self, last_name: str) -> np.ndarray:
+        """Where a scope's last name is ``last_name``."""
+        codes, table = self._last_name_codes()
+        code = self._code_of.get(last_name)
+        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code  # type: ignore[no-any-return]
+
+    def _last_name_codes(self) -> tuple[np.ndarray, list[str]]:
         if self._last_names is None:
-            names = np.empty(len(self.order), dtype=object)
-            names[:] = [s.last_name for s in self.order]
-            self._last_names = names
+            self._last_names = self._tree.layout.last_names()
+            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1]))))
         return self._last_names
 
     def named_below(self, mask: str) -> np.ndarray:
         """Where some scope strictly below has a last name containing ``mask``."""
         known = self._named_below.get(mask)
         if known is None:
-            named = np.fromiter((mask in name for name in self.last_names().tolist()), dtype=np.int64,
-                                count=len(self.order))
+            codes, table = self._last_name_codes()
+            named = np.asarray([mask in name for name in table], dtype=np.int64)[codes]
             running = np.concatenate(([0], np.cumsum(named)))  # a subtree is a range of the pre-order
             known = self._named_below[mask] = running[self.end] - running[1:] > 0
         return known

@@ -9,109 +9,16 @@ earlier batches survive only inside a final match.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .arrays import ScopeArrays
-from .patterns import Feature, NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern
+from .labels import Undo
+from .match_stats import MAX_NEAR_MISSES, MatchStats
+from .patterns import NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
-#: Near misses kept per pass (all are counted).
-MAX_NEAR_MISSES = 50
-
-
-@dataclass
-class MatchStats:
-    """What a pass's search looked at: the scopes tested, and those that missed
-    a pattern by a single feature (the "near misses"), with the reason.
-
-    Misses are collected while the pattern sets run and settled by
-    :meth:`finish` once the pass's final matches are known: a scope that is a
-    match, lies inside one or holds one only looks like a near miss through
-    that match and is not reported, and a scope that missed several patterns
-    is reported once, with the first reason.
-    """
-
-    candidates: int = 0
-    near_miss_count: int = 0
-    near_misses: list[tuple[str, str]] = field(default_factory=list)
-    _tested_masks: dict[int, tuple[ScopeArrays, np.ndarray]] = field(default_factory=dict, repr=False)
-    #: per scope: the scope, its reason (text, or pattern and feature to write it from), by name only
-    _misses: dict[int, tuple[Scope, "str | tuple[ScopePattern, Feature]", bool]] = field(default_factory=dict,
-                                                                                         repr=False)
-
-    def tested_all(self, arrays: ScopeArrays, mask: np.ndarray) -> None:
-        """Every scope of ``arrays`` where ``mask`` is true was tested."""
-        known = self._tested_masks.get(id(arrays))
-        if known is None:
-            self.candidates += int(np.count_nonzero(mask))
-            self._tested_masks[id(arrays)] = (arrays, mask.copy())
-        else:
-            self.candidates += int(np.count_nonzero(mask & ~known[1]))
-            known[1][...] |= mask
-
-    def near_miss(self, scope: Scope, pattern: ScopePattern, feature: Feature) -> None:
-        """``scope`` missed ``pattern`` by ``feature`` only.  Of several misses of one scope the
-        first is kept, unless it was only the scope's name and a later one is about its ops."""
-        known = self._misses.get(id(scope))
-        by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
-        if known is None or (known[2] and not by_name):
-            # the text is written when kept (finish), but a label count's now: labels change
-            text = None if ScopeArrays.is_static(feature) else _reason(pattern, feature, scope)
-            self._misses[id(scope)] = (scope, (pattern, feature) if text is None else text, by_name)
-
-    def finish(self, matches: Sequence[Scope]) -> None:
-        """Settle the near misses against the pass's final ``matches``."""
-        matched = {id(m) for m in matches}
-        related = set(matched)  # the matches and their ancestors
-        for m in matches:
-            s = m.parent
-            while s is not None and id(s) not in related:
-                related.add(id(s))
-                s = s.parent
-        within = _Within(matches)
-        kept = [(scope, reason) for scope, reason, _ in self._misses.values()
-                if id(scope) not in related and not within(scope)]
-        self.near_miss_count = len(kept)
-        self.near_misses = [(scope.name, reason if isinstance(reason, str) else _reason(*reason, scope))
-                            for scope, reason in kept[:MAX_NEAR_MISSES]]
-        self._misses = {}
-        self._tested_masks = {}
-
-
-def _reason(pattern: ScopePattern, feature: Feature, scope: Scope) -> str:
-    """Why ``scope`` missed ``pattern``, written out only for the near misses reported."""
-    return f"pattern {pattern.sub_type}: {feature.explain(scope)}"
-
-
-class _Within:
-    """Is a scope one of ``scopes`` or inside one?  Answers are remembered along
-    the path walked up, so asking about many scopes costs about the tree's size."""
-
-    def __init__(self, scopes: Sequence[Scope]) -> None:
-        self._ids = {id(s) for s in scopes}
-        self._known: dict[int, bool] = {}
-
-    def __call__(self, scope: Scope) -> bool:
-        path: list[int] = []
-        s: Scope | None = scope
-        answer = False
-        while s is not None:
-            known = self._known.get(id(s))
-            if known is not None:
-                answer = known
-                break
-            if id(s) in self._ids:
-                answer = True
-                break
-            path.append(id(s))
-            s = s.parent
-        for k in path:
-            self._known[k] = answer
-        return answer
-
+__all__ = ["MAX_NEAR_MISSES", "MatchStats", "match_pattern_set", "match_pattern_sets", "search"]
 
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
     """Outermost scopes matching ``pattern``, in deterministic pre-order.
@@ -146,13 +53,14 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
     fails = failing[to_test]
     found = _outermost(to_test[fails == 0].tolist(), arrays.end)
     inside = _inside(found, arrays.end, n)
-    missed = _first_failures(features, tests, to_test[fails == 1], inside) if near_misses else []
     if stats is not None:
         if near_misses:
-            for i, feature in missed:
-                stats.near_miss(arrays.order[i], pattern, feature)
+            missing_one = to_test[fails == 1]
+            missing_one = missing_one[~inside[missing_one]]  # inside a match: not reached
+            if len(missing_one):
+                stats.missed(tree, pattern, missing_one, _first_failures(tests, missing_one))
         stats.tested_all(arrays, reached & ~inside)
-    return [arrays.order[i] for i in found]
+    return list(map(tree.scope_at, found))
 
 
 def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
@@ -166,15 +74,9 @@ def _outermost(passing: list[int], end: np.ndarray) -> list[int]:
     return found
 
 
-def _first_failures(features: Sequence[Feature], tests: Sequence[np.ndarray], missing_one: np.ndarray,
-                    inside: np.ndarray) -> list[tuple[int, Feature]]:
-    """``(scope, feature)``: the one feature each scope of ``missing_one`` fails, but for the
-    scopes inside a match, which the search does not reach."""
-    missing_one = missing_one[~inside[missing_one]]
-    if not len(missing_one):
-        return []
-    first = np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
-    return [(i, features[k]) for i, k in zip(missing_one.tolist(), first.tolist())]
+def _first_failures(tests: Sequence[np.ndarray], missing_one: np.ndarray) -> np.ndarray:
+    """The index of the one feature each scope of ``missing_one`` fails."""
+    return np.argmin(np.stack([holds[missing_one] for holds in tests]), axis=0)  # the False one
 
 
 def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
@@ -186,19 +88,17 @@ def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
 
 def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStats | None = None) -> list[Scope]:
     """Run the batches of one pattern set; returns the final matches."""
-    applied: list[tuple[Scope, str | None]] = []
+    applied: list[Undo] = []  # every labelling, in order
     final: list[Scope] = []
     for batch in pattern_set:
         matched: list[Scope] = []
         seen: set[int] = set()
         for pattern in batch:
-            for scope in search(tree, pattern, stats):
-                if id(scope) in seen:
-                    continue
-                seen.add(id(scope))
-                applied.append((scope, scope.sub_type))
-                tree.set_label(scope, pattern.sub_type)
-                matched.append(scope)
+            found = [scope for scope in search(tree, pattern, stats) if scope._k not in seen]
+            if found:
+                seen.update(scope._k for scope in found)
+                applied.append(tree.labels.set([scope._k for scope in found], pattern.sub_type))
+                matched.extend(found)
         if not matched:
             _rollback(tree, applied, keep=())
             return []
@@ -207,12 +107,11 @@ def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStat
     return final
 
 
-def _rollback(tree: ScopeTree, applied: list[tuple[Scope, str | None]], keep: Sequence[Scope]) -> None:
-    """Undo the labels of ``applied`` except on ``keep`` and the scopes inside them."""
-    kept = _Within(keep)
-    for scope, previous in reversed(applied):
-        if not kept(scope):
-            tree.set_label(scope, previous)
+def _rollback(tree: ScopeTree, applied: list[Undo], keep: Sequence[Scope]) -> None:
+    """Undo the labellings of ``applied`` except on ``keep`` and the scopes inside them."""
+    kept = tree.layout.covered([s._k for s in keep]) if keep else None
+    for change in reversed(applied):
+        tree.labels.undo(change, kept)
 
 
 def match_pattern_sets(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
+import numpy as np
+
 from ..fusion.candidate import FusionCandidate, Refused
 from ..fusion.fused_ops import FusedOpDef, shape_rules
 from ..fusion.options import FusionOptions, check_pass_names
@@ -149,22 +151,12 @@ def _check_may_fuse(instance: ScopeBasePass, spec: PassSpec, scope_graph: ScopeG
 def _without_result(matches: Sequence[Scope], groups: Sequence[ScopesResult]) -> list[Scope]:
     """The matched scopes no result accounts for: none of the results' scopes is the scope,
     lies inside it or holds it (a pass may turn a matched scope into a tighter or wider one)."""
-    in_result: set[int] = set()  # the results' scopes
-    holds_result: set[int] = set()  # their ancestors
-    for group in groups:
-        for scope in group.scopes:
-            in_result.add(id(scope))
-            parent = scope.parent
-            while parent is not None and id(parent) not in holds_result:
-                holds_result.add(id(parent))
-                parent = parent.parent
-    left = []
-    for m in matches:
-        if id(m) in holds_result:
-            continue
-        s: Scope | None = m
-        while s is not None and id(s) not in in_result:
-            s = s.parent
-        if s is None:
-            left.append(m)
-    return left
+    in_result = [s._k for group in groups for s in group.scopes]
+    if not matches or not in_result:
+        return list(matches)
+    layout = matches[0].tree.layout
+    at = np.asarray(in_result, dtype=np.int64)
+    below = layout.range_counts(at)  # results in each subtree, the scope itself included
+    covered = layout.covered(at)  # a result's scope or inside one
+    own = set(in_result)
+    return [m for m in matches if not covered[m._k] and below[m._k] - (m._k in own) == 0]

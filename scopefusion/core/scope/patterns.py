@@ -89,14 +89,16 @@ class NodeAttrFeature:
             object.__setattr__(self, "value", frozenset(self.value))
 
     def match(self, scope: "Scope") -> bool:
+        return any(map(self.holds_on, scope.nodes_by_op(self.op_type, direct=True)))
+
+    def holds_on(self, node: Any) -> bool:
+        """Does ``node`` (of :attr:`op_type`) have the attribute value?"""
         name, value = self.attr_name, self.value
+        if name not in node.attr:
+            return False
+        attr = node.attr[name]
         choices = value if isinstance(value, frozenset) else (value,)
-        for node in scope.nodes_by_op(self.op_type, direct=True):
-            if name in node.attr:
-                attr = node.attr[name]
-                if any(attr_equals(attr, v) for v in choices):
-                    return True
-        return False
+        return any(attr_equals(attr, v) for v in choices)
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return self.op_type not in scope.op_counts
@@ -199,11 +201,13 @@ class ScopeFeature:
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return False
 
-    def explain(self, scope: "Scope") -> str:
+    def explain(self, scope: "Scope", *, labelled: int | None = None) -> str:
+        """Why ``scope`` does not have the feature; ``labelled``: the count of labelled sub-scopes
+        to speak of (the one when the scope was tested) instead of the count now."""
         if self.suffix and scope.last_name != self.suffix:
             return f"scope name {scope.last_name!r} is not {self.suffix!r}"
         if self.sub_type:
-            found = scope.tree.count_labelled_below(scope, self.sub_type)
+            found = scope.tree.count_labelled_below(scope, self.sub_type) if labelled is None else labelled
             if not self.counts(found):
                 rule = _count_rule(self.num, self.step, self.at_least)
                 return f"{rule} '{self.sub_type}' sub-scope(s) wanted, {found} found"

@@ -3,60 +3,48 @@
 Scopes come from ``/``-separated node names: node ``a/b/c`` lies directly in
 scope ``a/b``, a child of ``a``, a child of the root (name ``""``).  Every scope
 counts op types over all of its descendant nodes.
+
+The tree itself is held as arrays (:class:`.layout.ScopeLayout`, numbered in pre-order) and its
+labels as one code per scope (:class:`.labels.ScopeLabels`); a :class:`Scope` object is made for
+a scope only when asked for, and answers from those arrays.
 """
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+from collections import Counter
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence, overload
 
-from ..graph.index import GraphIndex, no_gc
+import numpy as np
+
+from ..graph.index import GraphIndex
 from ..graph.tf_shapes import ShapeRules
 from ..graph.view import GraphView
 from ..graph.vocabulary import FORWARDING_OPS, RETURN_OPS
 from .arrays import ScopeArrays
+from .labels import ScopeLabels
+from .layout import ScopeLayout, last_name_of, strip_index_suffix
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
-__all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "strip_index_suffix"]
-
-#: What a scope without sub-scopes holds until it has some (one shared, read-only mapping: most
-#: scopes are leaves)
-_NONE: Mapping = MappingProxyType({})
-
-
-def strip_index_suffix(component: str) -> str:
-    """``LayerNorm_1`` -> ``LayerNorm``; ``x_0`` and ``x`` are unchanged."""
-    base, sep, digits = component.rpartition("_")
-    if sep and base and digits.isascii() and digits.isdigit() and digits.strip("0"):
-        return base
-    return component
+__all__ = ["FORWARDING_OPS", "RETURN_OPS", "Scope", "ScopeGraph", "ScopeTree", "last_name_of", "strip_index_suffix"]
 
 
 class Scope:
-    """One name scope: its nodes, sub-scopes and op-type counts."""
+    """One name scope: its nodes, sub-scopes and op-type counts.
 
-    __slots__ = (
-        "name", "last_name", "parent", "depth", "children", "direct_nodes",
-        "_op_counts", "sub_type", "contains_return", "_tree", "_all_sub_scopes",
-        "_all_nodes",
-    )
+    A scope is a view of its number in the tree's :class:`.layout.ScopeLayout`; the tree makes
+    one object per scope, when first asked for it."""
 
-    def __init__(self, tree: "ScopeTree", name: str, parent: "Scope | None") -> None:
+    __slots__ = ("_tree", "_k", "name", "_op_counts", "_all_nodes")
+
+    def __init__(self, tree: "ScopeTree", k: int) -> None:
         self._tree = tree
-        self.name = name
-        component = name.rpartition("/")[2]
-        self.last_name = (strip_index_suffix(component) if "_" in component else component) if name else "root"
-        self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
-        self.children: Mapping[str, Scope] = _NONE  # a dict once it has one
-        self.direct_nodes: list[int] = []
-        self._op_counts: dict[str, int] | None = None  # counted for the whole tree on first use
-        self.sub_type: str | None = None
-        self.contains_return = False
-        self._all_sub_scopes: list[Scope] | None = None
+        self._k = k  # the pre-order number
+        #: the full name (``""`` for the root)
+        self.name: str = tree.layout.name(k)
+        self._op_counts: dict[str, int] | None = None  # counted when first asked
         self._all_nodes: list[int] | None = None
 
     def __repr__(self) -> str:
@@ -64,28 +52,55 @@ class Scope:
 
     # -- structure --------------------------------------------------------
     @property
+    def last_name(self) -> str:
+        """The last component without a ``_N`` call suffix (``"root"`` for the root)."""
+        name = self.name
+        return last_name_of(name) if name else "root"
+
+    @property
+    def depth(self) -> int:
+        return int(self._tree.layout.depth[self._k])
+
+    @property
+    def parent(self) -> "Scope | None":
+        p = int(self._tree.layout.parent[self._k])
+        return None if p < 0 or self._tree.closed else self._tree.scope_at(p)
+
+    @property
     def is_root(self) -> bool:
-        return self.parent is None
+        return self._k == 0
+
+    @property
+    def sub_type(self) -> str | None:
+        """The label a pattern gave this scope, if any (:meth:`ScopeTree.set_label`)."""
+        return self._tree.labels.of(self._k)
+
+    @property
+    def contains_return(self) -> bool:
+        """True when a return node lies in this scope or below it."""
+        return bool(self._tree.contains_return[self._k])
+
+    @property
+    def children(self) -> Mapping[str, "Scope"]:
+        """Direct sub-scopes by last component, in order of first appearance."""
+        return {s.name.rpartition("/")[2]: s for s in self.sub_scopes()}
+
+    @property
+    def direct_nodes(self) -> list[int]:
+        """Indices of the nodes lying directly in this scope, in graph order."""
+        return self._tree.layout.direct_nodes(self._k)
 
     def sub_scopes(self) -> list["Scope"]:
         """Direct sub-scopes, in order of first appearance."""
-        return list(self.children.values())
+        tree = self._tree
+        return [] if tree.closed else list(map(tree.scope_at, tree.layout.children(self._k)))
 
     def all_sub_scopes(self) -> list["Scope"]:
-        """All descendant scopes (depth first, pre-order)."""
-        arrays = self._tree._arrays if self._tree is not None else None
-        if self._all_sub_scopes is None and arrays is not None:  # a range of the arrays' pre-order
-            k = arrays.position(self)
-            self._all_sub_scopes = arrays.order[k + 1:int(arrays.end[k])]
-        if self._all_sub_scopes is None:
-            out: list[Scope] = []
-            stack = list(reversed(self.sub_scopes()))
-            while stack:
-                s = stack.pop()
-                out.append(s)
-                stack.extend(reversed(s.sub_scopes()))
-            self._all_sub_scopes = out
-        return self._all_sub_scopes
+        """All descendant scopes (depth first, pre-order): a range of the tree's numbers."""
+        tree = self._tree
+        if tree.closed:
+            return []
+        return list(map(tree.scope_at, range(self._k + 1, int(tree.layout.end[self._k]))))
 
     @property
     def tree(self) -> "ScopeTree":
@@ -101,29 +116,21 @@ class Scope:
 
     def is_ancestor_of(self, other: "Scope") -> bool:
         """True when ``other`` lies strictly below this scope."""
-        s = other.parent
-        while s is not None and s.depth >= self.depth:
-            if s is self:
-                return True
-            s = s.parent
-        return False
+        return other._tree is self._tree and self._k < other._k < self._tree.layout.end[self._k]
 
     @property
     def op_counts(self) -> dict[str, int]:
         """Descendant nodes per op type (only the types present)."""
         if self._op_counts is None:
-            self._tree.count_ops()
-        return self._op_counts  # type: ignore[return-value]
+            ops = self._tree.index.ops
+            self._op_counts = dict(Counter(map(ops.__getitem__, self.all_node_indices())))
+        return self._op_counts
 
     # -- nodes --------------------------------------------------------------
     def all_node_indices(self) -> list[int]:
         """Indices of every node in this scope or below it, in graph order."""
         if self._all_nodes is None:
-            nodes = list(self.direct_nodes)
-            for s in self.all_sub_scopes():
-                nodes.extend(s.direct_nodes)
-            nodes.sort()
-            self._all_nodes = nodes
+            self._all_nodes = self._tree.layout.subtree_nodes(self._k)
         return self._all_nodes
 
     def nodes(self, *, direct: bool = False) -> list["NodeDef"]:
@@ -171,124 +178,125 @@ class ScopeTree:
 
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
-        self.root = Scope(self, "", None)
-        self._by_name: dict[str, Scope] = {"": self.root}
-        self.scopes: list[Scope] = [self.root]
-        self.node_scope: list[Scope] = []
-        self.labelled: dict[str, dict[int, Scope]] = {}  # sub_type -> labelled scopes by id
-        self._label_positions: dict[str, list[int]] = {}  # sub_type -> pre-order numbers, sorted
+        self.layout = ScopeLayout(index.names)
+        self._objects: list[Scope | None] = [None] * len(self.layout)
+        self._scopes: list[Scope] | None = None
+        self._node_scopes: NodeScopes | None = None
+        #: by pre-order number: does a return node lie in the scope or below it?
+        self.contains_return = self._holding_returns()
+        self.closed = False
+        self.labels = ScopeLabels(len(self.layout))
         self.graph: ScopeGraph | None = None
         self._arrays: ScopeArrays | None = None
-        self._build()
+
+    def _holding_returns(self) -> np.ndarray:
+        returns = [i for op in RETURN_OPS for i in self.index.nodes_of_type(op)]
+        if not returns:
+            return np.zeros(len(self.layout), dtype=bool)
+        return self.layout.range_counts(self.layout.node_scope[returns]) > 0  # type: ignore[no-any-return]
 
     @property
     def arrays(self) -> ScopeArrays:
-        """The tree in pre-order as arrays (built on first use; the tree's scopes never change)."""
+        """Per-scope feature arrays for the search (made on first use; the tree's scopes never change)."""
         if self._arrays is None:
             self._arrays = ScopeArrays(self)
         return self._arrays
 
-    def _scope_for(self, path: str) -> Scope:
-        """The scope called ``path``, created with every missing ancestor (outermost first,
-        without recursion: names may be thousands of scopes deep)."""
-        by_name = self._by_name
-        missing = []
-        parent = by_name.get(path)
-        while parent is None:  # the root ("") is always there
-            missing.append(path)
-            path = path.rpartition("/")[0]
-            parent = by_name.get(path)
-        for name in reversed(missing):
-            scope = Scope(self, name, parent)
-            children = parent.children
-            if children is _NONE:
-                children = parent.children = {}
-            children[name.rpartition("/")[2]] = scope  # type: ignore[index]
-            by_name[name] = scope
-            self.scopes.append(scope)
-            parent = scope
-        return parent
+    def scope_at(self, k: int) -> Scope:
+        """The scope numbered ``k`` in pre-order (one object per scope, made when first asked;
+        after :meth:`close`, a new one each time)."""
+        try:
+            scope = self._objects[k]
+        except IndexError:
+            if not self.closed:
+                raise
+            return Scope(self, k)
+        if scope is None:
+            scope = self._objects[k] = Scope(self, k)
+        return scope
 
-    def _build(self) -> None:
-        by_name = self._by_name
-        node_scope = self.node_scope
-        with no_gc():
-            for i, name in enumerate(self.index.names):
-                path = name.rpartition("/")[0]
-                scope = by_name.get(path) or self._scope_for(path)
-                node_scope.append(scope)
-                scope.direct_nodes.append(i)
-            for op in RETURN_OPS:
-                for i in self.index.nodes_of_type(op):
-                    s: Scope | None = node_scope[i]
-                    while s is not None and not s.contains_return:
-                        s.contains_return = True
-                        s = s.parent
+    @property
+    def root(self) -> Scope:
+        return self.scope_at(0)
 
-    def count_ops(self) -> None:
-        """Every scope's :attr:`Scope.op_counts` (counted once, when a scope is first asked)."""
-        with no_gc():
-            for scope in self.scopes:
-                scope._op_counts = {}
-            for scope, op in zip(self.node_scope, self.index.ops):
-                counts = scope._op_counts
-                counts[op] = counts.get(op, 0) + 1  # type: ignore[index]
-            # Children are always created after their parents: summing in
-            # reverse creation order folds every subtree into its ancestors.
-            for scope in reversed(self.scopes[1:]):
-                parent_counts = scope.parent._op_counts  # type: ignore[union-attr]
-                for op, n in scope._op_counts.items():  # type: ignore[union-attr]
-                    parent_counts[op] = parent_counts.get(op, 0) + n  # type: ignore[index]
+    @property
+    def scopes(self) -> list[Scope]:
+        """Every scope, the root first, then in order of first appearance."""
+        if self._scopes is None:
+            self._scopes = list(map(self.scope_at, self.layout.position.tolist()))
+        return self._scopes
+
+    @property
+    def node_scope(self) -> "NodeScopes":
+        """The scope each node lies directly in, by node index."""
+        if self._node_scopes is None:
+            self._node_scopes = NodeScopes(self)
+        return self._node_scopes
 
     def __iter__(self) -> Iterator[Scope]:
         return iter(self.scopes)
 
     def __len__(self) -> int:
-        return len(self.scopes)
+        return len(self.layout)
 
     def set_label(self, scope: Scope, sub_type: str | None) -> None:
         """Label ``scope`` with ``sub_type`` (``None`` removes its label)."""
-        old = scope.sub_type
-        if old == sub_type:
-            return
-        if old is not None:
-            del self.labelled[old][id(scope)]
-            self._label_positions.pop(old, None)
-        scope.sub_type = sub_type
-        if sub_type is not None:
-            self.labelled.setdefault(sub_type, {})[id(scope)] = scope
-            self._label_positions.pop(sub_type, None)
+        self.labels.set([scope._k], sub_type)
 
     def clear_labels(self) -> None:
         """Remove every label (each pass starts from an unlabelled tree)."""
-        for by_id in self.labelled.values():
-            for scope in by_id.values():
-                scope.sub_type = None
-        self.labelled = {}
-        self._label_positions = {}
+        self.labels.clear()
 
     def count_labelled_below(self, scope: Scope, sub_type: str) -> int:
         """How many scopes strictly below ``scope`` carry label ``sub_type``: those of
         :meth:`labelled_positions` within the subtree's range of the pre-order."""
-        if not self.labelled.get(sub_type):
-            return 0
         positions = self.labelled_positions(sub_type)
-        k = self.arrays.position(scope)
-        return bisect_left(positions, int(self.arrays.end[k])) - bisect_right(positions, k)
+        if not positions:
+            return 0
+        k = scope._k
+        return bisect_left(positions, int(self.layout.end[k])) - bisect_right(positions, k)
 
     def labelled_positions(self, sub_type: str) -> list[int]:
-        """The pre-order numbers (:attr:`arrays`) of the scopes labelled ``sub_type``, sorted
-        (once per change of the label)."""
-        positions = self._label_positions.get(sub_type)
-        if positions is None:
-            positions = sorted(map(self.arrays.position, self.labelled.get(sub_type, {}).values()))
-            self._label_positions[sub_type] = positions
-        return positions
+        """The pre-order numbers of the scopes labelled ``sub_type``, sorted (once per change of
+        the label)."""
+        return self.labels.positions(sub_type)
 
     def get(self, name: str) -> Scope | None:
         """The scope with full name ``name`` (no trailing slash), if any."""
-        return self._by_name.get(name.rstrip("/"))
+        k = self.layout.find(name.rstrip("/"))
+        return None if k is None else self.scope_at(k)
 
+    def close(self) -> None:
+        """Drop the scope objects and what refers back to them, so memory is freed at once;
+        scopes still held keep their names and nodes but no longer reach other scopes."""
+        self.closed = True
+        self._objects = []
+        self._scopes = None
+        self._node_scopes = None
+        self._arrays = None
+        self.graph = None
+
+
+class NodeScopes(Sequence[Scope]):
+    """The scope each node lies directly in, by node index (scope objects made when asked)."""
+
+    def __init__(self, tree: ScopeTree) -> None:
+        self._tree = tree
+
+    def __len__(self) -> int:
+        return len(self._tree.layout.node_scope)
+
+    @overload
+    def __getitem__(self, i: int) -> Scope: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Scope]: ...
+
+    def __getitem__(self, i: int | slice) -> Scope | list[Scope]:
+        positions = self._tree.layout.node_scope[i]
+        if isinstance(i, slice):
+            return list(map(self._tree.scope_at, positions.tolist()))
+        return self._tree.scope_at(int(positions))
 
 class ScopeGraph(GraphView):
     """The graph as scope passes see it: node queries (:class:`GraphView`), the scope
@@ -301,16 +309,8 @@ class ScopeGraph(GraphView):
         self.matches: dict[str, list[Scope]] = {}
 
     def close(self) -> None:
-        """Break the parent/child reference cycles so memory is freed at once."""
-        for scope in self.tree.scopes:
-            scope.children = _NONE
-            scope.parent = None
-            scope._all_sub_scopes = None
-            scope._tree = None  # type: ignore[assignment]
-        self.tree.labelled = {}
-        self.tree._label_positions = {}
-        self.tree._arrays = None
-        self.tree.graph = None
+        """Drop the scope objects, so memory is freed at once."""
+        self.tree.close()
         self.matches = {}
 
     @property

@@ -46,7 +46,7 @@ class _Description:
         index = sg.index
         self.attributes = attributes
         self.members: list[int] = scope.all_node_indices()
-        self.position = {i: k for k, i in enumerate(self.members)}
+        self.position = dict(zip(self.members, range(len(self.members))))
         self.outside: dict[tuple[int, int], int] = {}
         attrs = attributes.of_all(self.members)
         # node -> its value's bytes, taken only when asked
@@ -59,19 +59,40 @@ class _Description:
                     tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
 
     def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
-        """Each member's inputs (a member by position, anything else by order of first read) and
-        its outputs read outside the scope, with whether anything reads it at all."""
+        """Each member's inputs and its outputs read outside the scope, with whether anything
+        reads it at all.  The inputs come as one flat tuple: per member its input count, then
+        per input a member's position and the port, or ``-1 - k`` for the ``k``-th tensor from
+        outside (by order of first read).  The reads: per member 0 (read by nothing), 1 (read
+        by members only, or by control outside) or the sorted ports read outside."""
         position, outside = self.position, self.outside
         inputs, consumers = index.inputs, index.consumers
-        member_of = position.get
-        refs: list[tuple[Ref, ...]] = []
-        reads: list[tuple[tuple[int, ...], bool]] = []
+        member_of, known = position.get, outside.get
+        wiring: list[int] = []
+        add = wiring.append
+        inside = [0] * len(self.members)  # edges from each member to members
         for i in self.members:
-            refs.append(tuple([("in", k, port) if (k := member_of(j)) is not None
-                               else ("out", outside.setdefault((j, port), len(outside))) for j, port in inputs[i]]))
-            read = [p for c, p, _ in consumers[i] if p != CONTROL and c not in position]
-            reads.append((tuple(sorted(set(read))) if read else (), bool(consumers[i])))
-        return tuple(refs), tuple(reads)
+            ins = inputs[i]
+            add(len(ins))
+            for j, port in ins:
+                k = member_of(j)
+                if k is None:
+                    k = known((j, port))
+                    if k is None:
+                        k = outside[(j, port)] = len(outside)
+                    add(-1 - k)
+                else:
+                    inside[k] += 1
+                    add(k)
+                    add(port)
+        reads: list[Hashable] = []
+        for i, edges in zip(self.members, inside):
+            readers = consumers[i]
+            if len(readers) == edges:
+                reads.append(1 if edges else 0)
+                continue
+            ports = sorted({p for c, p, _ in readers if p != CONTROL and c not in position})
+            reads.append(tuple(ports) if ports else 1)
+        return tuple(wiring), tuple(reads)
 
     def _constant_key(self, sg: "ScopeGraph", i: int) -> Hashable:
         """What a constant read from outside holds: the forwarding ops and casts down to it

@@ -19,7 +19,7 @@ is analysed (and they are rare in a model that has its layer norms fused).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Union
 
 from ....core.graph.vocabulary import CONTROL
@@ -182,10 +182,12 @@ def _recall(sg: "ScopeGraph", described: _Description, remembered: _Remembered) 
         j, port = outside[ref[1]]
         return names[j], port
 
-    fields: dict[str, Any] = {key: tensor(ref) for key, ref in remembered.tensors.items()}
+    fields: dict[str, Any] = dict(vars(remembered.match))  # the remembered values, then this scope's names
+    for key, ref in remembered.tensors.items():
+        fields[key] = tensor(ref)
     for key, position in remembered.nodes.items():
         fields[key] = None if position is None else names[described.members[position]]
-    return replace(remembered.match, **fields)
+    return LayerNormMatch(**fields)
 
 
 class AnalysisCache:

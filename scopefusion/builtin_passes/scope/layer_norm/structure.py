@@ -45,18 +45,18 @@ class _Description:
         sg = scope.graph
         index = sg.index
         self.attributes = attributes
-        self.members: list[int] = scope.all_node_indices()
-        self.position = dict(zip(self.members, range(len(self.members))))
+        members = self.members = scope.all_node_indices()
+        self.position = dict(zip(members, range(len(members))))
         self.outside: dict[tuple[int, int], int] = {}
-        attrs = attributes.of_all(self.members)
+        attrs = attributes.of_all(members)
         # node -> its value's bytes, taken only when asked
-        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(self.members, attrs) if large}
+        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs) if large}
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
-        names = [index.names[i][start:] for i in self.members]
-        refs, reads = self._wiring(index)
-        self.key = (bool(getattr(scope, "is_root", False)), tuple(names), tuple(index.ops[i] for i in self.members),
-                    refs, tuple(key for key, _ in attrs), reads,
-                    tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
+        names = tuple([name[start:] for name in map(index.names.__getitem__, members)])
+        wiring, reads = self._wiring(index)
+        self.key = (bool(getattr(scope, "is_root", False)), names, tuple(map(index.ops.__getitem__, members)),
+                    wiring, tuple([key for key, _ in attrs]), reads,
+                    tuple([self._outside_key(sg, j, port) for (j, port) in self.outside]))
 
     def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
         """Each member's inputs and its outputs read outside the scope, with whether anything

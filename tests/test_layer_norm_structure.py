@@ -18,7 +18,9 @@ from pass_checks import REGISTRY, assert_verifies, pass_report
 import scopefusion
 from scopefusion.builtin_passes.scope import layer_norm as ln_pass
 from scopefusion.builtin_passes.scope.layer_norm.node_keys import AttributeKeys, attributes_key
-from scopefusion.builtin_passes.scope.layer_norm.structure import AnalysisCache
+from scopefusion.builtin_passes.scope.layer_norm.structure import AnalysisCache, _Description
+from scopefusion.core.graph.vocabulary import CONTROL
+from scopefusion.core.scope.scope_graph import ScopeGraph
 
 H = nm.HIDDEN
 #: tf_keras' two layer-norm paths: epsilon below 1.001e-5 computes moments, above it uses
@@ -179,3 +181,69 @@ def test_attribute_keys_are_the_keys_built_node_by_node():
     for node, (renamed, others, changed) in zip(originals, variants):
         assert all(attributes_key(copy) == attributes_key(node) for copy in renamed + others), node.name
         assert attributes_key(changed) != attributes_key(node), node.name
+
+
+def _wiring_read_off(wiring: tuple[int, ...], members: int) -> list[list[tuple]]:
+    """The flat inputs of a description, read back per member: ("in", position, port) or ("out", k)."""
+    out, pos = [], 0
+    for _ in range(members):
+        count, pos = wiring[pos], pos + 1
+        refs = []
+        for _ in range(count):
+            value, pos = wiring[pos], pos + 1
+            if value >= 0:
+                refs.append(("in", value, wiring[pos]))
+                pos += 1
+            else:
+                refs.append(("out", -1 - value))
+        out.append(refs)
+    assert pos == len(wiring)
+    return out
+
+
+def _wiring_node_by_node(index, members: list[int]) -> tuple[list[list[tuple]], list, list[tuple[int, int]]]:
+    """Every member's inputs, its ports read outside and whether anything reads it, looked up
+    edge by edge, and the tensors from outside in order of first read."""
+    position = {i: k for k, i in enumerate(members)}
+    outside: list[tuple[int, int]] = []
+    refs = []
+    for i in members:
+        row = []
+        for j, port in index.inputs[i]:
+            if j in position:
+                row.append(("in", position[j], port))
+            else:
+                if (j, port) not in outside:
+                    outside.append((j, port))
+                row.append(("out", outside.index((j, port))))
+        refs.append(row)
+    reads = []
+    for i in members:
+        ports = sorted({p for c, p, _ in index.consumers[i] if c not in position and p != CONTROL})
+        reads.append(tuple(ports) if ports else int(bool(index.consumers[i])))
+    return refs, reads, outside
+
+
+def test_the_wiring_is_the_one_looked_up_edge_by_edge():
+    """On real layer norms, and on scopes whose members are read outside (the model's scope,
+    the layers' sub-scopes), by data and by control, or by nothing."""
+    graph_def = type(built("moments").graph_def)()
+    graph_def.CopyFrom(built("moments").graph_def)
+    reader = graph_def.node.add(name="reads_by_control", op="NoOp")
+    reader.input.extend(["^ln2/moments/mean", "^ln2/batchnorm/add_1"])
+    sg = ScopeGraph(graph_def)
+    attributes = AttributeKeys(sg.index.nodes)
+    checked = {"outside reads": 0, "control only": 0, "unread": 0}
+    for scope in [sg.root, *sg.root.all_sub_scopes()]:
+        described = _Description(scope, attributes)
+        wiring, reads = described._wiring(sg.index)
+        refs, expected_reads, outside = _wiring_node_by_node(sg.index, described.members)
+        assert _wiring_read_off(wiring, len(described.members)) == refs, scope.name
+        assert list(reads) == expected_reads, scope.name
+        assert list(described.outside) == outside, scope.name
+        for i, read in zip(described.members, reads):
+            cs = sg.index.consumers[i]
+            checked["outside reads"] += isinstance(read, tuple)
+            checked["unread"] += read == 0
+            checked["control only"] += read == 1 and any(c not in described.position for c, _, _ in cs)
+    assert all(checked.values()), checked

@@ -59,6 +59,8 @@ class OpRules:
 
 #: Tags of a serialized NodeDef's name, op, input and device fields (numbers 1 to 4, length-delimited).
 _HEAD_TAGS = frozenset({0x0A, 0x12, 0x1A, 0x22})
+#: 1 at the bytes of :data:`_HEAD_TAGS`, else 0: read by byte value.
+_IS_HEAD_TAG = bytes(int(b in _HEAD_TAGS) for b in range(256))
 
 
 def _after_head_fields(data: bytes) -> bytes | None:
@@ -66,7 +68,8 @@ def _after_head_fields(data: bytes) -> bytes | None:
     on: its attributes (and anything after them) when the fields come in number order, as protobuf
     writes them.  None when the bytes do not read as length-delimited fields."""
     pos, end = 0, len(data)
-    while pos < end and data[pos] in _HEAD_TAGS:
+    is_head = _IS_HEAD_TAG
+    while pos < end and is_head[data[pos]]:
         if pos + 1 >= end:
             return None
         length = data[pos + 1]

@@ -115,8 +115,11 @@ class ScopeLayerNormPass(ScopeBasePass):
         """One result per layer norm, in the tightest scope holding its statistics: a
         matched parent scope (say a Keras model holding one layer norm and a Dense)
         gives way to the layer norm's own scope."""
-        results, seen = [], set()
+        results, seen, met = [], set(), set()
         for scope in self.matched_scopes(scope_graph):
+            if id(scope) in met:  # matched by two pattern sets: its tightest scope is taken already
+                continue
+            met.add(id(scope))
             tight = _tightest(scope)
             if id(tight) not in seen:
                 seen.add(id(tight))

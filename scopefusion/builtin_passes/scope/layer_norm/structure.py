@@ -19,7 +19,7 @@ is analysed (and they are rare in a model that has its layer norms fused).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Union
 
 from ....core.graph.vocabulary import CONTROL
@@ -45,33 +45,54 @@ class _Description:
         sg = scope.graph
         index = sg.index
         self.attributes = attributes
-        self.members: list[int] = scope.all_node_indices()
-        self.position = {i: k for k, i in enumerate(self.members)}
+        members = self.members = scope.all_node_indices()
+        self.position = dict(zip(members, range(len(members))))
         self.outside: dict[tuple[int, int], int] = {}
-        attrs = attributes.of_all(self.members)
+        attrs = attributes.of_all(members)
         # node -> its value's bytes, taken only when asked
-        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(self.members, attrs) if large}
+        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs) if large}
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
-        names = [index.names[i][start:] for i in self.members]
-        refs, reads = self._wiring(index)
-        self.key = (bool(getattr(scope, "is_root", False)), tuple(names), tuple(index.ops[i] for i in self.members),
-                    refs, tuple(key for key, _ in attrs), reads,
-                    tuple(self._outside_key(sg, j, port) for (j, port) in self.outside))
+        names = tuple([name[start:] for name in map(index.names.__getitem__, members)])
+        wiring, reads = self._wiring(index)
+        self.key = (bool(getattr(scope, "is_root", False)), names, tuple(map(index.ops.__getitem__, members)),
+                    wiring, tuple([key for key, _ in attrs]), reads,
+                    tuple([self._outside_key(sg, j, port) for (j, port) in self.outside]))
 
     def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
-        """Each member's inputs (a member by position, anything else by order of first read) and
-        its outputs read outside the scope, with whether anything reads it at all."""
+        """Each member's inputs and its outputs read outside the scope, with whether anything
+        reads it at all.  The inputs come as one flat tuple: per member its input count, then
+        per input a member's position and the port, or ``-1 - k`` for the ``k``-th tensor from
+        outside (by order of first read).  The reads: per member 0 (read by nothing), 1 (read
+        by members only, or by control outside) or the sorted ports read outside."""
         position, outside = self.position, self.outside
         inputs, consumers = index.inputs, index.consumers
-        member_of = position.get
-        refs: list[tuple[Ref, ...]] = []
-        reads: list[tuple[tuple[int, ...], bool]] = []
+        member_of, known = position.get, outside.get
+        wiring: list[int] = []
+        add = wiring.append
+        inside = [0] * len(self.members)  # edges from each member to members
         for i in self.members:
-            refs.append(tuple([("in", k, port) if (k := member_of(j)) is not None
-                               else ("out", outside.setdefault((j, port), len(outside))) for j, port in inputs[i]]))
-            read = [p for c, p, _ in consumers[i] if p != CONTROL and c not in position]
-            reads.append((tuple(sorted(set(read))) if read else (), bool(consumers[i])))
-        return tuple(refs), tuple(reads)
+            ins = inputs[i]
+            add(len(ins))
+            for j, port in ins:
+                k = member_of(j)
+                if k is None:
+                    k = known((j, port))
+                    if k is None:
+                        k = outside[(j, port)] = len(outside)
+                    add(-1 - k)
+                else:
+                    inside[k] += 1
+                    add(k)
+                    add(port)
+        reads: list[Hashable] = []
+        for i, edges in zip(self.members, inside):
+            readers = consumers[i]
+            if len(readers) == edges:
+                reads.append(1 if edges else 0)
+                continue
+            ports = sorted({p for c, p, _ in readers if p != CONTROL and c not in position})
+            reads.append(tuple(ports) if ports else 1)
+        return tuple(wiring), tuple(reads)
 
     def _constant_key(self, sg: "ScopeGraph", i: int) -> Hashable:
         """What a constant read from outside holds: the forwarding ops and casts down to it
@@ -161,10 +182,12 @@ def _recall(sg: "ScopeGraph", described: _Description, remembered: _Remembered) 
         j, port = outside[ref[1]]
         return names[j], port
 
-    fields: dict[str, Any] = {key: tensor(ref) for key, ref in remembered.tensors.items()}
+    fields: dict[str, Any] = dict(vars(remembered.match))  # the remembered values, then this scope's names
+    for key, ref in remembered.tensors.items():
+        fields[key] = tensor(ref)
     for key, position in remembered.nodes.items():
         fields[key] = None if position is None else names[described.members[position]]
-    return replace(remembered.match, **fields)
+    return LayerNormMatch(**fields)
 
 
 class AnalysisCache:

@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from ..graph.index import GraphIndex
-from ..graph.tf_ops import is_tensorflow_op
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
-from .attr_values import written_attrs
-from .inner_graph import check_inner_signatures, check_inner_structure
 from .fused_ops import FusedOpDef
+from .op_checks import OpChecks, check_op
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
@@ -100,16 +98,14 @@ def make_plan(
     *,
     fused_ops: Mapping[str, FusedOpDef],
     graph_outputs: Mapping[int, Sequence[int]],
+    ops: OpChecks | None = None,
 ) -> FusionPlan:
-    """Check ``candidate`` against the graph; raises :class:`Refused` with the reason."""
+    """Check ``candidate`` against the graph; raises :class:`Refused` with the reason.  ``ops``:
+    the stage's checks of fused ops, shared by candidates alike (else the op is checked anew)."""
     _check_name(candidate)
     if not candidate.members:
         raise Refused("the result holds no nodes")
-    op_def = _declared_op(candidate, fused_ops)
-    attr_values = written_attrs(candidate, op_def, fused_ops)
-    if candidate.has_inner_graph:
-        check_inner_signatures(candidate, attr_values, fused_ops)
-    n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
+    op_def, attr_values, n_inputs = ops.check(candidate) if ops is not None else check_op(candidate, fused_ops)
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
     removed_set = candidate.members - kept
@@ -139,25 +135,6 @@ def _check_name(candidate: FusionCandidate) -> None:
     if not is_valid_node_name(candidate.name):
         raise Refused(f"{candidate.name!r} is not a valid node name for the fused op (letters, digits and "
                       "_ . - / > only, no empty scope)")
-
-
-def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
-    """The declaration of the fused op (None for an inner graph or a stock TensorFlow op);
-    refuses a type that is neither declared nor a TensorFlow op."""
-    op_def = fused_ops.get(candidate.type)
-    if candidate.has_inner_graph:
-        check_inner_structure(candidate, fused_ops)
-    elif op_def is None:
-        if not candidate.type:
-            raise Refused("the pass set no fused op type")
-        if not is_tensorflow_op(candidate.type):
-            raise Refused(f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it "
-                          "(or produce a TensorFlow op)")
-    if op_def is not None and not candidate.has_inner_graph:
-        problems = op_def.check_attrs(candidate.attrs)
-        if problems:
-            raise Refused("; ".join(problems))
-    return None if candidate.has_inner_graph else op_def
 
 
 def _checked_inputs(

@@ -46,11 +46,12 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
 class _AttrBlocks:
     """Each distinct attribute set of the new nodes serialized once, as the ``attr`` map of a
     ``NodeDef``, for merging into every new node that has it.  Attribute values are known by
-    identity: plans share the messages of equal scalars, and keep every value alive while the
-    rewrite runs."""
+    identity: plans share the messages of equal scalars (and plans alike the very list of their
+    attribute sets), and keep every value alive while the rewrite runs."""
 
     def __init__(self) -> None:
         self._blocks: dict[tuple, bytes] = {}
+        self._by_list: dict[int, list[bytes]] = {}
         self._holder = message_class("NodeDef")()
 
     def block(self, attrs: dict[str, "AttrValue"]) -> bytes:
@@ -63,6 +64,13 @@ class _AttrBlocks:
                 holder.attr[k].CopyFrom(value)
             block = self._blocks[key] = holder.SerializeToString()
         return block
+
+    def blocks(self, attr_values: list[dict[str, "AttrValue"]], count: int) -> list[bytes]:
+        """The blocks of a plan's ``count`` new nodes (empty for a node without attributes)."""
+        known = self._by_list.get(id(attr_values))
+        if known is None:
+            known = self._by_list[id(attr_values)] = [self.block(attrs) if attrs else b"" for attrs in attr_values]
+        return known if len(known) >= count else known + [b""] * (count - len(known))
 
 
 def _build_nodes(
@@ -79,13 +87,13 @@ def _build_nodes(
         device = nodes[d].device
         if device:
             break
-    blocks_of = [blocks.block(attrs) if attrs else b"" for attrs in plan.attr_values]  # written with the plan
-    blocks_of += [b""] * (max(len(res.inner_nodes), 1) - len(blocks_of))  # a node without attributes
-    if res.inner_nodes:
+    inner_nodes = res.inner_nodes
+    blocks_of = blocks.blocks(plan.attr_values, len(inner_nodes) or 1)  # written with the plan
+    if inner_nodes:
         return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                           [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
-                for inner, block in zip(res.inner_nodes, blocks_of)]
-    return [_new_node(add(), res.name, res.type, device, [*inputs, *controls], blocks_of[0])]
+                for inner, block in zip(inner_nodes, blocks_of)]
+    return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
@@ -171,7 +179,7 @@ def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[in
         """The name a tensor (or control edge) of the original graph has after rewriting."""
         plan = owner.get(p)
         if plan is None:
-            return tensor_name(names[p], port)
+            return names[p] if port == 0 else tensor_name(names[p], port)
         if port == CONTROL:
             return "^" + _control_target(plan)
         return plan.output_tensor(plan.outputs[(p, port)])
@@ -214,19 +222,23 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
     blocks = _AttrBlocks()
+    add, dropped, aliased = graph.node.add, summary.dropped, summary.changed
     for plan in plans:
         # both read the plan's nodes before they change
-        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)
-        aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
-        for d in plan.removed:
-            if d in aliases:  # a graph output keeps its name: the node becomes an alias
-                index.nodes[d].CopyFrom(aliases[d])
-                summary.touched.append(index.nodes[d])
-                summary.changed.add(d)
-            else:
-                summary.removed_names.add(index.names[d])
-                summary.dropped.add(d)
+        built = _build_nodes(plan, index, resolve, add, blocks)
+        if plan.aliases:
+            aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
+            for d in plan.removed:
+                if d in aliases:  # a graph output keeps its name: the node becomes an alias
+                    index.nodes[d].CopyFrom(aliases[d])
+                    summary.touched.append(index.nodes[d])
+                    aliased.add(d)
+                else:
+                    dropped.add(d)
+        else:
+            dropped.update(plan.removed)
         built_by_anchor[plan.removed[0]] = built
+    summary.removed_names.update(map(index.names.__getitem__, dropped))
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
     summary.new_names = [n.name for n in new_nodes]

@@ -35,6 +35,9 @@ class FusionPlan:
     candidate: FusionCandidate
     members: frozenset[int]  # R
     removed: list[int]  # D, in graph order
+    removed_set: frozenset[int]  # D
+    #: the removed nodes reading from, or read by, a node outside D (in graph order, each once)
+    border: list[int]
     kept: list[int]
     inputs: list[tuple[int, int]]  # fused input i -> producer tensor
     control_inputs: list[int]
@@ -113,14 +116,16 @@ def make_plan(
         raise Refused("every node of the result would be kept; nothing to fuse")
     _check_outputs(index, candidate, op_def, removed_set)
     removed = sorted(removed_set)
-    _check_outside_consumers(index, candidate, removed, removed_set)
+    exits = _check_outside_consumers(index, candidate, removed, removed_set)
     aliases = _graph_output_aliases(index, candidate, removed, graph_outputs)
-    control_inputs = _outside_reads(index, candidate, removed, removed_set, inputs)
+    control_inputs, entries = _outside_reads(index, candidate, removed, removed_set, inputs)
     _check_new_names(index, candidate, removed_set, aliases)
     return FusionPlan(
         candidate=candidate,
         members=candidate.members,
         removed=removed,
+        removed_set=removed_set,
+        border=sorted({*exits, *entries}) if exits and entries else exits or entries,
         kept=sorted(kept),
         inputs=inputs,
         control_inputs=control_inputs,
@@ -202,17 +207,25 @@ def _check_outputs(
 
 def _check_outside_consumers(
     index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int]
-) -> None:
+) -> list[int]:
+    """Refuses a removed node feeding an outside node through a port the fused op does not output;
+    returns the removed nodes read from outside (through any edge), in the order of ``removed``."""
     names = index.names
+    exits: list[int] = []
     for d in removed:
         for c, port, _ in index.consumers[d]:
-            if c in removed_set or port == CONTROL:
+            if c in removed_set:
+                continue
+            if not exits or exits[-1] != d:
+                exits.append(d)
+            if port == CONTROL:
                 continue
             if (d, port) not in candidate.outputs:
                 raise Refused(
                     f"inner node {names[d]!r} output {port} feeds outside node {names[c]!r} "
                     f"but is not an output of the fused op"
                 )
+    return exits
 
 
 def _graph_output_aliases(
@@ -238,16 +251,20 @@ def _graph_output_aliases(
 def _outside_reads(
     index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int],
     inputs: Sequence[tuple[int, int]],
-) -> list[int]:
-    """The control inputs the fused op inherits; refuses a data read the fused op does not take."""
+) -> tuple[list[int], list[int]]:
+    """The control inputs the fused op inherits, and the removed nodes reading from outside (in
+    the order of ``removed``); refuses a data read the fused op does not take."""
     control_inputs: list[int] = []
     seen_controls: set[int] = set()
+    entries: list[int] = []
     fed_tensors = set(inputs)
     names = index.names
     for d in removed:
         for p, port in index.inputs[d]:
             if p in removed_set:
                 continue
+            if not entries or entries[-1] != d:
+                entries.append(d)
             if port == CONTROL:
                 if p not in seen_controls:
                     seen_controls.add(p)
@@ -259,7 +276,7 @@ def _outside_reads(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
                 f"the result, but the fused op does not take it as an input"
             )
-    return control_inputs
+    return control_inputs, entries
 
 
 #: ops whose output is their data input's value (ReadVariableOp is not: it reads a handle)

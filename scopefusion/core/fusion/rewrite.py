@@ -16,13 +16,12 @@ from ..graph.layout import NodeLayout
 from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
+from .plan import FusionPlan, new_node_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-    from .plan import FusionPlan
 
 def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int | None:
     """DataType enum of fused output ``fused_port``, when it can be told."""
@@ -93,7 +92,15 @@ def _build_nodes(
         return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                           [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
                 for inner, block in zip(inner_nodes, blocks_of)]
-    return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
+    node = add()
+    if blocks_of[0]:
+        node.MergeFromString(blocks_of[0])
+    node.name = res.name
+    node.op = res.type
+    if device:
+        node.device = device
+    node.input.extend(inputs + controls if controls else inputs)
+    return [node]
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
@@ -241,7 +248,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     summary.removed_names.update(map(index.names.__getitem__, dropped))
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
-    summary.new_names = [n.name for n in new_nodes]
+    summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
     summary.touched.extend(new_nodes)
     summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     summary.layout.arrange(graph.node)

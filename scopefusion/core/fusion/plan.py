@@ -83,6 +83,10 @@ def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
     return False
 
 
+#: the ops of nodes that may be constant-like
+_CONST_LIKE_OPS = CONST_OPS | FORWARDING_OPS | {"Cast"}
+
+
 def _ancestors_within(index: GraphIndex, seeds: Iterable[int], members: frozenset[int]) -> set[int]:
     out: set[int] = set()
     stack = [s for s in seeds if s in members]
@@ -146,10 +150,10 @@ def _checked_inputs(
     index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, n_inputs: int
 ) -> list[tuple[int, int]]:
     given = candidate.inputs
-    ordered = [given.get(i) for i in range(n_inputs)]
+    ordered = list(map(given.get, range(n_inputs)))
     if len(given) != n_inputs or None in ordered:  # some input is mapped wrongly, or not at all
         _check_input_numbers(candidate, op_def, n_inputs)
-    size = len(index)
+    size = len(index.nodes)
     for i, (p, port) in given.items():
         if port < 0 or not 0 <= p < size:
             raise Refused(f"fused input {i} names no tensor of the graph")
@@ -171,15 +175,17 @@ def _check_input_numbers(candidate: FusionCandidate, op_def: FusedOpDef | None, 
 def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tuple[int, int]]) -> set[int]:
     """Members that stay: producers of fused inputs and constant-like members still read
     (through a data edge) from outside, each with its ancestors among the members."""
-    seeds = [t[0] for t in inputs]
-    consumers = index.consumers
+    seeds = [p for p, _ in inputs if p in members]
+    consumers, ops = index.consumers, index.ops
     for d in members:
+        if ops[d] not in _CONST_LIKE_OPS:  # never constant-like (see is_const_like)
+            continue
         for c, port, _ in consumers[d]:
             if c not in members and port != CONTROL:
                 if is_const_like(index, d):
                     seeds.append(d)
                 break
-    return _ancestors_within(index, seeds, members)
+    return _ancestors_within(index, seeds, members) if seeds else set()
 
 
 def _check_outputs(
@@ -306,11 +312,14 @@ def _copies_fed(index: GraphIndex, p: int, port: int, fed: set[tuple[int, int]])
 def _check_new_names(
     index: GraphIndex, candidate: FusionCandidate, removed_set: frozenset[int], aliases: dict[int, list[int]]
 ) -> None:
-    for new_name in new_node_names(candidate):
-        taken = index.index.get(new_name)
-        if taken is not None and taken not in removed_set:
+    lookup = index.index
+    for new_name in new_node_names(candidate) if candidate.inner_nodes else (candidate.name,):
+        taken = lookup.get(new_name)
+        if taken is None:
+            continue
+        if taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
-        if taken is not None and taken in aliases:
+        if taken in aliases:
             if all(fused_output_tensor(candidate, candidate.outputs[(taken, p)]) == tensor_name(new_name, p)
                    for p in aliases[taken]):
                 del aliases[taken]  # the new node of that name produces the same outputs: no alias needed

@@ -115,7 +115,7 @@ def make_plan(
     op_def, attr_values, n_inputs = ops.check(candidate) if ops is not None else check_op(candidate, fused_ops)
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
-    removed_set = candidate.members - kept
+    removed_set = candidate.members - kept if kept else candidate.members
     if not removed_set:
         raise Refused("every node of the result would be kept; nothing to fuse")
     _check_outputs(index, candidate, op_def, removed_set)

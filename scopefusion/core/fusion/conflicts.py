@@ -71,7 +71,8 @@ _ORDER = attrgetter("order")
 
 def _accept(plan: FusionPlan, owner: dict[int, FusionPlan], accepted: dict[int, FusionPlan]) -> None:
     accepted[id(plan)] = plan
-    owner.update(dict.fromkeys(plan.members, plan))
+    for m in plan.members:
+        owner[m] = plan
 
 
 def select_plans(

@@ -90,12 +90,13 @@ _CONST_LIKE_OPS = CONST_OPS | FORWARDING_OPS | {"Cast"}
 def _ancestors_within(index: GraphIndex, seeds: Iterable[int], members: frozenset[int]) -> set[int]:
     out: set[int] = set()
     stack = [s for s in seeds if s in members]
+    inputs = index.inputs
     while stack:
         i = stack.pop()
         if i in out:
             continue
         out.add(i)
-        stack.extend(p for p, _ in index.inputs[i] if p in members and p not in out)
+        stack += [p for p, _ in inputs[i] if p in members and p not in out]
     return out
 
 

@@ -198,16 +198,17 @@ def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
                     resolve: Callable[[int, int], str]) -> list[int]:
     """Point every surviving reader of a removed node at what replaces it; returns the readers."""
     touched: dict[int, None] = {}
+    consumers, inputs, names, nodes = index.consumers, index.inputs, index.names, index.nodes
     for d in owner:
-        for c, _, _ in index.consumers[d]:
+        for c, _, _ in consumers[d]:
             if c not in owner:
                 touched[c] = None
     for c in touched:
-        node = index.nodes[c]
+        node = nodes[c]
         new_inputs: list[str] = []
         seen_controls: set[str] = set()
-        for p, port in index.inputs[c]:
-            text = resolve(p, port)
+        for p, port in inputs[c]:
+            text = names[p] if port == 0 and p not in owner else resolve(p, port)
             if text.startswith("^"):
                 if text in seen_controls:
                     continue

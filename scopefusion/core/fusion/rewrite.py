@@ -72,35 +72,38 @@ class _AttrBlocks:
         return known if len(known) >= count else known + [b""] * (count - len(known))
 
 
-def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"],
-    blocks: _AttrBlocks,
-) -> list["NodeDef"]:
-    """The plan's new nodes, made by ``add`` (appending them to the graph's node list)."""
-    res = plan.candidate
-    inputs = [resolve(p, port) for p, port in plan.inputs]
-    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) if plan.control_inputs else []
-    device = ""
-    nodes = index.nodes
-    for d in plan.removed:
-        device = nodes[d].device
+def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Callable[[int, int], str],
+                  add: Callable[..., "NodeDef"]) -> Callable[[FusionPlan], list["NodeDef"]]:
+    """What makes a plan's new nodes with ``add`` (appending them to the graph's node list)."""
+    names, nodes, blocks = index.names, index.nodes, _AttrBlocks()
+
+    def build(plan: FusionPlan) -> list["NodeDef"]:
+        res = plan.candidate
+        inputs = [names[p] if port == 0 and p not in owner else resolve(p, port) for p, port in plan.inputs]
+        controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) \
+            if plan.control_inputs else []
+        device = ""
+        for d in plan.removed:
+            device = nodes[d].device
+            if device:
+                break
+        inner_nodes = res.inner_nodes
+        blocks_of = blocks.blocks(plan.attr_values, len(inner_nodes) or 1)  # written with the plan
+        if inner_nodes:
+            return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
+                              [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
+                    for inner, block in zip(inner_nodes, blocks_of)]
+        node = add()
+        if blocks_of[0]:
+            node.MergeFromString(blocks_of[0])
+        node.name = res.name
+        node.op = res.type
         if device:
-            break
-    inner_nodes = res.inner_nodes
-    blocks_of = blocks.blocks(plan.attr_values, len(inner_nodes) or 1)  # written with the plan
-    if inner_nodes:
-        return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
-                          [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
-                for inner, block in zip(inner_nodes, blocks_of)]
-    node = add()
-    if blocks_of[0]:
-        node.MergeFromString(blocks_of[0])
-    node.name = res.name
-    node.op = res.type
-    if device:
-        node.device = device
-    node.input.extend(inputs + controls if controls else inputs)
-    return [node]
+            node.device = device
+        node.input.extend(inputs + controls if controls else inputs)
+        return [node]
+
+    return build
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
@@ -174,7 +177,8 @@ def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSumm
     resolve = _resolver(index, owner)
     with no_gc():
         touched = _rewire_readers(index, owner, resolve)
-        summary = _place_new_nodes(index, plans, resolve, touched)
+        summary = _place_new_nodes(index, plans, _node_builder(index, owner, resolve, index.graph_def.node.add),
+                                   touched)
     summary.changed.update(touched)
     return summary
 
@@ -219,8 +223,8 @@ def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
     return list(touched)
 
 
-def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: Callable[[int, int], str],
-                     touched: list[int]) -> RewriteSummary:
+def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
+                     build: Callable[[FusionPlan], list["NodeDef"]], touched: list[int]) -> RewriteSummary:
     """Drop removed nodes (graph outputs become aliases) and add the new nodes where their
     plan's first removed node stood.  The new nodes are appended and the node list put in its
     new order by one sort of precomputed keys; the sort moves the messages themselves, so the
@@ -229,11 +233,10 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
-    blocks = _AttrBlocks()
-    add, dropped, aliased = graph.node.add, summary.dropped, summary.changed
+    dropped, aliased = summary.dropped, summary.changed
     for plan in plans:
         # both read the plan's nodes before they change
-        built = _build_nodes(plan, index, resolve, add, blocks)
+        built = build(plan)
         if plan.aliases:
             aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
             for d in plan.removed:

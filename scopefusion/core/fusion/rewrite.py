@@ -258,7 +258,8 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     summary.layout.arrange(graph.node)
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
-        kept += new_nodes
+        kept += [node for plan in plans  # a new node holds the attributes its plan wrote, and no others
+                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]]) if _COLOCATE in attrs]
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 

@@ -66,10 +66,10 @@ class FusionPlan:
 
 def fused_output_tensor(candidate: FusionCandidate, fused_port: int) -> str:
     """The tensor name that carries fused output ``fused_port`` of ``candidate`` after rewriting."""
-    if candidate.has_inner_graph:
+    if candidate.inner_nodes:
         inner, port = parse_input(candidate.inner_outputs[fused_port])
         return tensor_name(f"{candidate.name}/{inner}", port)
-    return tensor_name(candidate.name, fused_port)
+    return candidate.name if fused_port == 0 else tensor_name(candidate.name, fused_port)
 
 
 def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:

@@ -217,21 +217,21 @@ def _check_outside_consumers(
 ) -> list[int]:
     """Refuses a removed node feeding an outside node through a port the fused op does not output;
     returns the removed nodes read from outside (through any edge), in the order of ``removed``."""
-    names = index.names
+    names, consumers, outputs = index.names, index.consumers, candidate.outputs
     exits: list[int] = []
     for d in removed:
-        for c, port, _ in index.consumers[d]:
+        read = False
+        for c, port, _ in consumers[d]:
             if c in removed_set:
                 continue
-            if not exits or exits[-1] != d:
-                exits.append(d)
-            if port == CONTROL:
-                continue
-            if (d, port) not in candidate.outputs:
+            read = True
+            if port != CONTROL and (d, port) not in outputs:
                 raise Refused(
                     f"inner node {names[d]!r} output {port} feeds outside node {names[c]!r} "
                     f"but is not an output of the fused op"
                 )
+        if read:
+            exits.append(d)
     return exits
 
 
@@ -265,12 +265,14 @@ def _outside_reads(
     seen_controls: set[int] = set()
     entries: list[int] = []
     fed_tensors = set(inputs)
-    names = index.names
+    names, inputs_of = index.names, index.inputs
     for d in removed:
-        for p, port in index.inputs[d]:
+        reads = False
+        for p, port in inputs_of[d]:
             if p in removed_set:
                 continue
-            if not entries or entries[-1] != d:
+            if not reads:
+                reads = True
                 entries.append(d)
             if port == CONTROL:
                 if p not in seen_controls:

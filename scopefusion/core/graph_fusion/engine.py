@@ -174,10 +174,16 @@ def _outermost(matches: Sequence[PatternMatch]) -> list[PatternMatch]:
     owner: dict[int, int] = {}
     kept: set[int] = set()
     for k, match in sorted(enumerate(matches), key=lambda item: -len(item[1].members)):
-        if _inside_one(match.members, owner):
+        members = match.members
+        if owner.keys().isdisjoint(members):  # no node owned yet: kept, and owner of them all
+            kept.add(k)
+            for i in members:
+                owner[i] = k
+            continue
+        if _inside_one(members, owner):
             continue
         kept.add(k)
-        for i in match.members:
+        for i in members:
             owner.setdefault(i, k)
     return [m for k, m in enumerate(matches) if k in kept]
 

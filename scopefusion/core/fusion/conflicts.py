@@ -96,7 +96,7 @@ def select_plans(
     names: dict[str, FusionPlan] = {}
     for plan in resolve_conflicts(applicable, drop):
         new_names = new_node_names(plan.candidate) if plan.candidate.inner_nodes else (plan.candidate.name,)
-        clash = next((n for n in new_names if n in names), None)
+        clash = None if names.keys().isdisjoint(new_names) else next(n for n in new_names if n in names)
         if clash is not None:
             drop(plan, Conflict(f"new node name {clash!r} is also produced by {names[clash].name!r}", names[clash]))
             continue

@@ -144,6 +144,21 @@ def test_a_fused_name_that_stays_in_the_graph_is_refused(two_blocks):
     assert len(refused) == 2 and all("already used by a node that stays" in r.reason for r in refused)
 
 
+def test_two_results_giving_their_fused_nodes_one_name_keep_the_first(two_blocks):
+    class Twins(ReluSquarePass):
+        def fusion(self, match):
+            answer = super().fusion(match)
+            answer.name = "twin"
+            return answer
+
+    result = _tester(Twins).run(two_blocks)
+    report = result.report.pass_report("Twins")
+    assert len(report.fused) == 1 and report.fused[0].name == "twin" and not report.refused
+    (dropped,) = report.dropped
+    assert dropped.reason == "new node name 'twin' is also produced by 'twin'" and dropped.winner == "twin (Twins)"
+    assert _ops(result).count("ReluSquare") == 1 and _ops(result).count("Square") == 1
+
+
 def test_a_graph_output_inside_a_match_stays_fetchable():
     def graph_fn(x):
         return tf.square(tf.nn.relu(x), name="out")

@@ -17,11 +17,16 @@ from scopefusion.core.fusion import cycles
 
 @pytest.fixture
 def compared(monkeypatch):
-    """Every question a run asks, answered both ways and compared; per question, whether the
-    spans alone settled it."""
+    """Every question a run asks, answered both ways and compared (each plan's border nodes too,
+    against the graph); per question, whether the spans alone settled it."""
     answers: list[bool] = []
 
     def both(index, plans):
+        for plan in plans:  # what the plan checks noted, against the graph
+            assert plan.removed_set == set(plan.removed)
+            assert plan.border == [d for d in plan.removed if any(
+                n not in plan.removed_set for n in [*(p for p, _ in index.inputs[d]),
+                                                    *(c for c, _, _ in index.consumers[d])])]
         fast = cycles.plans_on_cycle(index, plans)
         full = cycles._plans_on_cycle(index, plans)
         assert [id(p) for p in fast] == [id(p) for p in full]

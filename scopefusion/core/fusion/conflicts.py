@@ -8,6 +8,7 @@ Every dropped result gets a reason; one that lost to another result gets a
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from ..graph.index import GraphIndex
@@ -33,15 +34,15 @@ def resolve_conflicts(
     """Return the accepted plans (in priority order); ``drop`` is told the rest."""
     owner: dict[int, FusionPlan] = {}
     accepted: dict[int, FusionPlan] = {}
-    for plan in sorted(plans, key=lambda p: p.order):
+    for plan in sorted(plans, key=_ORDER):
+        if owner.keys().isdisjoint(plan.members):  # no rival
+            _accept(plan, owner, accepted)
+            continue
         rivals: dict[int, FusionPlan] = {}
         for m in plan.members:
             other = owner.get(m)
             if other is not None:
                 rivals[id(other)] = other
-        if not rivals:
-            _accept(plan, owner, accepted)
-            continue
         container = next((r for r in rivals.values() if plan.members < r.members), None)
         if container is not None:
             drop(plan, Conflict(f"subsumed by {container.name!r} of pass {container.pass_name} (contains it)",
@@ -61,7 +62,11 @@ def resolve_conflicts(
         first = min(blocking, key=lambda r: r.order)
         drop(plan, Conflict(f"overlaps {first.name!r} of pass {first.pass_name}, which comes first in the run "
                             "order", first))
-    return sorted(accepted.values(), key=lambda p: p.order)
+    return sorted(accepted.values(), key=_ORDER)
+
+
+#: a plan's priority: lower wins
+_ORDER = attrgetter("order")
 
 
 def _accept(plan: FusionPlan, owner: dict[int, FusionPlan], accepted: dict[int, FusionPlan]) -> None:
@@ -90,8 +95,8 @@ def select_plans(
     accepted: list[FusionPlan] = []
     names: dict[str, FusionPlan] = {}
     for plan in resolve_conflicts(applicable, drop):
-        new_names = new_node_names(plan.candidate)
-        clash = next((n for n in new_names if n in names), None)
+        new_names = new_node_names(plan.candidate) if plan.candidate.inner_nodes else (plan.candidate.name,)
+        clash = None if names.keys().isdisjoint(new_names) else next(n for n in new_names if n in names)
         if clash is not None:
             drop(plan, Conflict(f"new node name {clash!r} is also produced by {names[clash].name!r}", names[clash]))
             continue

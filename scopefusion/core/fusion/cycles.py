@@ -26,18 +26,20 @@ def find_cycle(index: GraphIndex, plan: FusionPlan) -> str | None:
     """
     pos = index.position
     limit = max(map(pos.__getitem__, plan.removed))
-    own = set(plan.removed)
+    own = plan.removed_set
     consumers = index.consumers
-    ops = index.ops
     queue: deque[tuple[int, int]] = deque()
     visited: set[int] = set()
     # a NextIteration among the removed nodes is no back edge any more: the
     # fused node that replaces it is an ordinary op, so its edges count
-    for d in plan.removed:
+    for d in plan.border:  # only they have readers outside
         for c, _, _ in consumers[d]:
             if c not in own and c not in visited and pos[c] <= limit:
                 visited.add(c)
                 queue.append((c, d))
+    if not queue:
+        return None
+    ops = index.ops
     while queue:
         v, origin = queue.popleft()
         back = ops[v] in LOOP_BACK_OPS
@@ -72,38 +74,18 @@ def _spans(index: GraphIndex, plans: Sequence[FusionPlan]) -> list[tuple[int, in
     """Per plan ``(first, last, k)``: the topological positions of its first and last removed node
     read from, or reading, outside; None when a plan takes a loop's back edge (NextIteration or
     Merge), which runs against the order."""
-    pos, inputs, consumers, ops = index.position, index.inputs, index.consumers, index.ops
+    pos, ops = index.position, index.ops
     spans = []
     for k, plan in enumerate(plans):
-        removed = set(plan.removed)
-        first = last = -1
-        for d in plan.removed:
-            if ops[d] in _LOOP_OPS:
-                return None
-            if _touches_outside(d, removed, inputs, consumers):
-                at = pos[d]
-                if first < 0 or at < first:
-                    first = at
-                if at > last:
-                    last = at
-        if last >= 0:
-            spans.append((first, last, k))
+        if not _LOOP_OPS.isdisjoint(map(ops.__getitem__, plan.removed)):
+            return None
+        if plan.border:  # the removed nodes reading from, or read by, the outside
+            at = list(map(pos.__getitem__, plan.border))
+            spans.append((min(at), max(at), k))
     return sorted(spans)
 
 
 _LOOP_OPS = LOOP_BACK_OPS | LOOP_MERGE_OPS
-
-
-def _touches_outside(d: int, removed: set[int], inputs: list[list[tuple[int, int]]],
-                     consumers: list[list[tuple[int, int, int]]]) -> bool:
-    """Whether node ``d`` reads from, or is read by, a node outside ``removed``."""
-    for p, _ in inputs[d]:
-        if p not in removed:
-            return True
-    for c, _, _ in consumers[d]:
-        if c not in removed:
-            return True
-    return False
 
 
 def _no_cycle_possible(index: GraphIndex, plans: Sequence[FusionPlan]) -> bool:

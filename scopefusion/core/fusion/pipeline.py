@@ -25,6 +25,7 @@ from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_na
 from .candidate import FusionCandidate, Refused
 from .conflicts import Conflict, select_plans
 from .fused_ops import FusedOpDef
+from .op_checks import OpChecks
 from .options import FusionOptions
 from .places import Place, PlaceRecorder
 from .plan import FusionPlan, make_plan
@@ -231,6 +232,7 @@ class FusionPipeline:
     def _plans(self, context: StageContext, candidates: Sequence[FusionCandidate],
                reports: Mapping[str, PassReport], recorder: PlaceRecorder | None = None) -> list[FusionPlan]:
         plans = []
+        ops = OpChecks(self.fused_ops)
         for candidate in candidates:
             if reports[candidate.pass_name].error:  # the pass failed: none of its candidates is trusted
                 _refuse(reports, candidate, "not applied: the pass raised (see its error)", recorder)
@@ -238,7 +240,7 @@ class FusionPipeline:
             try:
                 self._check_fusible(context.index, candidate)
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
-                                       graph_outputs=context.graph_outputs))
+                                       graph_outputs=context.graph_outputs, ops=ops))
             except Refused as why:
                 _refuse(reports, candidate, str(why), recorder)
         return plans

@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from ..graph.index import GraphIndex
-from ..graph.tf_ops import is_tensorflow_op
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
 from .candidate import FusionCandidate, Refused
-from .attr_values import written_attrs
-from .inner_graph import check_inner_signatures, check_inner_structure
 from .fused_ops import FusedOpDef
+from .op_checks import OpChecks, check_op
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
@@ -37,6 +35,9 @@ class FusionPlan:
     candidate: FusionCandidate
     members: frozenset[int]  # R
     removed: list[int]  # D, in graph order
+    removed_set: frozenset[int]  # D
+    #: the removed nodes reading from, or read by, a node outside D (in graph order, each once)
+    border: list[int]
     kept: list[int]
     inputs: list[tuple[int, int]]  # fused input i -> producer tensor
     control_inputs: list[int]
@@ -65,10 +66,10 @@ class FusionPlan:
 
 def fused_output_tensor(candidate: FusionCandidate, fused_port: int) -> str:
     """The tensor name that carries fused output ``fused_port`` of ``candidate`` after rewriting."""
-    if candidate.has_inner_graph:
+    if candidate.inner_nodes:
         inner, port = parse_input(candidate.inner_outputs[fused_port])
         return tensor_name(f"{candidate.name}/{inner}", port)
-    return tensor_name(candidate.name, fused_port)
+    return candidate.name if fused_port == 0 else tensor_name(candidate.name, fused_port)
 
 
 def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
@@ -82,15 +83,20 @@ def is_const_like(index: GraphIndex, i: int, _depth: int = 0) -> bool:
     return False
 
 
+#: the ops of nodes that may be constant-like
+_CONST_LIKE_OPS = CONST_OPS | FORWARDING_OPS | {"Cast"}
+
+
 def _ancestors_within(index: GraphIndex, seeds: Iterable[int], members: frozenset[int]) -> set[int]:
     out: set[int] = set()
     stack = [s for s in seeds if s in members]
+    inputs = index.inputs
     while stack:
         i = stack.pop()
         if i in out:
             continue
         out.add(i)
-        stack.extend(p for p, _ in index.inputs[i] if p in members and p not in out)
+        stack += [p for p, _ in inputs[i] if p in members and p not in out]
     return out
 
 
@@ -100,31 +106,31 @@ def make_plan(
     *,
     fused_ops: Mapping[str, FusedOpDef],
     graph_outputs: Mapping[int, Sequence[int]],
+    ops: OpChecks | None = None,
 ) -> FusionPlan:
-    """Check ``candidate`` against the graph; raises :class:`Refused` with the reason."""
+    """Check ``candidate`` against the graph; raises :class:`Refused` with the reason.  ``ops``:
+    the stage's checks of fused ops, shared by candidates alike (else the op is checked anew)."""
     _check_name(candidate)
     if not candidate.members:
         raise Refused("the result holds no nodes")
-    op_def = _declared_op(candidate, fused_ops)
-    attr_values = written_attrs(candidate, op_def, fused_ops)
-    if candidate.has_inner_graph:
-        check_inner_signatures(candidate, attr_values, fused_ops)
-    n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
+    op_def, attr_values, n_inputs = ops.check(candidate) if ops is not None else check_op(candidate, fused_ops)
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
-    removed_set = candidate.members - kept
+    removed_set = candidate.members - kept if kept else candidate.members
     if not removed_set:
         raise Refused("every node of the result would be kept; nothing to fuse")
     _check_outputs(index, candidate, op_def, removed_set)
     removed = sorted(removed_set)
-    _check_outside_consumers(index, candidate, removed, removed_set)
+    exits = _check_outside_consumers(index, candidate, removed, removed_set)
     aliases = _graph_output_aliases(index, candidate, removed, graph_outputs)
-    control_inputs = _outside_reads(index, candidate, removed, removed_set, inputs)
+    control_inputs, entries = _outside_reads(index, candidate, removed, removed_set, inputs)
     _check_new_names(index, candidate, removed_set, aliases)
     return FusionPlan(
         candidate=candidate,
         members=candidate.members,
         removed=removed,
+        removed_set=removed_set,
+        border=sorted({*exits, *entries}) if exits and entries else exits or entries,
         kept=sorted(kept),
         inputs=inputs,
         control_inputs=control_inputs,
@@ -141,33 +147,14 @@ def _check_name(candidate: FusionCandidate) -> None:
                       "_ . - / > only, no empty scope)")
 
 
-def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
-    """The declaration of the fused op (None for an inner graph or a stock TensorFlow op);
-    refuses a type that is neither declared nor a TensorFlow op."""
-    op_def = fused_ops.get(candidate.type)
-    if candidate.has_inner_graph:
-        check_inner_structure(candidate, fused_ops)
-    elif op_def is None:
-        if not candidate.type:
-            raise Refused("the pass set no fused op type")
-        if not is_tensorflow_op(candidate.type):
-            raise Refused(f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it "
-                          "(or produce a TensorFlow op)")
-    if op_def is not None and not candidate.has_inner_graph:
-        problems = op_def.check_attrs(candidate.attrs)
-        if problems:
-            raise Refused("; ".join(problems))
-    return None if candidate.has_inner_graph else op_def
-
-
 def _checked_inputs(
     index: GraphIndex, candidate: FusionCandidate, op_def: FusedOpDef | None, n_inputs: int
 ) -> list[tuple[int, int]]:
     given = candidate.inputs
-    ordered = [given.get(i) for i in range(n_inputs)]
+    ordered = list(map(given.get, range(n_inputs)))
     if len(given) != n_inputs or None in ordered:  # some input is mapped wrongly, or not at all
         _check_input_numbers(candidate, op_def, n_inputs)
-    size = len(index)
+    size = len(index.nodes)
     for i, (p, port) in given.items():
         if port < 0 or not 0 <= p < size:
             raise Refused(f"fused input {i} names no tensor of the graph")
@@ -189,15 +176,17 @@ def _check_input_numbers(candidate: FusionCandidate, op_def: FusedOpDef | None, 
 def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tuple[int, int]]) -> set[int]:
     """Members that stay: producers of fused inputs and constant-like members still read
     (through a data edge) from outside, each with its ancestors among the members."""
-    seeds = [t[0] for t in inputs]
-    consumers = index.consumers
+    seeds = [p for p, _ in inputs if p in members]
+    consumers, ops = index.consumers, index.ops
     for d in members:
+        if ops[d] not in _CONST_LIKE_OPS:  # never constant-like (see is_const_like)
+            continue
         for c, port, _ in consumers[d]:
             if c not in members and port != CONTROL:
                 if is_const_like(index, d):
                     seeds.append(d)
                 break
-    return _ancestors_within(index, seeds, members)
+    return _ancestors_within(index, seeds, members) if seeds else set()
 
 
 def _check_outputs(
@@ -225,17 +214,25 @@ def _check_outputs(
 
 def _check_outside_consumers(
     index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int]
-) -> None:
-    names = index.names
+) -> list[int]:
+    """Refuses a removed node feeding an outside node through a port the fused op does not output;
+    returns the removed nodes read from outside (through any edge), in the order of ``removed``."""
+    names, consumers, outputs = index.names, index.consumers, candidate.outputs
+    exits: list[int] = []
     for d in removed:
-        for c, port, _ in index.consumers[d]:
-            if c in removed_set or port == CONTROL:
+        read = False
+        for c, port, _ in consumers[d]:
+            if c in removed_set:
                 continue
-            if (d, port) not in candidate.outputs:
+            read = True
+            if port != CONTROL and (d, port) not in outputs:
                 raise Refused(
                     f"inner node {names[d]!r} output {port} feeds outside node {names[c]!r} "
                     f"but is not an output of the fused op"
                 )
+        if read:
+            exits.append(d)
+    return exits
 
 
 def _graph_output_aliases(
@@ -261,16 +258,22 @@ def _graph_output_aliases(
 def _outside_reads(
     index: GraphIndex, candidate: FusionCandidate, removed: Sequence[int], removed_set: frozenset[int],
     inputs: Sequence[tuple[int, int]],
-) -> list[int]:
-    """The control inputs the fused op inherits; refuses a data read the fused op does not take."""
+) -> tuple[list[int], list[int]]:
+    """The control inputs the fused op inherits, and the removed nodes reading from outside (in
+    the order of ``removed``); refuses a data read the fused op does not take."""
     control_inputs: list[int] = []
     seen_controls: set[int] = set()
+    entries: list[int] = []
     fed_tensors = set(inputs)
-    names = index.names
+    names, inputs_of = index.names, index.inputs
     for d in removed:
-        for p, port in index.inputs[d]:
+        reads = False
+        for p, port in inputs_of[d]:
             if p in removed_set:
                 continue
+            if not reads:
+                reads = True
+                entries.append(d)
             if port == CONTROL:
                 if p not in seen_controls:
                     seen_controls.add(p)
@@ -282,7 +285,7 @@ def _outside_reads(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
                 f"the result, but the fused op does not take it as an input"
             )
-    return control_inputs
+    return control_inputs, entries
 
 
 #: ops whose output is their data input's value (ReadVariableOp is not: it reads a handle)
@@ -312,11 +315,14 @@ def _copies_fed(index: GraphIndex, p: int, port: int, fed: set[tuple[int, int]])
 def _check_new_names(
     index: GraphIndex, candidate: FusionCandidate, removed_set: frozenset[int], aliases: dict[int, list[int]]
 ) -> None:
-    for new_name in new_node_names(candidate):
-        taken = index.index.get(new_name)
-        if taken is not None and taken not in removed_set:
+    lookup = index.index
+    for new_name in new_node_names(candidate) if candidate.inner_nodes else (candidate.name,):
+        taken = lookup.get(new_name)
+        if taken is None:
+            continue
+        if taken not in removed_set:
             raise Refused(f"new node name {new_name!r} is already used by a node that stays")
-        if taken is not None and taken in aliases:
+        if taken in aliases:
             if all(fused_output_tensor(candidate, candidate.outputs[(taken, p)]) == tensor_name(new_name, p)
                    for p in aliases[taken]):
                 del aliases[taken]  # the new node of that name produces the same outputs: no alias needed

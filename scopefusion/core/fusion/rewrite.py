@@ -16,13 +16,12 @@ from ..graph.layout import NodeLayout
 from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
+from .plan import FusionPlan, new_node_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
-
-    from .plan import FusionPlan
 
 def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int | None:
     """DataType enum of fused output ``fused_port``, when it can be told."""
@@ -46,11 +45,12 @@ def output_dtype(plan: "FusionPlan", fused_port: int, index: GraphIndex) -> int 
 class _AttrBlocks:
     """Each distinct attribute set of the new nodes serialized once, as the ``attr`` map of a
     ``NodeDef``, for merging into every new node that has it.  Attribute values are known by
-    identity: plans share the messages of equal scalars, and keep every value alive while the
-    rewrite runs."""
+    identity: plans share the messages of equal scalars (and plans alike the very list of their
+    attribute sets), and keep every value alive while the rewrite runs."""
 
     def __init__(self) -> None:
         self._blocks: dict[tuple, bytes] = {}
+        self._by_list: dict[int, list[bytes]] = {}
         self._holder = message_class("NodeDef")()
 
     def block(self, attrs: dict[str, "AttrValue"]) -> bytes:
@@ -64,28 +64,46 @@ class _AttrBlocks:
             block = self._blocks[key] = holder.SerializeToString()
         return block
 
+    def blocks(self, attr_values: list[dict[str, "AttrValue"]], count: int) -> list[bytes]:
+        """The blocks of a plan's ``count`` new nodes (empty for a node without attributes)."""
+        known = self._by_list.get(id(attr_values))
+        if known is None:
+            known = self._by_list[id(attr_values)] = [self.block(attrs) if attrs else b"" for attrs in attr_values]
+        return known if len(known) >= count else known + [b""] * (count - len(known))
 
-def _build_nodes(
-    plan: "FusionPlan", index: GraphIndex, resolve: Callable[[int, int], str], add: Callable[..., "NodeDef"],
-    blocks: _AttrBlocks,
-) -> list["NodeDef"]:
-    """The plan's new nodes, made by ``add`` (appending them to the graph's node list)."""
-    res = plan.candidate
-    inputs = [resolve(p, port) for p, port in plan.inputs]
-    controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) if plan.control_inputs else []
-    device = ""
-    nodes = index.nodes
-    for d in plan.removed:
-        device = nodes[d].device
+
+def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Callable[[int, int], str],
+                  add: Callable[..., "NodeDef"]) -> Callable[[FusionPlan], list["NodeDef"]]:
+    """What makes a plan's new nodes with ``add`` (appending them to the graph's node list)."""
+    names, nodes, blocks = index.names, index.nodes, _AttrBlocks()
+
+    def build(plan: FusionPlan) -> list["NodeDef"]:
+        res = plan.candidate
+        inputs = [names[p] if port == 0 and p not in owner else resolve(p, port) for p, port in plan.inputs]
+        controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) \
+            if plan.control_inputs else []
+        device = ""
+        for d in plan.removed:
+            device = nodes[d].device
+            if device:
+                break
+        inner_nodes = res.inner_nodes
+        blocks_of = blocks.blocks(plan.attr_values, len(inner_nodes) or 1)  # written with the plan
+        if inner_nodes:
+            return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
+                              [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
+                    for inner, block in zip(inner_nodes, blocks_of)]
+        node = add()
+        if blocks_of[0]:
+            node.MergeFromString(blocks_of[0])
+        node.name = res.name
+        node.op = res.type
         if device:
-            break
-    blocks_of = [blocks.block(attrs) if attrs else b"" for attrs in plan.attr_values]  # written with the plan
-    blocks_of += [b""] * (max(len(res.inner_nodes), 1) - len(blocks_of))  # a node without attributes
-    if res.inner_nodes:
-        return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
-                          [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
-                for inner, block in zip(res.inner_nodes, blocks_of)]
-    return [_new_node(add(), res.name, res.type, device, [*inputs, *controls], blocks_of[0])]
+            node.device = device
+        node.input.extend(inputs + controls if controls else inputs)
+        return [node]
+
+    return build
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
@@ -159,7 +177,8 @@ def apply_plans(index: GraphIndex, plans: Sequence["FusionPlan"]) -> RewriteSumm
     resolve = _resolver(index, owner)
     with no_gc():
         touched = _rewire_readers(index, owner, resolve)
-        summary = _place_new_nodes(index, plans, resolve, touched)
+        summary = _place_new_nodes(index, plans, _node_builder(index, owner, resolve, index.graph_def.node.add),
+                                   touched)
     summary.changed.update(touched)
     return summary
 
@@ -171,7 +190,7 @@ def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[in
         """The name a tensor (or control edge) of the original graph has after rewriting."""
         plan = owner.get(p)
         if plan is None:
-            return tensor_name(names[p], port)
+            return names[p] if port == 0 else tensor_name(names[p], port)
         if port == CONTROL:
             return "^" + _control_target(plan)
         return plan.output_tensor(plan.outputs[(p, port)])
@@ -183,16 +202,17 @@ def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
                     resolve: Callable[[int, int], str]) -> list[int]:
     """Point every surviving reader of a removed node at what replaces it; returns the readers."""
     touched: dict[int, None] = {}
+    consumers, inputs, names, nodes = index.consumers, index.inputs, index.names, index.nodes
     for d in owner:
-        for c, _, _ in index.consumers[d]:
+        for c, _, _ in consumers[d]:
             if c not in owner:
                 touched[c] = None
     for c in touched:
-        node = index.nodes[c]
+        node = nodes[c]
         new_inputs: list[str] = []
         seen_controls: set[str] = set()
-        for p, port in index.inputs[c]:
-            text = resolve(p, port)
+        for p, port in inputs[c]:
+            text = names[p] if port == 0 and p not in owner else resolve(p, port)
             if text.startswith("^"):
                 if text in seen_controls:
                     continue
@@ -203,8 +223,8 @@ def _rewire_readers(index: GraphIndex, owner: dict[int, "FusionPlan"],
     return list(touched)
 
 
-def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: Callable[[int, int], str],
-                     touched: list[int]) -> RewriteSummary:
+def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
+                     build: Callable[[FusionPlan], list["NodeDef"]], touched: list[int]) -> RewriteSummary:
     """Drop removed nodes (graph outputs become aliases) and add the new nodes where their
     plan's first removed node stood.  The new nodes are appended and the node list put in its
     new order by one sort of precomputed keys; the sort moves the messages themselves, so the
@@ -213,29 +233,33 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], resolve: 
     colocated = index.colocated_nodes()  # read before the messages move
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
-    blocks = _AttrBlocks()
+    dropped, aliased = summary.dropped, summary.changed
     for plan in plans:
         # both read the plan's nodes before they change
-        built = _build_nodes(plan, index, resolve, graph.node.add, blocks)
-        aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
-        for d in plan.removed:
-            if d in aliases:  # a graph output keeps its name: the node becomes an alias
-                index.nodes[d].CopyFrom(aliases[d])
-                summary.touched.append(index.nodes[d])
-                summary.changed.add(d)
-            else:
-                summary.removed_names.add(index.names[d])
-                summary.dropped.add(d)
+        built = build(plan)
+        if plan.aliases:
+            aliases = {d: _alias_node(plan, index, d, ports) for d, ports in plan.aliases.items()}
+            for d in plan.removed:
+                if d in aliases:  # a graph output keeps its name: the node becomes an alias
+                    index.nodes[d].CopyFrom(aliases[d])
+                    summary.touched.append(index.nodes[d])
+                    aliased.add(d)
+                else:
+                    dropped.add(d)
+        else:
+            dropped.update(plan.removed)
         built_by_anchor[plan.removed[0]] = built
+    summary.removed_names.update(map(index.names.__getitem__, dropped))
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
-    summary.new_names = [n.name for n in new_nodes]
+    summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
     summary.touched.extend(new_nodes)
     summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     summary.layout.arrange(graph.node)
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
-        kept += new_nodes
+        kept += [node for plan in plans  # a new node holds the attributes its plan wrote, and no others
+                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]]) if _COLOCATE in attrs]
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 

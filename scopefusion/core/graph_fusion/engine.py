@@ -174,10 +174,16 @@ def _outermost(matches: Sequence[PatternMatch]) -> list[PatternMatch]:
     owner: dict[int, int] = {}
     kept: set[int] = set()
     for k, match in sorted(enumerate(matches), key=lambda item: -len(item[1].members)):
-        if _inside_one(match.members, owner):
+        members = match.members
+        if owner.keys().isdisjoint(members):  # no node owned yet: kept, and owner of them all
+            kept.add(k)
+            for i in members:
+                owner[i] = k
+            continue
+        if _inside_one(members, owner):
             continue
         kept.add(k)
-        for i in match.members:
+        for i in members:
             owner.setdefault(i, k)
     return [m for k, m in enumerate(matches) if k in kept]
 
@@ -242,6 +248,19 @@ def _tensor(match: PatternMatch, ref: str) -> Tensor:
                   f"(known: {', '.join(known)})")
 
 
+def _inputs(match: PatternMatch, refs: Sequence[str]) -> dict[int, Tensor]:
+    """The tensor of each fused input (:func:`_tensor`; a variable or a label read directly)."""
+    tensors, nodes = match.tensors, match.nodes
+    out: dict[int, Tensor] = {}
+    for i, ref in enumerate(refs):
+        tensor = tensors.get(ref)
+        if tensor is None:
+            node = nodes.get(ref)
+            tensor = _tensor(match, ref) if node is None else (node, 0)
+        out[i] = tensor
+    return out
+
+
 def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: int) -> FusionCandidate:
     """The candidate a graph pass's answer describes; raises :class:`Refused`."""
     output_refs = list(fused.outputs) or list(match.pattern.outputs)
@@ -261,7 +280,7 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
         engine="graph",
         type=fused.type,
         attrs=dict(fused.attrs),
-        inputs={i: _tensor(match, ref) for i, ref in enumerate(fused.inputs)},
+        inputs=_inputs(match, fused.inputs),
         outputs=outputs,
         inner_nodes=list(fused.inner_nodes) if fused.inner_nodes else [],
         inner_outputs=dict(fused.inner_outputs) if fused.inner_outputs else {},

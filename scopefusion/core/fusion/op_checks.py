@@ -1,0 +1,104 @@
+"""The checks of a candidate's fused op itself: its type declared (or a TensorFlow op), its
+attributes declared, present and writable, and its number of inputs.
+
+Without an inner graph these depend on nothing but the op type and the attribute values.  The
+candidates of one stage mostly share both (every MatMul with BiasAdd of a model is fused with
+the same attributes), so :class:`OpChecks` answers once per distinct type and plain scalar
+attribute values and shares the answer, or the refusal, with every candidate alike.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+
+from ..graph.tf_ops import is_tensorflow_op
+from .attr_values import written_attrs
+from .candidate import FusionCandidate, Refused
+from .fused_ops import FusedOpDef
+from .inner_graph import check_inner_signatures, check_inner_structure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+
+class CheckedOp(NamedTuple):
+    """A candidate's fused op, checked."""
+
+    #: the declaration (None for an inner graph or a stock TensorFlow op)
+    op_def: FusedOpDef | None
+    #: the attributes of each new node, written (plans only read them: they may be shared)
+    attr_values: list[dict[str, "AttrValue"]]
+    #: how many inputs the fused op takes
+    n_inputs: int
+
+
+def check_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> CheckedOp:
+    """Check ``candidate``'s fused op; raises :class:`Refused` with the reason."""
+    op_def = _declared_op(candidate, fused_ops)
+    attr_values = written_attrs(candidate, op_def, fused_ops)
+    if candidate.has_inner_graph:
+        check_inner_signatures(candidate, attr_values, fused_ops)
+    n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
+    return CheckedOp(op_def, attr_values, n_inputs)
+
+
+def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
+    """The declaration of the fused op (None for an inner graph or a stock TensorFlow op);
+    refuses a type that is neither declared nor a TensorFlow op."""
+    op_def = fused_ops.get(candidate.type)
+    if candidate.has_inner_graph:
+        check_inner_structure(candidate, fused_ops)
+    elif op_def is None:
+        if not candidate.type:
+            raise Refused("the pass set no fused op type")
+        if not is_tensorflow_op(candidate.type):
+            raise Refused(f"fused op type {candidate.type!r} is not declared; register a FusedOpDef for it "
+                          "(or produce a TensorFlow op)")
+    if op_def is not None and not candidate.has_inner_graph:
+        problems = op_def.check_attrs(candidate.attrs)
+        if problems:
+            raise Refused("; ".join(problems))
+    return None if candidate.has_inner_graph else op_def
+
+
+class OpChecks:
+    """:func:`check_op` for the candidates of one stage, answered once per op type and attribute
+    values.  Only candidates without an inner graph whose attribute values are all plain scalars
+    (bool, int, float, str, bytes) share answers; a float is told by its exact bits and every
+    value by its Python type, so ``True``, ``1`` and ``1.0`` or ``0.0`` and ``-0.0`` are apart."""
+
+    def __init__(self, fused_ops: Mapping[str, FusedOpDef]) -> None:
+        self.fused_ops = fused_ops
+        self._answers: dict[tuple, CheckedOp | str] = {}  # a refusal by its reason
+
+    def check(self, candidate: FusionCandidate) -> CheckedOp:
+        """:func:`check_op` of ``candidate``, shared with earlier candidates alike."""
+        key = None if candidate.inner_nodes else attrs_key(candidate.type, candidate.attrs)
+        if key is None:
+            return check_op(candidate, self.fused_ops)
+        answer = self._answers.get(key)
+        if answer is None:
+            try:
+                answer = check_op(candidate, self.fused_ops)
+            except Refused as why:
+                answer = str(why)
+            self._answers[key] = answer
+        if isinstance(answer, str):
+            raise Refused(answer)
+        if answer.op_def is None:  # a stock TensorFlow op takes the inputs the candidate maps
+            return answer._replace(n_inputs=candidate.num_inputs())
+        return answer
+
+
+_SCALAR_KINDS = frozenset({bool, int, float, str, bytes})
+
+
+def attrs_key(op_type: str, attrs: Mapping[str, Any]) -> tuple | None:
+    """What identifies an op type with these attribute values (names in order, Python types,
+    values; floats by their bits), or None when a value is not a plain scalar."""
+    values = tuple(attrs.values())
+    kinds = tuple(map(type, values))
+    if not _SCALAR_KINDS.issuperset(kinds):
+        return None
+    if float in kinds:
+        values = tuple(v.hex() if type(v) is float else v for v in values)
+    return (op_type, tuple(attrs), kinds, values)

@@ -1,6 +1,7 @@
 """Counts a scope answers from the tree's arrays or lazily, against counting by hand on graphs
-built by real libraries: op-type counts are counted for the whole tree when first asked for
-(``Scope.op_counts``; ``Scope.count`` answers before that from the scope's own nodes), labelled
+built by real libraries: a scope's op-type counts are counted over its nodes when first asked
+for (``Scope.op_counts``; ``Scope.count`` answers before that from the tree's count columns, and
+op-type features, their reasons and checks ask only that), labelled
 scopes below a scope from their sorted pre-order numbers, kept until a label changes; a scope's
 sub-scopes are a range of the arrays' pre-order once they are built."""
 from __future__ import annotations
@@ -12,7 +13,9 @@ import pytest
 import layer_norm_models as lm
 import rnn_models as rm
 
-from scopefusion import ScopeFeature, ScopeGraph
+from scopefusion import NodeOpTypeFeature, ScopeFeature, ScopeGraph
+from scopefusion.core.scope.feature_checks import check_feature
+from scopefusion.core.scope.patterns import count_holds
 
 GRAPHS = {
     "tf.nn.batch_normalization": lambda: lm.hand_written_layer_norm("batch_normalization"),
@@ -33,6 +36,28 @@ def test_counts_are_the_counts_of_each_scopes_nodes(graph):
     after = [[s.count(op) for op in op_types] for s in scopes]
     assert before == after == [[c[op] for op in op_types] for c in expected]
     assert len(scopes) > 3 and scopes[0].op_counts == Counter(ops)
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_op_type_features_ask_one_count_not_every_count_of_the_scope(graph):
+    """Matching, ruling out and explaining an op-type feature (as near misses of big scopes are
+    explained) give the answers of the scope's op counts without counting every op of its subtree."""
+    sg = ScopeGraph(GRAPHS[graph]().graph_def)
+    ops = sg.index.ops
+    scopes = sg.tree.scopes
+    expected = [Counter(ops[i] for i in s.all_node_indices()) for s in scopes]
+    op_type = Counter(ops).most_common(1)[0][0]
+    features = [NodeOpTypeFeature(op_type, 1), NodeOpTypeFeature(op_type, 0, 2), NodeOpTypeFeature(op_type, -1),
+                NodeOpTypeFeature("NoSuchOp", -1), NodeOpTypeFeature("NoSuchOp", 0)]
+    for f in features:
+        counts = [c.get(f.op_type, -1) for c in expected]
+        assert [f.match(s) for s in scopes] == [count_holds(n, f.num, f.step) for n in counts]
+        assert [f.rules_out_subtree(s) for s in scopes] == [f.num != -1 and n == -1 for n in counts]
+        assert all(f.explain(s).endswith(f" {f.op_type} node(s) wanted, {max(n, 0)} found")
+                   for s, n in zip(scopes, counts))
+        assert [check_feature(f, s).found for s in scopes] == [str(max(n, 0)) for n in counts]
+    assert any(f.match(s) for f in features for s in scopes) and not all(f.match(s) for f in features for s in scopes)
+    assert all(s._op_counts is None for s in scopes)
 
 
 #: Label counts of every kind: exact, none, at least, modulo, with a name.

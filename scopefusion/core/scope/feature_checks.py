@@ -41,7 +41,7 @@ def check_feature(feature: Feature, scope: "Scope") -> FeatureCheck:
     ok = feature.match(scope)
     if isinstance(feature, NodeOpTypeFeature):
         return FeatureCheck(f"{_count_rule(feature.num, feature.step)} {feature.op_type} node(s)",
-                            f"{scope.op_counts.get(feature.op_type, 0)}", ok)
+                            f"{scope.count(feature.op_type)}", ok)
     if isinstance(feature, NodeAttrFeature):
         return _attr_check(feature, scope, ok)
     return _scope_check(feature, scope, ok)

@@ -54,17 +54,18 @@ class NodeOpTypeFeature:
             )
 
     def match(self, scope: "Scope") -> bool:
-        count = scope.op_counts.get(self.op_type, -1)
-        return count_holds(count, self.num, self.step)
+        # the count of one op type (Scope.count), not all of them (Scope.op_counts walks the
+        # subtree's nodes): explaining near misses asks big scopes too
+        return count_holds(scope.count(self.op_type) or -1, self.num, self.step)
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         """Descendant counts never exceed this scope's: an op required but
         absent here is absent everywhere below."""
-        return count_requires_presence(self.num, self.step) and self.op_type not in scope.op_counts
+        return count_requires_presence(self.num, self.step) and not scope.count(self.op_type)
 
     def explain(self, scope: "Scope") -> str:
         want = _count_rule(self.num, self.step)
-        return f"{want} {self.op_type} node(s) wanted, {scope.op_counts.get(self.op_type, 0)} found"
+        return f"{want} {self.op_type} node(s) wanted, {scope.count(self.op_type)} found"
 
 
 AttrScalar = Union[bool, int, float, str, bytes]
@@ -101,7 +102,7 @@ class NodeAttrFeature:
         return any(attr_equals(attr, v) for v in choices)
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
-        return self.op_type not in scope.op_counts
+        return not scope.count(self.op_type)
 
     def wanted_and_found(self, scope: "Scope") -> tuple[str, str]:
         """``(wanted, found)`` in the graph's terms (dtype names, not numbers)."""

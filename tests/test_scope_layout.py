@@ -111,6 +111,18 @@ def test_scopes_holding_a_return_node_are_those_above_it(graph):
     assert sum(s.contains_return for s in tree.scopes) >= 2
 
 
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_ancestors_are_the_scopes_a_name_lies_under(graph):
+    """``is_ancestor_of`` answers a plain bool: True exactly for the scopes strictly above."""
+    tree = ScopeGraph(_graph(graph)).tree
+    names = tree.layout.names()
+    for scope in tree.scopes:
+        above = [s.is_ancestor_of(scope) for s in tree.scopes]
+        assert all(type(answer) is bool for answer in above)
+        assert [s.name for s, answer in zip(tree.scopes, above) if answer] == [
+            name for name in names if name != scope.name and (not name or scope.name.startswith(name + "/"))]
+
+
 def test_a_closed_tree_still_names_its_scopes():
     sg = ScopeGraph(_graph("bert_tiny example"))
     deep = max(sg.tree.layout.names(), key=lambda name: name.count("/"))

@@ -116,7 +116,7 @@ class Scope:
 
     def is_ancestor_of(self, other: "Scope") -> bool:
         """True when ``other`` lies strictly below this scope."""
-        return other._tree is self._tree and self._k < other._k < self._tree.layout.end[self._k]
+        return other._tree is self._tree and self._k < other._k < int(self._tree.layout.end[self._k])
 
     @property
     def op_counts(self) -> dict[str, int]:
@@ -297,6 +297,7 @@ class NodeScopes(Sequence[Scope]):
         if isinstance(i, slice):
             return list(map(self._tree.scope_at, positions.tolist()))
         return self._tree.scope_at(int(positions))
+
 
 class ScopeGraph(GraphView):
     """The graph as scope passes see it: node queries (:class:`GraphView`), the scope

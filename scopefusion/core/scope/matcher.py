@@ -20,6 +20,7 @@ from .scope_graph import Scope, ScopeTree
 
 __all__ = ["MAX_NEAR_MISSES", "MatchStats", "match_pattern_set", "match_pattern_sets", "search"]
 
+
 def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = None) -> list[Scope]:
     """Outermost scopes matching ``pattern``, in deterministic pre-order.
 

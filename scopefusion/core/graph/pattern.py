@@ -301,7 +301,10 @@ def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],
         groups = set.intersection(*options)
         rest = [o - groups for o in options]
         if all(rest):  # every option needs one more group: one of those is there in any match
-            groups.add(frozenset().union(*(min(r, key=len) for r in rest)))
+            # the smallest of each option's, the first by name among equals (not as the set
+            # happens to list them: the groups, and the roots a report counts as tried, would
+            # change from run to run)
+            groups.add(frozenset().union(*(min(r, key=_size_then_names) for r in rest)))
     elif isinstance(expr, Var) and expr.name in defs and expr.name not in seen:
         seen.add(expr.name)
         groups = _required(defs[expr.name], defs, seen, memo)
@@ -310,6 +313,10 @@ def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],
         return set()
     memo[id(expr)] = groups
     return set(groups)
+
+
+def _size_then_names(group: frozenset[str]) -> tuple[int, list[str]]:
+    return len(group), sorted(group)
 
 
 def root_options(expr: Any) -> list[Op]:

@@ -316,6 +316,7 @@ def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],
 
 
 def _size_then_names(group: frozenset[str]) -> tuple[int, list[str]]:
+    """A group's order among groups: by size, then by its sorted op types."""
     return len(group), sorted(group)
 
 

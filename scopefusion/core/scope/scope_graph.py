@@ -59,10 +59,12 @@ class Scope:
 
     @property
     def depth(self) -> int:
+        """How many scopes lie above this one (0 for the root)."""
         return int(self._tree.layout.depth[self._k])
 
     @property
     def parent(self) -> "Scope | None":
+        """The scope this one lies directly in (None for the root, and once the tree is closed)."""
         p = int(self._tree.layout.parent[self._k])
         return None if p < 0 or self._tree.closed else self._tree.scope_at(p)
 
@@ -217,6 +219,7 @@ class ScopeTree:
 
     @property
     def root(self) -> Scope:
+        """The root scope (name ``""``): the whole graph."""
         return self.scope_at(0)
 
     @property

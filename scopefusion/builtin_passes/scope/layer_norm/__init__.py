@@ -57,6 +57,7 @@ MOMENTS_LABEL = "LayerNormMoments"
 SINGLE_CALL_LABEL = "LayerNormCall"
 #: Nodes that locate a layer norm's statistics.
 CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
+_CORE_OPS = frozenset(CORE_OPS)
 
 
 def analyse(scope: "Scope") -> LayerNormMatch:
@@ -245,14 +246,17 @@ def _inside_one_child(part: ScopePart, scope: "Scope") -> bool:
 
 
 def _tightest(scope: "Scope") -> "Scope":
-    """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``."""
+    """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``
+    (found by the scopes' numbers: a scope's descendants are numbered after it, before its end)."""
     tree = scope.graph.tree
-    ops = tree.index.ops
-    homes = [tree.node_scope[i] for i in scope.all_node_indices() if ops[i] in CORE_OPS]
+    ops, layout = tree.index.ops, tree.layout
+    node_scope = layout.node_scope
+    homes = {int(node_scope[i]) for i in scope.all_node_indices() if ops[i] in _CORE_OPS}
     if not homes:
         return scope
-    common = homes[0]
-    for home in homes[1:]:
-        while common is not home and not common.is_ancestor_of(home):
-            common = common.parent  # type: ignore[assignment]
-    return common
+    common = min(homes)
+    end, parent = layout.end, layout.parent
+    for home in homes:
+        while not common <= home < end[common]:
+            common = int(parent[common])
+    return tree.scope_at(common)

@@ -19,7 +19,7 @@ is analysed (and they are rare in a model that has its layer norms fused).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Union
 
 from ....core.graph.vocabulary import CONTROL
@@ -139,6 +139,9 @@ class _Remembered:
     tensors: dict[str, Ref]
     nodes: dict[str, int | None]
     large_values: dict[int, bytes]
+    #: what a caller found of one alike scope and its match that holds for every one (see
+    #: :attr:`AnalysisCache.facts`)
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _remember(sg: "ScopeGraph", described: _Description, match: LayerNormMatch) -> _Remembered | None:
@@ -199,6 +202,11 @@ class AnalysisCache:
         self.attributes = AttributeKeys(graph.index.nodes)
         self.analysed = 0
         self.recalled = 0
+        #: after :meth:`analyse`, a dict shared by every scope described alike whose match was
+        #: recalled from one analysis (None if the scope's match is not remembered): facts that
+        #: follow from the description and the match's tensors as references (which of the
+        #: scope's nodes read x, say) are found once and kept here by the caller
+        self.facts: dict[str, Any] | None = None
 
     def analyse(self, scope: "AnyScope", analyse: Callable[["AnyScope"], LayerNormMatch]) -> LayerNormMatch:
         """``analyse(scope)``, or the match of a scope described alike analysed before."""
@@ -209,9 +217,12 @@ class AnalysisCache:
             match = _recall(sg, described, remembered)
             if match is not None:
                 self.recalled += 1
+                self.facts = remembered.facts
                 return match
         self.analysed += 1
+        self.facts = None
         match = analyse(scope)  # a refusal (NotLayerNorm) is not remembered
         if described.key not in self._remembered:
-            self._remembered[described.key] = _remember(sg, described, match)
+            remembered = self._remembered[described.key] = _remember(sg, described, match)
+            self.facts = None if remembered is None else remembered.facts
         return match

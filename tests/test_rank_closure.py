@@ -148,3 +148,12 @@ def test_a_recalled_layer_norm_with_a_rank_inferred_already_takes_none():
     cache = _analysed(sg, note)
     assert cache.recalled == 2 and taken == {"ln3": False}
     assert _agree_with_a_fresh_inference(sg) > 20
+
+
+def test_none_inferred_tells_whether_any_rank_is_inferred():
+    sg = _computed_shapes()
+    ranks = sg.rank_inference()
+    mean, tanh = _tensor(sg, "mean"), _tensor(sg, "tanh")
+    assert ranks.none_inferred([mean, tanh])
+    ranks.rank_at(*tanh)
+    assert not ranks.none_inferred([mean, tanh]) and ranks.none_inferred([mean])

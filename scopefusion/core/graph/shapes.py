@@ -140,6 +140,10 @@ class RankInference:
         memo = self._memo
         return (True, memo[key]) if key in memo else (False, None)
 
+    def none_inferred(self, tensors: list[tuple[int, int]]) -> bool:
+        """True when no rank of ``tensors`` is inferred yet."""
+        return self._memo.keys().isdisjoint(tensors)
+
     def settle(self, ranks: Mapping[tuple[int, int], Rank]) -> None:
         """Take ``ranks`` as inferred (each as :meth:`closure_ranks` found it for alike tensors)."""
         self._memo.update(ranks)

@@ -173,9 +173,8 @@ class _Ranks:
             if ranks.inferred(*outside[k]) != (True, rank):
                 return
         members = described.members
-        for k, port in self.inner:
-            if ranks.inferred(members[k], port)[0]:
-                return
+        if not ranks.none_inferred([(members[k], port) for k, port in self.inner]):
+            return
         ranks.settle({(members[k], port): rank for (k, port), rank in self.ranks})
 
 

@@ -168,7 +168,8 @@ class RankInference:
             ranks[top] = _combine(kind, [ranks[d] for d in deps], arg) if deps else arg
         return Closure(boundary, tuple(order), {t: ranks[t] for t in targets})
 
-    def _closure_rules(self, targets: list[tuple[int, int]], inside: Callable[[int], bool]) -> Any:
+    def _closure_rules(self, targets: list[tuple[int, int]], inside: Callable[[int], bool]) -> tuple[
+            dict[tuple[int, int], Rule], list[tuple[int, int]], dict[tuple[int, int], Rank], list[int]] | None:
         """The rules of the inner tensors ``targets`` follow from, in an order where each comes
         after those it reads, the boundary's ranks and the nodes whose values the rules read."""
         memo = self._memo

@@ -247,3 +247,52 @@ def test_the_wiring_is_the_one_looked_up_edge_by_edge():
             checked["unread"] += read == 0
             checked["control only"] += read == 1 and any(c not in described.position for c, _, _ in cs)
     assert all(checked.values()), checked
+
+
+@pytest.mark.parametrize("path", sorted(EPSILONS))
+def test_input_slots_kept_with_a_structure_are_each_alike_scopes_own(path, monkeypatch):
+    """The inner reads of x, gamma and beta are found once per structure (ln3 and ln5 take
+    ln1's), and they are the very reads each scope's own nodes make."""
+    found, checked = [], []
+    real_slots, real_insert = ln_pass._input_slots, ln_pass._insert_inputs
+
+    def counted(scope, match):
+        found.append(scope.name)
+        return real_slots(scope, match)
+
+    def compared(scope, match, result, facts):
+        real_insert(scope, match, result, facts)
+        expected = {suffix: list(slots) for suffix, slots in real_slots(scope, match)}
+        assert result.input_map == expected and expected, scope.name
+        checked.append(scope.name)
+
+    monkeypatch.setattr(ln_pass, "_input_slots", counted)
+    monkeypatch.setattr(ln_pass, "_insert_inputs", compared)
+    result = fuse(built(path))
+    assert len(pass_report(result, "ScopeLayerNormPass").fused) == 7
+    assert len(checked) == 7 and {"ln1", "ln3", "ln5"} <= set(checked), checked
+    assert "ln1" in found and "ln3" not in found and "ln5" not in found, found
+
+
+def test_facts_are_shared_only_by_scopes_whose_match_is_recalled():
+    """ln3 is ln1 again but for its axis constants: analysed on its own and refused, it shares
+    no facts; ln5, recalled from ln1, shares ln1's; the rank-2 layer norm has its own."""
+    graph_def = type(built("moments").graph_def)()
+    graph_def.CopyFrom(built("moments").graph_def)
+    for node in graph_def.node:
+        if node.name in ("ln3/moments/mean/reduction_indices", "ln3/moments/variance/reduction_indices"):
+            node.attr["value"].tensor.int_val[:] = [1]
+    sg = ScopeGraph(graph_def)
+    scopes = {s.name: s for s in sg.root.all_sub_scopes()}
+    cache = AnalysisCache(sg)
+    cache.analyse(scopes["ln1"], ln_pass.analyse)
+    first = cache.facts
+    assert first == {} and cache.analysed == 1
+    first["marked"] = True
+    with pytest.raises(ln_pass.NotLayerNorm):
+        cache.analyse(scopes["ln3"], ln_pass.analyse)
+    assert cache.facts is None
+    cache.analyse(scopes["ln5"], ln_pass.analyse)
+    assert cache.facts is first and cache.recalled == 1
+    cache.analyse(scopes["ln_flat"], ln_pass.analyse)
+    assert cache.facts == {} and cache.facts is not first

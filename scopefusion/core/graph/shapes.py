@@ -8,7 +8,8 @@ reported as unknown (``None``), never guessed.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
 from .index import GraphIndex
 from .vocabulary import CONTROL, parse_input
@@ -68,6 +69,15 @@ def _combine(kind: int, ranks: list[Rank], arg: Rank) -> Rank:
     return ranks[0] + ranks[1] - 1  # type: ignore[operator]  # GATHER
 
 
+@dataclass(frozen=True)
+class Closure:
+    """Ranks that follow from the ranks of a boundary (see :meth:`RankInference.closure_ranks`)."""
+
+    boundary: dict[tuple[int, int], Rank]  # the outer tensors read, with their ranks
+    inner: tuple[tuple[int, int], ...]  # the inner tensors the ranks follow from
+    ranks: dict[tuple[int, int], Rank]  # of the targets
+
+
 class RankInference:
     """Memoised rank lookups for the tensors of one indexed graph: each tensor's rank is
     inferred once, from its producer's rule and the ranks that rule reads."""
@@ -77,6 +87,7 @@ class RankInference:
         #: fused ops of earlier stages: output port -> the input it is shaped like
         self.same_shape = same_shape or {}
         self._memo: dict[tuple[int, int], Rank] = {}
+        self._value_reads: list[int] | None = None  # nodes whose values rules read, while noted
 
     # -- public ---------------------------------------------------------------
     def rank(self, tensor: str) -> Rank:
@@ -123,6 +134,78 @@ class RankInference:
                 memo[top] = _combine(kind, [memo[d] for d in deps], arg)
         return memo[key]
 
+    def inferred(self, i: int, port: int) -> tuple[bool, Rank]:
+        """``(True, rank)`` when the rank of output ``port`` of node ``i`` is inferred already."""
+        key = (i, port)
+        memo = self._memo
+        return (True, memo[key]) if key in memo else (False, None)
+
+    def none_inferred(self, tensors: list[tuple[int, int]]) -> bool:
+        """True when no rank of ``tensors`` is inferred yet."""
+        return self._memo.keys().isdisjoint(tensors)
+
+    def settle(self, ranks: Mapping[tuple[int, int], Rank]) -> None:
+        """Take ``ranks`` as inferred (each as :meth:`closure_ranks` found it for alike tensors)."""
+        self._memo.update(ranks)
+
+    def closure_ranks(self, targets: list[tuple[int, int]], inside: Callable[[int], bool],
+                      value_known: Callable[[int], bool]) -> "Closure | None":
+        """The ranks of ``targets``, tensors of nodes where ``inside`` holds, as their rules give
+        them from the inferred ranks of the tensors of other nodes they read (the boundary); with
+        the tensors of inner nodes they follow from.  None when the rules loop, read the length of
+        an outer tensor or an outer tensor not inferred yet, or read the value of a node for which
+        ``value_known`` does not hold: then the ranks would not follow from the boundary and the
+        inner nodes alone."""
+        found = self._closure_rules(targets, inside)
+        if found is None:
+            return None
+        rules, order, boundary, reads = found
+        if not all(map(value_known, reads)):
+            return None
+        ranks: dict[tuple[int, int], Rank] = dict(boundary)
+        for top in order:
+            kind, deps, arg = rules[top]
+            ranks[top] = _combine(kind, [ranks[d] for d in deps], arg) if deps else arg
+        return Closure(boundary, tuple(order), {t: ranks[t] for t in targets})
+
+    def _closure_rules(self, targets: list[tuple[int, int]], inside: Callable[[int], bool]) -> tuple[
+            dict[tuple[int, int], Rule], list[tuple[int, int]], dict[tuple[int, int], Rank], list[int]] | None:
+        """The rules of the inner tensors ``targets`` follow from, in an order where each comes
+        after those it reads, the boundary's ranks and the nodes whose values the rules read."""
+        memo = self._memo
+        rules: dict[tuple[int, int], Rule] = {}
+        state: dict[tuple[int, int], bool] = {}  # False: on the current path, True: done
+        order: list[tuple[int, int]] = []
+        boundary: dict[tuple[int, int], Rank] = {}
+        stack: list[tuple[tuple[int, int], bool]] = [(t, False) for t in targets]
+        reads = self._value_reads = []
+        try:
+            while stack:
+                top, expanded = stack.pop()
+                if expanded:
+                    state[top] = True
+                    order.append(top)
+                    continue
+                done = state.get(top)
+                if done is not None:
+                    if not done:
+                        return None  # a loop
+                    continue
+                i, port = top
+                if not inside(i):
+                    if port < 0 or top not in memo:
+                        return None
+                    boundary[top] = memo[top]
+                    state[top] = True
+                    continue
+                rule = rules[top] = self._rule(i, port)
+                state[top] = False
+                stack.append((top, True))
+                stack.extend((d, False) for d in rule[1])
+        finally:
+            self._value_reads = None
+        return rules, order, boundary, reads
+
     # -- machinery ------------------------------------------------------------
     def _data_inputs(self, i: int) -> list[tuple[int, int]]:
         return [t for t in self.index.inputs[i] if t[1] != CONTROL]
@@ -134,6 +217,8 @@ class RankInference:
         return [d.size for d in self.index.nodes[i].attr["value"].tensor.tensor_shape.dim]
 
     def _const_ints(self, i: int) -> Optional[list[int]]:
+        if self._value_reads is not None:
+            self._value_reads.append(i)
         if self.index.ops[i] != "Const":
             return None
         t = self.index.nodes[i].attr["value"].tensor

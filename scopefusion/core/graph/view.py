@@ -189,12 +189,16 @@ class GraphView:
         self._small_values[key] = value
         return value
 
+    def rank_inference(self) -> RankInference:
+        """The cheap local rank rules of :meth:`rank`, with what they inferred so far."""
+        if self._ranks is None:
+            self._ranks = RankInference(self.index, self.same_shape)
+        return self._ranks
+
     def rank(self, tensor: str) -> int | None:
         """The rank of a tensor (``name`` or ``name:port``) when it can be told: by the cheap
         local rules first, then by TensorFlow's shape inference (see :meth:`static_shape`)."""
-        if self._ranks is None:
-            self._ranks = RankInference(self.index, self.same_shape)
-        local = self._ranks.rank(tensor)
+        local = self.rank_inference().rank(tensor)
         if local is not None:
             return local
         name, port = parse_input(tensor)

@@ -7,9 +7,11 @@ tensors; everything else is checked by the shared pipeline.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..fusion.candidate import FusionCandidate, Refused, Tensor
 from ..graph.index import GraphIndex
-from ..graph.vocabulary import tensor_name
+from ..graph.vocabulary import CONTROL, tensor_name
 from .results import FusionScopesResult
 
 
@@ -72,20 +74,37 @@ def to_candidate(index: GraphIndex, result: FusionScopesResult, *, pass_name: st
     )
 
 
+def _node_of(index: GraphIndex, result: FusionScopesResult, members: frozenset[int]) -> Callable[[str], int]:
+    """:func:`resolve_key` for the keys of one result: a suffix relative to one of its scopes,
+    the common case, is looked up at once."""
+    get = index.index.get
+    prefixes = [scope.full_name("") for scope in result.scopes]
+
+    def node_of(key: str) -> int:
+        for prefix in prefixes:
+            i = get(prefix + key)
+            if i is not None and i in members:
+                return i
+        return resolve_key(index, result, members, key)
+
+    return node_of
+
+
 def _inputs(index: GraphIndex, result: FusionScopesResult, members: frozenset[int]) -> dict[int, Tensor]:
-    names = index.names
+    names, inputs = index.names, index.inputs
+    node_of = _node_of(index, result, members)
     fed: dict[int, Tensor] = {}
     for key, slots in result.input_map.items():
-        node = resolve_key(index, result, members, key)
+        node = node_of(key)
+        ins = inputs[node]
         for slot, fused in enumerate(slots):
             if fused is None:
                 continue
             if fused < 0:
                 raise Refused(f"{key!r} slot {slot} maps to fused input {fused}")
-            try:
-                tensor = index.data_input(node, slot)
-            except IndexError:
-                raise Refused(f"inner node {names[node]!r} has no input slot {slot}") from None
+            if slot >= len(ins) or ins[slot][1] == CONTROL:
+                raise Refused(f"inner node {names[node]!r} has no input slot {slot}")
+            tensor = ins[slot]
             previous = fed.setdefault(fused, tensor)
             if previous != tensor:
                 raise Refused(
@@ -96,9 +115,10 @@ def _inputs(index: GraphIndex, result: FusionScopesResult, members: frozenset[in
 
 
 def _outputs(index: GraphIndex, result: FusionScopesResult, members: frozenset[int]) -> dict[Tensor, int]:
+    node_of = _node_of(index, result, members)
     outputs: dict[Tensor, int] = {}
     for key, ports in result.output_map.items():
-        node = resolve_key(index, result, members, key)
+        node = node_of(key)
         for port, fused in enumerate(ports):
             if fused is not None:
                 outputs[(node, port)] = fused

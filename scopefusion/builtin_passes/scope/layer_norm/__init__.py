@@ -28,7 +28,7 @@ refused with a reason.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ....core.graph.vocabulary import CONTROL
 from ....core.scope.base_pass import ScopeBasePass
@@ -57,6 +57,7 @@ MOMENTS_LABEL = "LayerNormMoments"
 SINGLE_CALL_LABEL = "LayerNormCall"
 #: Nodes that locate a layer norm's statistics.
 CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
+_CORE_OPS = frozenset(CORE_OPS)
 
 
 def analyse(scope: "Scope") -> LayerNormMatch:
@@ -128,8 +129,9 @@ class ScopeLayerNormPass(ScopeBasePass):
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = result.part or scopes[0]
+        analyses = self._analyses(scope.graph)
         try:
-            match = self._analyses(scope.graph).analyse(scope, analyse)
+            match = analyses.analyse(scope, analyse)
         except NotLayerNorm as why:
             result.reject(str(why))
             return
@@ -144,7 +146,7 @@ class ScopeLayerNormPass(ScopeBasePass):
         if len({match.x, match.gamma, match.beta}) != 3:
             result.reject("x, gamma and beta are not three different tensors")
             return
-        _insert_inputs(scope, match, result)
+        _insert_inputs(scope, match, result, analyses.facts)
         if match.output_cast is not None:
             _cast_after(scope, match, result)
             return
@@ -154,15 +156,29 @@ class ScopeLayerNormPass(ScopeBasePass):
             result.insert_outputs(scope.suffix_of(match.variance), [2])
 
 
-def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
-    """Every inner read of x, gamma and beta: which data input slot of which node reads which."""
+def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult,
+                   facts: dict[str, Any] | None) -> None:
+    """Every inner read of x, gamma and beta: which data input slot of which node reads which.
+    They follow from the scope's wiring and where x, gamma and beta lie in it: found once per
+    structure when ``facts`` are those of the scope's alike ones (:attr:`AnalysisCache.facts`)."""
+    reads = None if facts is None else facts.get("input_slots")
+    if reads is None:
+        reads = _input_slots(scope, match)
+        if facts is not None:
+            facts["input_slots"] = reads
+    for suffix, slots in reads:
+        result.insert_inputs(suffix, slots)
+
+
+def _input_slots(scope: "Scope", match: LayerNormMatch) -> list[tuple[str, tuple[int | None, ...]]]:
+    """Per inner node reading x, gamma or beta (in graph order): its name relative to the scope
+    and, per data input slot, the fused input it reads (None: another tensor)."""
     index = scope.graph.index
     fused_input = {(index.index[name], port): k for k, (name, port) in enumerate((match.x, match.gamma, match.beta))}
     names, inputs, consumers = index.names, index.inputs, index.consumers
     readers = {c for p, port in fused_input for c, read, _ in consumers[p] if read == port}  # control: port -1
-    for i in sorted(readers.intersection(scope.all_node_indices())):
-        slots = [fused_input.get(t) for t in inputs[i] if t[1] != CONTROL]
-        result.insert_inputs(scope.suffix_of(names[i]), slots)
+    return [(scope.suffix_of(names[i]), tuple([fused_input.get(t) for t in inputs[i] if t[1] != CONTROL]))
+            for i in sorted(readers.intersection(scope.all_node_indices()))]
 
 
 def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
@@ -245,14 +261,17 @@ def _inside_one_child(part: ScopePart, scope: "Scope") -> bool:
 
 
 def _tightest(scope: "Scope") -> "Scope":
-    """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``."""
+    """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``
+    (found by the scopes' numbers: a scope's descendants are numbered after it, before its end)."""
     tree = scope.graph.tree
-    ops = tree.index.ops
-    homes = [tree.node_scope[i] for i in scope.all_node_indices() if ops[i] in CORE_OPS]
+    ops, layout = tree.index.ops, tree.layout
+    node_scope = layout.node_scope
+    homes = {int(node_scope[i]) for i in scope.all_node_indices() if ops[i] in _CORE_OPS}
     if not homes:
         return scope
-    common = homes[0]
-    for home in homes[1:]:
-        while common is not home and not common.is_ancestor_of(home):
-            common = common.parent  # type: ignore[assignment]
-    return common
+    common = min(homes)
+    end, parent = layout.end, layout.parent
+    for home in homes:
+        while not common <= home < end[common]:
+            common = int(parent[common])
+    return tree.scope_at(common)

@@ -10,7 +10,10 @@ op, what that forwards to, the constants that feeds on, and the tensor's static 
 rank - and analyses a scope only when no scope described alike was analysed before.  An alike
 scope's layer norm is the first one's, with its own node and tensor names.  Describing a
 scope costs one pass over its nodes: attribute keys are built once per distinct set of
-attributes (:mod:`.node_keys`) and ranks are inferred once per tensor of the graph.
+attributes (:mod:`.node_keys`) and ranks are inferred once per tensor of the graph.  A
+recalled scope also takes the ranks of its outputs from the first one's when its rank rules
+give them alike (:class:`_Ranks`): in a chain of layers, the rank of the next layer's input
+is then known without walking back through this one.
 
 The values of large constants other than gamma and beta are compared too (the first scope's
 are kept), since an analysis may read them (a batch norm's scale of ones).  A scope the
@@ -19,7 +22,7 @@ is analysed (and they are rare in a model that has its layer norms fused).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Union
 
 from ....core.graph.vocabulary import CONTROL
@@ -54,6 +57,7 @@ class _Description:
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
         names = tuple([name[start:] for name in map(index.names.__getitem__, members)])
         wiring, reads = self._wiring(index)
+        self.reads = reads
         self.key = (bool(getattr(scope, "is_root", False)), names, tuple(map(index.ops.__getitem__, members)),
                     wiring, tuple([key for key, _ in attrs]), reads,
                     tuple([self._outside_key(sg, j, port) for (j, port) in self.outside]))
@@ -132,6 +136,49 @@ class _Description:
 
 
 @dataclass(frozen=True)
+class _Ranks:
+    """The ranks of a scope's tensors read outside it, as its nodes' rank rules give them from
+    the ranks of the tensors it reads (:meth:`.RankInference.closure_ranks`).  The rules of alike
+    scopes are alike (their ops, attributes and wiring are), so an alike scope whose tensors from
+    outside have the same inferred ranks, and whose inner ranks are not inferred yet, has these
+    ranks: they are taken as inferred, and the walk from the next scope's input stops there."""
+
+    boundary: tuple[tuple[int, int | None], ...]  # (k-th tensor from outside, its rank)
+    inner: tuple[tuple[int, int], ...]  # (position, port) of the inner tensors they follow from
+    ranks: tuple[tuple[tuple[int, int], int | None], ...]  # ((position, port), rank) read outside
+
+    @staticmethod
+    def of(sg: "ScopeGraph", described: _Description) -> "_Ranks | None":
+        """The ranks of ``described``'s scope; None when they do not follow from it alone."""
+        members = described.members
+        targets = [(members[k], port) for k, read in enumerate(described.reads) if type(read) is tuple
+                   for port in read]
+        if not targets:
+            return None
+        position, outside, attributes = described.position, described.outside, described.attributes
+        # a rule reading a constant's value: one the description holds (a small one)
+        closure = sg.rank_inference().closure_ranks(targets, position.__contains__,
+                                                    lambda i: not attributes.of(i)[1])
+        if closure is None or not all(t in outside for t in closure.boundary):
+            return None
+        return _Ranks(tuple((outside[t], rank) for t, rank in closure.boundary.items()),
+                      tuple((position[i], port) for i, port in closure.inner),
+                      tuple(((position[i], port), rank) for (i, port), rank in closure.ranks.items()))
+
+    def settle(self, sg: "ScopeGraph", described: _Description) -> None:
+        """Take the ranks as inferred for ``described``'s scope, if they hold for it."""
+        ranks = sg.rank_inference()
+        outside = list(described.outside)
+        for k, rank in self.boundary:
+            if ranks.inferred(*outside[k]) != (True, rank):
+                return
+        members = described.members
+        if not ranks.none_inferred([(members[k], port) for k, port in self.inner]):
+            return
+        ranks.settle({(members[k], port): rank for (k, port), rank in self.ranks})
+
+
+@dataclass(frozen=True)
 class _Remembered:
     """A match in terms of a description: tensors and nodes as references."""
 
@@ -139,6 +186,11 @@ class _Remembered:
     tensors: dict[str, Ref]
     nodes: dict[str, int | None]
     large_values: dict[int, bytes]
+    #: the ranks of the tensors read outside the scope, as they follow from the scope
+    ranks: "_Ranks | None"
+    #: what a caller found of one alike scope and its match that holds for every one (see
+    #: :attr:`AnalysisCache.facts`)
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _remember(sg: "ScopeGraph", described: _Description, match: LayerNormMatch) -> _Remembered | None:
@@ -164,7 +216,7 @@ def _remember(sg: "ScopeGraph", described: _Description, match: LayerNormMatch) 
     for field_name in ("gamma", "beta"):
         chain = sg.constant_chain(index.index[getattr(match, field_name)[0]])
         skip.update(chain or ())
-    return _Remembered(match, tensors, nodes, described.large_values(sg, skip))
+    return _Remembered(match, tensors, nodes, described.large_values(sg, skip), _Ranks.of(sg, described))
 
 
 def _recall(sg: "ScopeGraph", described: _Description, remembered: _Remembered) -> LayerNormMatch | None:
@@ -199,6 +251,11 @@ class AnalysisCache:
         self.attributes = AttributeKeys(graph.index.nodes)
         self.analysed = 0
         self.recalled = 0
+        #: after :meth:`analyse`, a dict shared by every scope described alike whose match was
+        #: recalled from one analysis (None if the scope's match is not remembered): facts that
+        #: follow from the description and the match's tensors as references (which of the
+        #: scope's nodes read x, say) are found once and kept here by the caller
+        self.facts: dict[str, Any] | None = None
 
     def analyse(self, scope: "AnyScope", analyse: Callable[["AnyScope"], LayerNormMatch]) -> LayerNormMatch:
         """``analyse(scope)``, or the match of a scope described alike analysed before."""
@@ -208,10 +265,15 @@ class AnalysisCache:
         if remembered is not None:
             match = _recall(sg, described, remembered)
             if match is not None:
+                if remembered.ranks is not None:
+                    remembered.ranks.settle(sg, described)
                 self.recalled += 1
+                self.facts = remembered.facts
                 return match
         self.analysed += 1
+        self.facts = None
         match = analyse(scope)  # a refusal (NotLayerNorm) is not remembered
         if described.key not in self._remembered:
-            self._remembered[described.key] = _remember(sg, described, match)
+            remembered = self._remembered[described.key] = _remember(sg, described, match)
+            self.facts = None if remembered is None else remembered.facts
         return match

@@ -10,6 +10,7 @@ them, ``count + j`` for the ``j``-th new node (in the order the rewrite lists th
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from functools import partial
 from typing import AbstractSet, Any, Mapping, MutableSequence, Sequence, TypeVar
@@ -31,7 +32,8 @@ class NodeLayout:
     order: list[int]
     #: per old node, then per new node: its place when the node list (old nodes, then the new
     #: ones appended) is sorted into the new order; dropped nodes go last, in their old order
-    sort_keys: list[int]
+    #: (machine ints: only :meth:`arrange` reads them, once, and a list's int objects would outlive that)
+    sort_keys: "array[int]"
 
     @classmethod
     def of(cls, count: int, dropped: AbstractSet[int], inserted: Mapping[int, int]) -> "NodeLayout":
@@ -57,7 +59,7 @@ class NodeLayout:
         kept = keys >= 0
         order[keys[kept]] = np.flatnonzero(kept)
         keys[~kept] = np.arange(total, len(keys), dtype=np.int64)
-        return cls(position.tolist(), fresh.tolist(), order.tolist(), keys.tolist())
+        return cls(position.tolist(), fresh.tolist(), order.tolist(), array("q", keys.tobytes()))
 
     def __len__(self) -> int:
         return len(self.order)
@@ -68,7 +70,8 @@ class NodeLayout:
         wrappers held elsewhere still hold the same nodes."""
         if len(nodes) != len(self.sort_keys):
             raise ValueError(f"the node list holds {len(nodes)} nodes, not the {len(self.sort_keys)} laid out")
-        nodes.sort(key=partial(next, iter(self.sort_keys)))  # list.sort asks for every key once, in list order
+        keys = self.sort_keys.tolist()  # list.sort asks for every key once, in list order
+        nodes.sort(key=partial(next, iter(keys)))
         del nodes[len(self.order):]
 
     def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:

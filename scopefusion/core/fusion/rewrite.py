@@ -296,12 +296,12 @@ def check_rewrite(
             GraphIndex(graph)
         return
     new_names = summary.new_names
-    if len(set(new_names)) != len(new_names):
+    live = set(new_names)
+    if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
     clashes = [n for n in new_names if n in index.index and n not in summary.removed_names]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
-    live = set(new_names)
     existing, removed = index.index, summary.removed_names
     problems = []
     for node in summary.touched:

@@ -278,7 +278,8 @@ def _index_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSumma
     """The index of ``graph_def`` for the next stage: after a rewrite, ``index`` updated with what it
     changed; after none, ``index`` itself while it still indexes the graph."""
     if rewrite is not None and index.graph_def is graph_def:
-        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted, layout=rewrite.layout)
+        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted, layout=rewrite.layout,
+                       release_old=True)
     if rewrite is None and _indexes(index, graph_def):
         return index
     return GraphIndex(graph_def)

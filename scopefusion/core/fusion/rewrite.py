@@ -93,29 +93,40 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
             return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                               [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
                     for inner, block in zip(inner_nodes, blocks_of)]
-        node = add()
-        if blocks_of[0]:
-            node.MergeFromString(blocks_of[0])
-        node.name = res.name
-        node.op = res.type
-        if device:
-            node.device = device
-        node.input.extend(inputs + controls if controls else inputs)
-        return [node]
+        return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
 
     return build
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
-    """Fill the empty ``node``: its attributes merged from a prepared block, then its fields."""
-    if attr_block:
-        node.MergeFromString(attr_block)
-    node.name = name
-    node.op = op
+    """Fill the empty ``node`` by one parse of its fields, encoded here, and its prepared attribute
+    block.  Set field by field instead, the node's wrapper would keep a container for its input
+    list (some hundreds of bytes per new node, for as long as the next stage's index holds it)."""
+    fields = [_string_field(_NAME_TAG, name), _string_field(_OP_TAG, op)]
+    fields += [_string_field(_INPUT_TAG, text) for text in inputs]
     if device:
-        node.device = device
-    node.input.extend(inputs)
+        fields.append(_string_field(_DEVICE_TAG, device))
+    fields.append(attr_block)
+    node.MergeFromString(b"".join(fields))
     return node
+
+
+#: the wire tags of NodeDef's string fields ``name`` (1), ``op`` (2), ``input`` (3) and ``device`` (4)
+_NAME_TAG, _OP_TAG, _INPUT_TAG, _DEVICE_TAG = b"\x0a", b"\x12", b"\x1a", b"\x22"
+
+
+def _string_field(tag: bytes, text: str) -> bytes:
+    """One length-delimited string field in protobuf's wire format."""
+    data = text.encode("utf-8")
+    size = len(data)
+    if size < 0x80:
+        return tag + bytes((size,)) + data
+    length = bytearray()
+    while size >= 0x80:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return tag + bytes(length) + data
 
 
 def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:

@@ -7,7 +7,8 @@ sort of the node list.  The cost is linear in nodes plus edges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Set
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
@@ -160,6 +161,23 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     return node
 
 
+class NamesOf(Set):
+    """The names of some nodes of an index, read off the index's name table rather than held in
+    a set of their own (a rewrite drops nodes by the hundred thousand)."""
+
+    def __init__(self, index: GraphIndex, nodes: AbstractSet[int]) -> None:
+        self._index, self._nodes = index, nodes
+
+    def __contains__(self, name: object) -> bool:
+        return self._index.index.get(name) in self._nodes  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._index.names.__getitem__, self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
 @dataclass
 class RewriteSummary:
     """What :func:`apply_plans` changed: for the output check (``touched``, ``removed_names``,
@@ -167,7 +185,7 @@ class RewriteSummary:
     again (the rest, by positions in the index that was rewritten)."""
 
     touched: list["NodeDef"]
-    removed_names: set[str]
+    removed_names: AbstractSet[str]
     new_names: list[str]
     #: nodes dropped from the graph
     dropped: set[int] = field(default_factory=set)
@@ -260,7 +278,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
         else:
             dropped.update(plan.removed)
         built_by_anchor[plan.removed[0]] = built
-    summary.removed_names.update(map(index.names.__getitem__, dropped))
+    summary.removed_names = NamesOf(index, dropped)
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
     summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built

@@ -79,7 +79,11 @@ def checked(monkeypatch):
 
     def checking(old, dropped, changed, inserted, **kw):
         assert kw["layout"] == layout_of(len(old.nodes), dropped, inserted)  # the rewrite's own is the same
+        consumers, order, by_op = old.consumers, old.topological_order(), dict(old._by_op_table())
         updated = reindex(old, dropped, changed, inserted, **kw)
+        assert kw["release_old"] and "consumers" not in vars(old) and old._order is None and old._by_op is None
+        # the old index let go of its tables; asked again, it builds them as they were
+        assert old.consumers == consumers and old.topological_order() == order and old._by_op_table() == by_op
         _same(updated, old.graph_def)
         calls.append(len(dropped))
         return updated

@@ -43,3 +43,23 @@ def test_the_same_run_untouched_passes(bert_encoder, monkeypatch):
     monkeypatch.setattr(pipeline_module, "apply_plans", counting)
     result = scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
     assert result.report.fused and any(calls)
+
+
+def test_the_removed_names_are_those_of_the_dropped_nodes(bert_encoder, monkeypatch):
+    # read off the index's name table, they answer as a set of the names built from scratch
+    seen: list[int] = []
+
+    def comparing(index, plans):
+        before = set(index.names)
+        summary = apply_plans(index, plans)
+        names = {index.names[d] for d in summary.dropped}
+        removed = summary.removed_names
+        assert len(removed) == len(names) and set(removed) == names and removed == names
+        assert all(name in removed for name in names)
+        assert not any(name in removed for name in before - names) and "no such node" not in removed
+        seen.append(len(names))
+        return summary
+
+    monkeypatch.setattr(pipeline_module, "apply_plans", comparing)
+    scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
+    assert len(seen) == 3 and all(seen)

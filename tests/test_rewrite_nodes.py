@@ -7,7 +7,8 @@ from pass_checks import REGISTRY
 import scopefusion
 import scopefusion.core.fusion.pipeline as pipeline_module
 from scopefusion.core.fusion.plan import new_node_names
-from scopefusion.core.fusion.rewrite import apply_plans
+from scopefusion.core.fusion.rewrite import _new_node, apply_plans
+from scopefusion.core.graph.protos import message_class
 
 
 def test_new_nodes_hold_their_plans_attributes(bert_encoder, monkeypatch):
@@ -31,3 +32,20 @@ def test_new_nodes_hold_their_plans_attributes(bert_encoder, monkeypatch):
             assert built[name] == wanted, name
             shared += bool(wanted)
     assert shared > 3  # fused nodes with attributes were checked, not only bare ones
+
+
+def test_a_new_node_written_from_encoded_fields_equals_one_set_field_by_field():
+    # lengths past one varint byte, non-ASCII text, control inputs, with and without device or attributes
+    node_def = message_class("NodeDef")
+    holder = node_def()
+    holder.attr["T"].type = 1
+    holder.attr["activation"].s = b"gelu"
+    block = holder.SerializeToString()
+    cases = [("dense/" * 40 + "fused", "MatMulBiasAddActivation", "/device:CPU:0", ["x:1", "^gate", "é" * 90], block),
+             ("n", "Identity", "", [], b""), ("名前", "Op", "", ["a" * 300], block)]
+    for name, op, device, inputs, attrs in cases:
+        expected = node_def(name=name, op=op, device=device, input=inputs)
+        expected.MergeFromString(attrs)
+        made = _new_node(node_def(), name, op, device, inputs, attrs)
+        assert made == expected and made.SerializeToString(deterministic=True) == expected.SerializeToString(
+            deterministic=True)

@@ -40,7 +40,7 @@ class InnerNode:
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)  # a stage holds one per match: no instance dict each
 class FusionCandidate:
     """One proposed fusion.
 

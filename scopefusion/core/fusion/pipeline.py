@@ -186,6 +186,7 @@ class FusionPipeline:
                 t0 = time.perf_counter()
                 self._say(f"{engine.stage} stage: indexing {len(graph_def.node):,} nodes")
                 index = _index_after(index, graph_def, rewrite)
+                rewrite = None  # the last rewrite's lists go before this stage makes its own
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
             first = False
             rewrite = self._stage(engine, index, outputs, report)
@@ -210,7 +211,9 @@ class FusionPipeline:
         reports = {p.name: p for p in report.passes[reports_before:]}
         recorder = PlaceRecorder(index) if self.options.keep_places else None
         plans = self._plans(context, candidates, reports, recorder)
+        del candidates  # the refused go now; a plan holds its own
         accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why, recorder))
+        del plans  # the plans that lost a conflict go before the rewrite adds nodes
         places = _stage_places(recorder, reports.values(), accepted)  # before the rewrite changes the index
         summary = apply_plans(index, accepted)
         for plan, place in zip(accepted, places):
@@ -275,7 +278,8 @@ def _index_after(index: GraphIndex, graph_def: "GraphDef", rewrite: RewriteSumma
     """The index of ``graph_def`` for the next stage: after a rewrite, ``index`` updated with what it
     changed; after none, ``index`` itself while it still indexes the graph."""
     if rewrite is not None and index.graph_def is graph_def:
-        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted, layout=rewrite.layout)
+        return reindex(index, rewrite.dropped, rewrite.changed, rewrite.inserted, layout=rewrite.layout,
+                       release_old=True)
     if rewrite is None and _indexes(index, graph_def):
         return index
     return GraphIndex(graph_def)

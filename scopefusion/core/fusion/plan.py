@@ -28,7 +28,7 @@ from .op_checks import OpChecks, check_op
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
-@dataclass
+@dataclass(slots=True)  # a stage holds one per candidate: no instance dict each
 class FusionPlan:
     """A checked result, ready to be applied."""
 
@@ -134,7 +134,7 @@ def make_plan(
         kept=sorted(kept),
         inputs=inputs,
         control_inputs=control_inputs,
-        outputs=dict(candidate.outputs),
+        outputs=candidate.outputs,  # neither changes it: one dict for both
         aliases=aliases,
         op_def=op_def,
         attr_values=attr_values,

@@ -7,7 +7,8 @@ sort of the node list.  The cost is linear in nodes plus edges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Set
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
@@ -93,29 +94,40 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
             return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                               [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
                     for inner, block in zip(inner_nodes, blocks_of)]
-        node = add()
-        if blocks_of[0]:
-            node.MergeFromString(blocks_of[0])
-        node.name = res.name
-        node.op = res.type
-        if device:
-            node.device = device
-        node.input.extend(inputs + controls if controls else inputs)
-        return [node]
+        return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
 
     return build
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
-    """Fill the empty ``node``: its attributes merged from a prepared block, then its fields."""
-    if attr_block:
-        node.MergeFromString(attr_block)
-    node.name = name
-    node.op = op
+    """Fill the empty ``node`` by one parse of its fields, encoded here, and its prepared attribute
+    block.  Set field by field instead, the node's wrapper would keep a container for its input
+    list (some hundreds of bytes per new node, for as long as the next stage's index holds it)."""
+    fields = [_string_field(_NAME_TAG, name), _string_field(_OP_TAG, op)]
+    fields += [_string_field(_INPUT_TAG, text) for text in inputs]
     if device:
-        node.device = device
-    node.input.extend(inputs)
+        fields.append(_string_field(_DEVICE_TAG, device))
+    fields.append(attr_block)
+    node.MergeFromString(b"".join(fields))
     return node
+
+
+#: the wire tags of NodeDef's string fields ``name`` (1), ``op`` (2), ``input`` (3) and ``device`` (4)
+_NAME_TAG, _OP_TAG, _INPUT_TAG, _DEVICE_TAG = b"\x0a", b"\x12", b"\x1a", b"\x22"
+
+
+def _string_field(tag: bytes, text: str) -> bytes:
+    """One length-delimited string field in protobuf's wire format."""
+    data = text.encode("utf-8")
+    size = len(data)
+    if size < 0x80:
+        return tag + bytes((size,)) + data
+    length = bytearray()
+    while size >= 0x80:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return tag + bytes(length) + data
 
 
 def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:
@@ -149,6 +161,23 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     return node
 
 
+class NamesOf(Set):
+    """The names of some nodes of an index, read off the index's name table rather than held in
+    a set of their own (a rewrite drops nodes by the hundred thousand)."""
+
+    def __init__(self, index: GraphIndex, nodes: AbstractSet[int]) -> None:
+        self._index, self._nodes = index, nodes
+
+    def __contains__(self, name: object) -> bool:
+        return self._index.index.get(name) in self._nodes  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._index.names.__getitem__, self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
 @dataclass
 class RewriteSummary:
     """What :func:`apply_plans` changed: for the output check (``touched``, ``removed_names``,
@@ -156,7 +185,7 @@ class RewriteSummary:
     again (the rest, by positions in the index that was rewritten)."""
 
     touched: list["NodeDef"]
-    removed_names: set[str]
+    removed_names: AbstractSet[str]
     new_names: list[str]
     #: nodes dropped from the graph
     dropped: set[int] = field(default_factory=set)
@@ -249,7 +278,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
         else:
             dropped.update(plan.removed)
         built_by_anchor[plan.removed[0]] = built
-    summary.removed_names.update(map(index.names.__getitem__, dropped))
+    summary.removed_names = NamesOf(index, dropped)
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
     summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
@@ -296,12 +325,12 @@ def check_rewrite(
             GraphIndex(graph)
         return
     new_names = summary.new_names
-    if len(set(new_names)) != len(new_names):
+    live = set(new_names)
+    if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
     clashes = [n for n in new_names if n in index.index and n not in summary.removed_names]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
-    live = set(new_names)
     existing, removed = index.index, summary.removed_names
     problems = []
     for node in summary.touched:

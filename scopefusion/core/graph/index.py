@@ -207,6 +207,14 @@ class GraphIndex:
                         indegree[c] -= 1
                 readers[i] = kept
 
+    def release_tables(self) -> None:
+        """Let go of the tables built on use (consumers, op table, order, positions); a later
+        query builds them again."""
+        for name in ("consumers", "position"):
+            self.__dict__.pop(name, None)
+        self._by_op = None
+        self._order = None
+
     @cached_property
     def position(self) -> list[int]:
         """Position of every node in :meth:`topological_order`."""

@@ -10,8 +10,7 @@ them, ``count + j`` for the ``j``-th new node (in the order the rewrite lists th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import AbstractSet, Any, Mapping, MutableSequence, Sequence, TypeVar
 
 import numpy as np
@@ -19,19 +18,40 @@ import numpy as np
 _T = TypeVar("_T")
 
 
-@dataclass
 class NodeLayout:
-    """The node list after a rewrite, in terms of the old one."""
+    """The node list after a rewrite, in terms of the old one.  Worked out as arrays; the lists the
+    next index is built from are made on first use, after the stage that rewrote has let go of
+    its candidates and plans."""
 
-    #: every old node's new position, -1 when dropped
-    position: list[int]
-    #: every new node's position, in the order the rewrite lists them
-    fresh: list[int]
-    #: per new position, what stands there: an old node ``i`` or the new node ``count + j``
-    order: list[int]
-    #: per old node, then per new node: its place when the node list (old nodes, then the new
-    #: ones appended) is sorted into the new order; dropped nodes go last, in their old order
-    sort_keys: list[int]
+    def __init__(self, position: np.ndarray, fresh: np.ndarray, order: np.ndarray, sort_keys: np.ndarray) -> None:
+        self._position, self._fresh, self._order = position, fresh, order
+        #: per old node, then per new node: its place when the node list (old nodes, then the new
+        #: ones appended) is sorted into the new order; dropped nodes go last, in their old order
+        self.sort_keys = sort_keys
+
+    @cached_property
+    def position(self) -> list[int]:
+        """Every old node's new position, -1 when dropped."""
+        return self._position.tolist()
+
+    @cached_property
+    def fresh(self) -> list[int]:
+        """Every new node's position, in the order the rewrite lists them."""
+        return self._fresh.tolist()
+
+    @cached_property
+    def order(self) -> list[int]:
+        """Per new position, what stands there: an old node ``i`` or the new node ``count + j``."""
+        return self._order.tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeLayout):
+            return NotImplemented
+        mine = (self._position, self._fresh, self._order, self.sort_keys)
+        theirs = (other._position, other._fresh, other._order, other.sort_keys)
+        return all(map(np.array_equal, mine, theirs))
+
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def of(cls, count: int, dropped: AbstractSet[int], inserted: Mapping[int, int]) -> "NodeLayout":
@@ -57,10 +77,10 @@ class NodeLayout:
         kept = keys >= 0
         order[keys[kept]] = np.flatnonzero(kept)
         keys[~kept] = np.arange(total, len(keys), dtype=np.int64)
-        return cls(position.tolist(), fresh.tolist(), order.tolist(), keys.tolist())
+        return cls(position, fresh, order, keys)
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self._order)
 
     def arrange(self, nodes: "MutableSequence[Any]") -> None:
         """Put ``nodes`` (the old nodes, then the new ones appended) in the new order and cut the
@@ -68,8 +88,9 @@ class NodeLayout:
         wrappers held elsewhere still hold the same nodes."""
         if len(nodes) != len(self.sort_keys):
             raise ValueError(f"the node list holds {len(nodes)} nodes, not the {len(self.sort_keys)} laid out")
-        nodes.sort(key=partial(next, iter(self.sort_keys)))  # list.sort asks for every key once, in list order
-        del nodes[len(self.order):]
+        keys = self.sort_keys.tolist()  # list.sort asks for every key once, in list order
+        nodes.sort(key=partial(next, iter(keys)))
+        del nodes[len(self._order):]
 
     def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:
         """A per-node list in the new order, from the old nodes' values and the new nodes'."""

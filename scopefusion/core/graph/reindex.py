@@ -21,13 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
             inserted: Mapping[int, Sequence["NodeDef"]], *, validate: bool = True,
-            layout: NodeLayout | None = None) -> GraphIndex:
+            layout: NodeLayout | None = None, release_old: bool = False) -> GraphIndex:
     """The index of ``old.graph_def`` after a rewrite that dropped the nodes ``dropped``, changed the
     inputs or op of the nodes ``changed`` and placed ``inserted[i]`` (messages in the graph) right
     after node ``i`` (or where it stood, when it was dropped); the graph's node list must be in that
     order.  The result equals ``GraphIndex(old.graph_def)``; ``validate`` checks the same (duplicate
     names, inputs naming no node, cycles), reading only what changed.  ``layout``: the rewrite's
-    own, when it has it (the same as worked out from ``dropped`` and ``inserted``)."""
+    own, when it has it (the same as worked out from ``dropped`` and ``inserted``).  ``release_old``:
+    the caller is done with ``old``, whose tables built on use (consumers, order) go before the new
+    index builds its own (``old`` builds them again if asked)."""
     new = GraphIndex.__new__(GraphIndex)
     new.graph_def = old.graph_def
     if layout is None:
@@ -47,6 +49,9 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
     new._colocated = _colocated(old, new, layout.position, layout.fresh)
     if validate:
         _check_told(old, new, dropped, changed)
+    if release_old:
+        old.release_tables()
+    if validate:
         new.topological_order()
     return new
 

@@ -63,3 +63,17 @@ def test_the_removed_names_are_those_of_the_dropped_nodes(bert_encoder, monkeypa
     monkeypatch.setattr(pipeline_module, "apply_plans", comparing)
     scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
     assert len(seen) == 3 and all(seen)
+
+
+def test_a_rewrite_losing_a_node_it_did_not_tell_is_caught(bert_encoder, monkeypatch):
+    """A node taken out of the graph behind the rewrite's back stops the run with the count told
+    and the count found, before the next index reads the node list by position."""
+    def losing(index, plans):
+        summary = apply_plans(index, plans)
+        del index.graph_def.node[-1]
+        return summary
+
+    monkeypatch.setattr(pipeline_module, "apply_plans", losing)
+    with pytest.raises(ScopeFusionError, match="internal error: the fused graph is invalid") as caught:
+        scopefusion.fuse(bert_encoder.graph_def, registry=REGISTRY, hints=False)
+    assert "nodes, not the " in str(caught.value)

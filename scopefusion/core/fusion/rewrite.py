@@ -315,8 +315,8 @@ def check_rewrite(
 ) -> None:
     """Check the rewritten graph.
 
-    ``full`` re-indexes it (names, inputs, cycles).  Otherwise only the nodes
-    the rewrite touched are checked: their inputs must name nodes that exist,
+    ``full`` re-indexes it (names, inputs, cycles).  Otherwise the graph must hold as
+    many nodes as the rewrite told, and only the nodes the rewrite touched are checked: their inputs must name nodes that exist,
     and new names must be unique; untouched nodes kept their valid inputs, and
     acyclicity was established before rewriting.
     """
@@ -324,6 +324,9 @@ def check_rewrite(
         if full:
             GraphIndex(graph)
         return
+    told = len(index) - len(summary.dropped) + sum(map(len, summary.inserted.values()))
+    if len(graph.node) != told:
+        raise GraphValidationError(f"the rewrite left {len(graph.node)} nodes, not the {told} it told")
     new_names = summary.new_names
     live = set(new_names)
     if len(live) != len(new_names):

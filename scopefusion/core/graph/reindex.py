@@ -37,6 +37,8 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
     fresh_nodes = [node for nodes in inserted.values() for node in nodes]
     with no_gc():
         new.nodes = layout.gather(old.nodes, fresh_nodes)
+        if validate:
+            _check_count(old, new)  # before anything reads the graph's node list by position
         new.names = layout.gather(old.names, [node.name for node in fresh_nodes])
         new.ops = rewritten_ops(old, layout, fresh_nodes, changed)
         # the new positions 0, 1, ... as the layout's own int objects, which renumbered edges hold
@@ -97,11 +99,15 @@ def _colocated(old: GraphIndex, new: GraphIndex, position: list[int], fresh: lis
     return sorted(kept)
 
 
-def _check_told(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int]) -> None:
-    """What a rewrite told must describe the graph: as many nodes, and every reader of a dropped
-    node dropped or changed (an unchanged one would read a node that is gone)."""
+def _check_count(old: GraphIndex, new: GraphIndex) -> None:
+    """What a rewrite told must describe the graph: as many nodes."""
     if len(new.nodes) != len(old.graph_def.node):
         raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, not the {len(new.nodes)} it told")
+
+
+def _check_told(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int]) -> None:
+    """What a rewrite told must describe the graph: every reader of a dropped node dropped or
+    changed (an unchanged one would read a node that is gone)."""
     consumers = old.consumers
     stale = [f"{old.names[c]!r} reads {old.names[d]!r}" for d in dropped for c, _, _ in consumers[d]
              if c not in dropped and c not in changed]

@@ -34,7 +34,7 @@ def test_new_nodes_hold_their_plans_attributes(bert_encoder, monkeypatch):
     assert shared > 3  # fused nodes with attributes were checked, not only bare ones
 
 
-def test_a_new_node_written_from_encoded_fields_equals_one_set_field_by_field():
+def test_a_new_node_written_from_serialized_fields_equals_one_set_field_by_field():
     # lengths past one varint byte, non-ASCII text, control inputs, with and without device or attributes
     node_def = message_class("NodeDef")
     holder = node_def()

@@ -100,34 +100,13 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
 
 
 def _new_node(node: "NodeDef", name: str, op: str, device: str, inputs: list[str], attr_block: bytes) -> "NodeDef":
-    """Fill the empty ``node`` by one parse of its fields, encoded here, and its prepared attribute
-    block.  Set field by field instead, the node's wrapper would keep a container for its input
-    list (some hundreds of bytes per new node, for as long as the next stage's index holds it)."""
-    fields = [_string_field(_NAME_TAG, name), _string_field(_OP_TAG, op)]
-    fields += [_string_field(_INPUT_TAG, text) for text in inputs]
-    if device:
-        fields.append(_string_field(_DEVICE_TAG, device))
-    fields.append(attr_block)
-    node.MergeFromString(b"".join(fields))
+    """Fill the empty ``node`` by one parse of its fields (serialized from a message of its own type)
+    and its prepared attribute block.  Set field by field instead, the node's wrapper would keep a
+    container for its input list (some hundreds of bytes per new node, for as long as the next
+    stage's index holds it)."""
+    fields = type(node)(name=name, op=op, input=inputs, device=device).SerializeToString()
+    node.MergeFromString(fields + attr_block if attr_block else fields)
     return node
-
-
-#: the wire tags of NodeDef's string fields ``name`` (1), ``op`` (2), ``input`` (3) and ``device`` (4)
-_NAME_TAG, _OP_TAG, _INPUT_TAG, _DEVICE_TAG = b"\x0a", b"\x12", b"\x1a", b"\x22"
-
-
-def _string_field(tag: bytes, text: str) -> bytes:
-    """One length-delimited string field in protobuf's wire format."""
-    data = text.encode("utf-8")
-    size = len(data)
-    if size < 0x80:
-        return tag + bytes((size,)) + data
-    length = bytearray()
-    while size >= 0x80:
-        length.append(size & 0x7F | 0x80)
-        size >>= 7
-    length.append(size)
-    return tag + bytes(length) + data
 
 
 def _inner_input(result_name: str, ref: "FusedInput | str", fused_inputs: Sequence[str]) -> str:

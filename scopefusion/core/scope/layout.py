@@ -86,7 +86,7 @@ class ScopeLayout:
         is stripped once."""
         components = [name.rpartition("/")[2] for name in self.names_created]
         distinct = dict.fromkeys(components)
-        stripped = [strip_index_suffix(c) if "_" in c else c for c in distinct]
+        stripped = list(map(last_name_of, distinct))
         table = list(dict.fromkeys(["root", *stripped]))
         code = dict(zip(table, range(len(table))))
         of_component = dict(zip(distinct, map(code.__getitem__, stripped)))

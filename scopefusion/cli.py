@@ -25,8 +25,8 @@ from .core.errors import OptionError, ScopeFusionError
 from .partition_cli import (add_partition_arguments, add_run_partition_arguments, cmd_partition,
                             partition_options_from_args, write_run_partition)
 from .core.fusion.options import parse_pass_list
-from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_bytes
-from .core.graph.output_paths import write_outputs
+from .core.graph.io import GRAPH_FORMATS, check_model_path, graph_payload
+from .core.graph.output_paths import Payload, write_outputs
 from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from .explain_cli import add_explain_parser, cmd_explain
 from .fused_ops_list import list_ops
@@ -294,13 +294,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _print_run(args, result.report, outputs, verification)
 
 
-def _run_files(args: argparse.Namespace, outputs: Any, result: Any, model: Path) -> list[tuple[Any, bytes]]:
+def _run_files(args: argparse.Namespace, outputs: Any, result: Any, model: Path) -> list[tuple[Any, Payload]]:
     """What ``run`` writes, together: the fused graph, the report, the HTML page (a dry run: only
     what goes to standard output)."""
     def wanted(target: Any) -> bool:
         return target is not None and not (args.dry_run and not target.is_stdout)
 
-    files = [] if args.dry_run else [(outputs.graph, graph_bytes(result.graph_def, outputs.fmt))]
+    files = [] if args.dry_run else [(outputs.graph, graph_payload(result.graph_def, outputs.fmt))]
     if wanted(outputs.report):
         report = result.report.to_dict()
         if result.partition is not None:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import GraphLoadError, OptionError
-from .output_paths import write_atomically
+from .encoded_graph import EncodedGraph
+from .output_paths import Payload, write_atomically
 from .protos import message_class
 from .validate import MAX_NESTING, validate_graph
 
@@ -216,16 +217,23 @@ def graph_bytes(graph_def: "GraphDef", fmt: str) -> bytes:
     return graph_def.SerializeToString(deterministic=True)  # attribute maps in key order: the same bytes every run
 
 
+def graph_payload(graph_def: "GraphDef", fmt: str) -> Payload:
+    """What :func:`graph_bytes` returns, for writing: the binary format as chunks taken one at a
+    time (:class:`.encoded_graph.EncodedGraph`, never the whole encoding at once)."""
+    if fmt == "pb":
+        return EncodedGraph(graph_def)
+    return graph_bytes(graph_def, fmt)
+
+
 def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | None = None) -> Path:
     """Write ``graph_def`` atomically (temporary file, fsync, rename); ``fmt``
     (``"pb"`` or ``"pbtxt"``) defaults to the one of the extension."""
     dest = Path(path)
-    data = graph_bytes(graph_def, fmt or graph_format_for(dest))
-    write_atomically(dest, data)
+    write_atomically(dest, graph_payload(graph_def, fmt or graph_format_for(dest)))
     return dest
 
 
 __all__ = ["GRAPH_FORMATS", "GRAPH_SUFFIXES", "LoadedModel", "allowed_extensions", "check_model_path",
-           "choose_signature", "default_output_path", "graph_bytes", "graph_format_for", "load_model",
+           "choose_signature", "default_output_path", "graph_bytes", "graph_format_for", "graph_payload", "load_model",
            "load_saved_model", "looks_like_text", "new_graph_def", "parse_graph_def", "save_graph",
            "write_atomically"]

@@ -29,13 +29,16 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO, Iterable, Iterator, Sequence, Union
 
 from ..errors import ScopeFusionError
 
 STDOUT = "-"
 TEMP_PREFIX = ".sf-"
 TEMP_SUFFIX = ".tmp"
+#: what is written to one place: bytes, or chunks of bytes taken one at a time (a large graph's
+#: encoding, :class:`.encoded_graph.EncodedGraph`, so it is never held whole)
+Payload = Union[bytes, Iterable[bytes]]
 _TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -138,7 +141,15 @@ def _terminating_signals_raise() -> Iterator[None]:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def _stage(dest: Path, data: bytes) -> Path:
+def _write(handle: IO[bytes], data: Payload) -> None:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        handle.write(data)
+    else:
+        for chunk in data:
+            handle.write(chunk)
+
+
+def _stage(dest: Path, data: Payload) -> Path:
     """Write ``data`` to a new temporary file next to ``dest`` (fsynced); return its path."""
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=dest.parent)
     try:
@@ -146,7 +157,7 @@ def _stage(dest: Path, data: bytes) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            _write(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
@@ -201,14 +212,14 @@ def _commit(staged: Sequence[tuple[Path, Path]]) -> None:
             _unlink_quietly(backup)
 
 
-def _write_stdout(data: bytes, stream: IO[bytes] | None) -> None:
+def _write_stdout(data: Payload, stream: IO[bytes] | None) -> None:
     out = stream if stream is not None else sys.stdout.buffer
     sys.stdout.flush()
-    out.write(data)
+    _write(out, data)
     out.flush()
 
 
-def write_outputs(items: Sequence[tuple[OutputTarget, bytes]], stdout: IO[bytes] | None = None) -> None:
+def write_outputs(items: Sequence[tuple[OutputTarget, Payload]], stdout: IO[bytes] | None = None) -> None:
     """Write every item: standard output first, then every file through a
     temporary file that is renamed over it.  Either every file is replaced or,
     when anything fails or a terminating signal arrives, none is and no
@@ -229,7 +240,7 @@ def write_outputs(items: Sequence[tuple[OutputTarget, bytes]], stdout: IO[bytes]
             raise
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
+def write_atomically(path: str | os.PathLike[str], data: Payload) -> Path:
     """Write ``data`` to the file ``path`` (following a link to its target):
     readers see the old file or the whole new one, never a part."""
     target = resolve_output(os.fspath(path), "file")

@@ -45,14 +45,14 @@ def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
         new.index = dict(zip(new.names, layout.gather(layout.position, layout.fresh)))
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
+        if validate:
+            _check_told(old, dropped, changed)
+        if release_old:  # before the new edge lists are made: the old consumers and order are no longer read
+            old.release_tables()
         new.inputs = _inputs(old, new, layout, changed)
     new._by_op = None
     new._order = None
     new._colocated = _colocated(old, new, layout.position, layout.fresh)
-    if validate:
-        _check_told(old, new, dropped, changed)
-    if release_old:
-        old.release_tables()
     if validate:
         new.topological_order()
     return new
@@ -105,7 +105,7 @@ def _check_count(old: GraphIndex, new: GraphIndex) -> None:
         raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, not the {len(new.nodes)} it told")
 
 
-def _check_told(old: GraphIndex, new: GraphIndex, dropped: set[int], changed: set[int]) -> None:
+def _check_told(old: GraphIndex, dropped: set[int], changed: set[int]) -> None:
     """What a rewrite told must describe the graph: every reader of a dropped node dropped or
     changed (an unchanged one would read a node that is gone)."""
     consumers = old.consumers

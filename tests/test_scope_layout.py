@@ -131,3 +131,18 @@ def test_a_closed_tree_still_names_its_scopes():
     sg.close()
     assert held.name == deep and held.all_node_indices() == nodes and held.parent is None
     assert sg.scope(deep).name == deep and sg.scope(deep).sub_scopes() == []
+
+
+def test_node_lists_hold_the_index_s_own_int_objects(bert_encoder):
+    """A scope's nodes are the index's int objects, not new ones per list (they are held by every
+    candidate's members: a million nodes would otherwise carry a million more ints)."""
+    graph = ScopeGraph(bert_encoder.graph_def)
+    ids = graph.index.node_ids()
+    assert len(ids) > 300  # indices past 256 are ints Python does not share by itself
+    scopes = [s for s in graph.scopes() if s.all_node_indices()]
+    assert len(scopes) > 20
+    for scope in scopes:
+        for nodes in (scope.all_node_indices(), scope.direct_nodes):
+            assert all(i is ids[i] for i in nodes)
+    big = [i for s in scopes for i in s.all_node_indices() if i > 256]
+    assert big and all(i is ids[i] for i in big)

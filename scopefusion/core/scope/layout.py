@@ -36,7 +36,10 @@ def strip_index_suffix(component: str) -> str:
 class ScopeLayout:
     """Parents, depths, subtree ends and nodes of every scope, numbered in pre-order."""
 
-    def __init__(self, node_names: Sequence[str]) -> None:
+    def __init__(self, node_names: Sequence[str], node_ids: Sequence[int] | None = None) -> None:
+        #: the node indices as the int objects the graph's index holds (lists of nodes handed out are
+        #: made of them, not of new ones); None: of new ones
+        self.node_ids = node_ids
         paths = [name.rpartition("/")[0] for name in node_names]
         created, parent_list, depth_list = _create(paths)
         n = len(parent_list)
@@ -116,11 +119,15 @@ class ScopeLayout:
 
     def direct_nodes(self, k: int) -> list[int]:
         """The nodes lying directly in scope ``k``, in graph order."""
-        return self.members[self.starts[k]:self.starts[k + 1]].tolist()  # type: ignore[no-any-return]
+        return self._listed(self.members[self.starts[k]:self.starts[k + 1]])
 
     def subtree_nodes(self, k: int) -> list[int]:
         """Every node of scope ``k``'s subtree, in graph order."""
-        return np.sort(self.members[self.starts[k]:self.starts[self.end[k]]]).tolist()  # type: ignore[no-any-return]
+        return self._listed(np.sort(self.members[self.starts[k]:self.starts[self.end[k]]]))
+
+    def _listed(self, nodes: np.ndarray) -> list[int]:
+        listed: list[int] = nodes.tolist()
+        return listed if self.node_ids is None else list(map(self.node_ids.__getitem__, listed))
 
     def children(self, k: int) -> list[int]:
         """The sub-scopes of scope ``k``, in creation order (= pre-order)."""

@@ -180,7 +180,7 @@ class ScopeTree:
 
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
-        self.layout = ScopeLayout(index.names)
+        self.layout = ScopeLayout(index.names, index.node_ids())
         self._objects: list[Scope | None] = [None] * len(self.layout)
         self._scopes: list[Scope] | None = None
         self._node_scopes: NodeScopes | None = None

@@ -11,6 +11,9 @@ import scopefusion
 from scopefusion import (AttrDef, FusedOp, FusedOpDef, FusionSwitch, FusionSwitchError, GraphIndex, OpPattern,
                          PassError, PatternFusionBasePass, TensorArg, op)
 from scopefusion.core.fusion import pipeline as pipeline_module
+from scopefusion.core.graph.matching import find_matches
+from scopefusion.core.graph.view import GraphView
+from scopefusion.core.graph_fusion.engine import _shared_attrs, to_candidate
 from scopefusion.testing import PassTester, graph_from_function
 
 T = (AttrDef("T", "type"),)
@@ -439,3 +442,26 @@ def test_a_stage_after_one_that_rewrote_the_graph_indexes_what_the_rewrite_chang
     # the scope stage fused nothing (its index serves the graph stage); the graph stage did: the UB
     # stage's index is the graph stage's, updated
     assert len(built) == 1 and len(updated) == 1
+
+
+def test_candidates_share_an_attribute_dict_only_for_the_same_values_of_the_same_types():
+    sets: dict = {}
+    first = _shared_attrs({"T": 1, "epsilon": 0.5}, sets)
+    assert _shared_attrs({"T": 1, "epsilon": 0.5}, sets) is first and first == {"T": 1, "epsilon": 0.5}
+    as_bool = _shared_attrs({"T": True, "epsilon": 0.5}, sets)  # True == 1, but it is written as a bool
+    assert as_bool is not first and type(as_bool["T"]) is bool
+    negative_zero = _shared_attrs({"epsilon": -0.0}, sets)
+    assert _shared_attrs({"epsilon": 0.0}, sets) is not negative_zero
+    axes = _shared_attrs({"axes": [1]}, sets)  # a list may change: never shared
+    assert _shared_attrs({"axes": [1]}, sets) is not axes
+    assert _shared_attrs({"T": 1}, None) is not _shared_attrs({"T": 1}, None)
+
+
+def test_the_candidates_of_one_pass_with_equal_attributes_share_their_dict(two_blocks):
+    view = GraphView(GraphIndex(two_blocks))
+    pattern = ReluSquarePass().define_patterns()[0]
+    matches = find_matches(view, pattern, lambda root, why: None)
+    assert len(matches) == 2
+    sets: dict = {}
+    a, b = (to_candidate(m, ReluSquarePass().fusion(m), pass_name="p", order=0, attr_sets=sets) for m in matches)
+    assert a.attrs is b.attrs and a.attrs == {"T": tf.float32.as_datatype_enum}

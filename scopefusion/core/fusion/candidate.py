@@ -47,6 +47,8 @@ class FusionCandidate:
     ``inputs`` maps each fused input to the tensor feeding it; ``outputs`` maps
     member outputs ``(node, port)`` to the fused output that replaces them.  With an
     inner graph, ``inner_outputs`` says which inner tensor is each fused output.
+    A candidate is read, never changed, once made: candidates of one pass with equal
+    attributes may share one ``attrs`` dict.
     """
 
     name: str

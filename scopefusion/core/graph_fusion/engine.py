@@ -131,7 +131,9 @@ class GraphFusionEngine:
         pr.near_miss_count = len(misses.kept)
         pr.near_misses = misses.kept[:MAX_NEAR_MISSES]
         candidates = []
+        attr_sets: dict[Any, dict[str, Any]] = {}
         for j, match in enumerate(matches):
+            matches[j] = None  # type: ignore[call-overload]  # each match goes once its candidate is made
             answer = instance.fusion(match)
             if isinstance(answer, NotFused):
                 pr.refuse(match.root_name, f"rejected by the pass: {answer.reason}", [match.root_name])
@@ -139,7 +141,8 @@ class GraphFusionEngine:
             if not isinstance(answer, FusedOp):
                 raise TypeError(f"fusion() must return a FusedOp or NotFused, not {type(answer).__name__}")
             try:
-                candidates.append(to_candidate(match, answer, pass_name=spec.name, order=order * ORDER_STRIDE + j))
+                candidates.append(to_candidate(match, answer, pass_name=spec.name, order=order * ORDER_STRIDE + j,
+                                               attr_sets=attr_sets))
             except Refused as why:
                 pr.refuse(match.root_name, str(why), [match.root_name])
         return candidates
@@ -261,8 +264,31 @@ def _inputs(match: PatternMatch, refs: Sequence[str]) -> dict[int, Tensor]:
     return out
 
 
-def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: int) -> FusionCandidate:
-    """The candidate a graph pass's answer describes; raises :class:`Refused`."""
+_PLAIN = frozenset({bool, int, float, str, bytes, type(None)})
+
+
+def _shared_attrs(attrs: Mapping[str, Any], attr_sets: dict[Any, dict[str, Any]] | None) -> dict[str, Any]:
+    """A dict of ``attrs``; with ``attr_sets``, the one already made for equal attributes (a pass's
+    candidates mostly share a few attribute sets, and nothing changes a candidate's)."""
+    if attr_sets is None:
+        return dict(attrs)
+    key = []
+    for name, value in attrs.items():
+        kind = type(value)
+        if kind not in _PLAIN:  # a list, a tensor ...: a dict of its own
+            return dict(attrs)
+        key.append((name, kind, value.hex() if kind is float else value))  # 1 is not True, -0.0 not 0.0
+    frozen = tuple(key)
+    shared = attr_sets.get(frozen)
+    if shared is None:
+        shared = attr_sets[frozen] = dict(attrs)
+    return shared
+
+
+def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: int,
+                 attr_sets: dict[Any, dict[str, Any]] | None = None) -> FusionCandidate:
+    """The candidate a graph pass's answer describes; raises :class:`Refused`.  ``attr_sets``: the
+    attribute dicts of the pass's earlier candidates, by content, which an equal set reuses."""
     output_refs = list(fused.outputs) or list(match.pattern.outputs)
     outputs: dict[Tensor, int] = {}
     members = match.members
@@ -279,7 +305,7 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
         pass_name=pass_name,
         engine="graph",
         type=fused.type,
-        attrs=dict(fused.attrs),
+        attrs=_shared_attrs(fused.attrs, attr_sets),
         inputs=_inputs(match, fused.inputs),
         outputs=outputs,
         inner_nodes=list(fused.inner_nodes) if fused.inner_nodes else [],

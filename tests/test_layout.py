@@ -80,6 +80,38 @@ def test_a_graph_node_list_is_arranged_in_place():
     assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))
 
 
+class _Ids(list):
+    """The index's int objects, counting how often they are read."""
+
+    reads = 0
+
+    def __iter__(self):
+        self.reads += 1
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("dropped, inserted, used", [
+    ({1, 2, 3}, {1: 1}, True),  # fewer nodes after: the keys are the ids' objects
+    ({1}, {1: 1, 4: 2}, False),  # more nodes after than ids: keys of their own
+])
+def test_a_node_list_is_arranged_on_the_index_s_int_objects_when_they_reach(dropped, inserted, used):
+    graph = message_class("GraphDef")()
+    for i in range(6):
+        graph.node.add(name=f"o{i}", op="NoOp")
+    held = list(graph.node)
+    for anchor, count in inserted.items():
+        for k in range(count):
+            graph.node.add(name=f"n{anchor}.{k}", op="NoOp")
+    held += list(graph.node)[6:]
+    layout = NodeLayout.of(6, dropped, inserted)
+    expected = [n.name for n in layout.gather(held[:6], held[6:])]
+    ids = _Ids(range(6))
+    layout.arrange(graph.node, ids)
+    assert [n.name for n in graph.node] == expected
+    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))
+    assert (ids.reads > 0) is used
+
+
 def test_a_node_list_of_another_length_is_refused():
     graph = message_class("GraphDef")()
     graph.node.add(name="o0", op="NoOp")

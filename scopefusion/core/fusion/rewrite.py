@@ -263,7 +263,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
     summary.touched.extend(new_nodes)
     summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
-    summary.layout.arrange(graph.node)
+    summary.layout.arrange(graph.node, index.node_ids())
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
         kept += [node for plan in plans  # a new node holds the attributes its plan wrote, and no others

@@ -77,20 +77,30 @@ class NodeLayout:
         kept = keys >= 0
         order[keys[kept]] = np.flatnonzero(kept)
         keys[~kept] = np.arange(total, len(keys), dtype=np.int64)
-        return cls(position, fresh, order, keys)
+        return cls(*(a.astype(np.int32) for a in (position, fresh, order, keys)))  # node counts fit in 32 bits
 
     def __len__(self) -> int:
         return len(self._order)
 
-    def arrange(self, nodes: "MutableSequence[Any]") -> None:
+    def arrange(self, nodes: "MutableSequence[Any]", ids: Sequence[int] | None = None) -> None:
         """Put ``nodes`` (the old nodes, then the new ones appended) in the new order and cut the
         dropped ones off.  A repeated message field's sort moves the messages themselves, so
-        wrappers held elsewhere still hold the same nodes."""
+        wrappers held elsewhere still hold the same nodes.  ``ids``: the int objects ``0, 1, ...``
+        an index holds; when they reach the new node count, the sort keys are those objects
+        rather than one new int per node (the dropped nodes, which go last in their order, all
+        take the key one past the kept ones)."""
         if len(nodes) != len(self.sort_keys):
             raise ValueError(f"the node list holds {len(nodes)} nodes, not the {len(self.sort_keys)} laid out")
-        keys = self.sort_keys.tolist()  # list.sort asks for every key once, in list order
-        nodes.sort(key=partial(next, iter(keys)))
-        del nodes[len(self._order):]
+        total = len(self._order)
+        keys: Any
+        if ids is not None and total < len(ids):
+            table = np.fromiter(ids, dtype=object, count=len(ids))
+            keys = table[np.minimum(self.sort_keys, total)]  # the same objects, gathered
+            del table
+        else:
+            keys = self.sort_keys.tolist()
+        nodes.sort(key=partial(next, iter(keys)))  # list.sort asks for every key once, in list order
+        del nodes[total:]
 
     def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:
         """A per-node list in the new order, from the old nodes' values and the new nodes'."""

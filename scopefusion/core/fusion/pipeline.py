@@ -215,11 +215,13 @@ class FusionPipeline:
         accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why, recorder))
         del plans  # the plans that lost a conflict go before the rewrite adds nodes
         places = _stage_places(recorder, reports.values(), accepted)  # before the rewrite changes the index
+        if accepted:  # the rewrite reads no order nor op table, only consumers (without one, the next stage reads them)
+            index.release_tables(keep_consumers=True)
         summary = apply_plans(index, accepted)
         for plan, place in zip(accepted, places):
-            c = plan.candidate
+            c = plan.candidate  # its ``where`` list is the record's: nothing changes either
             reports[c.pass_name].fused.append(FusedRecord(
-                name=c.name, type=c.type, scopes=list(c.where), removed_nodes=len(plan.removed),
+                name=c.name, type=c.type, scopes=c.where, removed_nodes=len(plan.removed),
                 kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes), place=place,
             ))
         stages[f"{engine.stage}.apply"] = time.perf_counter() - t0

@@ -12,7 +12,7 @@ from typing import Any
 from .places import Place
 
 
-@dataclass
+@dataclass(slots=True)  # a large graph's report holds one per fused op
 class FusedRecord:
     """One fused op written into the graph."""
 
@@ -29,7 +29,7 @@ class FusedRecord:
     function: str = ""
 
 
-@dataclass
+@dataclass(slots=True)  # ... and one per refusal or near miss
 class Refusal:
     """A result that was not applied, with the reason; for one dropped in a conflict,
     also the result that won (``"name (pass)"``)."""

@@ -207,11 +207,12 @@ class GraphIndex:
                         indegree[c] -= 1
                 readers[i] = kept
 
-    def release_tables(self) -> None:
+    def release_tables(self, *, keep_consumers: bool = False) -> None:
         """Let go of the tables built on use (consumers, op table, order, positions); a later
-        query builds them again."""
-        for name in ("consumers", "position"):
-            self.__dict__.pop(name, None)
+        query builds them again.  ``keep_consumers``: all but the consumers."""
+        self.__dict__.pop("position", None)
+        if not keep_consumers:
+            self.__dict__.pop("consumers", None)
         self._by_op = None
         self._order = None
 

@@ -14,6 +14,7 @@ from ..errors import GraphValidationError
 from ..graph.attrs import make_attr_value
 from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
 from ..graph.layout import NodeLayout
+from ..graph.node_set import NodeSet
 from ..graph.protos import message_class
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
@@ -167,7 +168,7 @@ class RewriteSummary:
     removed_names: AbstractSet[str]
     new_names: list[str]
     #: nodes dropped from the graph
-    dropped: set[int] = field(default_factory=set)
+    dropped: AbstractSet[int] = field(default_factory=set)
     #: nodes kept whose inputs or op changed (rewired readers, graph outputs turned into aliases)
     changed: set[int] = field(default_factory=set)
     #: new nodes (their messages in the graph) by the node they follow in the new order
@@ -239,9 +240,10 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     wrappers in ``index.nodes`` still hold them."""
     graph = index.graph_def
     colocated = index.colocated_nodes()  # read before the messages move
-    summary = RewriteSummary([index.nodes[c] for c in touched], set(), [])
+    dropped = NodeSet(len(index.nodes))  # a byte per node: a set of them would take 16 to 32
+    summary = RewriteSummary([index.nodes[c] for c in touched], set(), [], dropped)
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
-    dropped, aliased = summary.dropped, summary.changed
+    aliased = summary.changed
     for plan in plans:
         # both read the plan's nodes before they change
         built = build(plan)

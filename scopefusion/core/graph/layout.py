@@ -15,6 +15,8 @@ from typing import AbstractSet, Any, Mapping, MutableSequence, Sequence, TypeVar
 
 import numpy as np
 
+from .node_set import NodeSet
+
 _T = TypeVar("_T")
 
 
@@ -57,7 +59,7 @@ class NodeLayout:
     def of(cls, count: int, dropped: AbstractSet[int], inserted: Mapping[int, int]) -> "NodeLayout":
         """The layout after dropping ``dropped`` from ``count`` nodes and putting ``inserted[i]`` new
         nodes right after old node ``i`` (the new nodes listed in ``inserted``'s order)."""
-        gone = np.fromiter(dropped, np.int64, len(dropped))
+        gone = dropped.indices() if isinstance(dropped, NodeSet) else np.fromiter(dropped, np.int64, len(dropped))
         anchors = np.fromiter(inserted.keys(), np.int64, len(inserted))
         sizes = np.fromiter(inserted.values(), np.int64, len(inserted))
         shift = np.zeros(count + 1, np.int64)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 
-def reindex(old: GraphIndex, dropped: set[int], changed: set[int],
+def reindex(old: GraphIndex, dropped: AbstractSet[int], changed: set[int],
             inserted: Mapping[int, Sequence["NodeDef"]], *, validate: bool = True,
             layout: NodeLayout | None = None, release_old: bool = False) -> GraphIndex:
     """The index of ``old.graph_def`` after a rewrite that dropped the nodes ``dropped``, changed the
@@ -105,7 +105,7 @@ def _check_count(old: GraphIndex, new: GraphIndex) -> None:
         raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, not the {len(new.nodes)} it told")
 
 
-def _check_told(old: GraphIndex, dropped: set[int], changed: set[int]) -> None:
+def _check_told(old: GraphIndex, dropped: AbstractSet[int], changed: set[int]) -> None:
     """What a rewrite told must describe the graph: every reader of a dropped node dropped or
     changed (an unchanged one would read a node that is gone)."""
     consumers = old.consumers

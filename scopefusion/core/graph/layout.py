@@ -96,7 +96,7 @@ class NodeLayout:
         total = len(self._order)
         keys: Any
         if ids is not None and total < len(ids):
-            table = np.fromiter(ids, dtype=object, count=len(ids))
+            table = np.array(ids, dtype=object)  # not fromiter: numpy before 1.23 makes no object arrays there
             keys = table[np.minimum(self.sort_keys, total)]  # the same objects, gathered
             del table
         else:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ..fusion.candidate import FusionCandidate, Refused, Tensor
 from ..fusion.fused_ops import FusedOpDef, shape_rules
+from ..fusion.op_checks import attrs_key
 from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import StageContext, contained, reject_if_changed
@@ -264,24 +265,17 @@ def _inputs(match: PatternMatch, refs: Sequence[str]) -> dict[int, Tensor]:
     return out
 
 
-_PLAIN = frozenset({bool, int, float, str, bytes, type(None)})
-
-
 def _shared_attrs(attrs: Mapping[str, Any], attr_sets: dict[Any, dict[str, Any]] | None) -> dict[str, Any]:
     """A dict of ``attrs``; with ``attr_sets``, the one already made for equal attributes (a pass's
-    candidates mostly share a few attribute sets, and nothing changes a candidate's)."""
-    if attr_sets is None:
+    candidates mostly share a few attribute sets, and nothing changes a candidate's).  Equal means
+    :func:`.attrs_key` equal: the same names, Python types and values of plain scalars (1 is not
+    True, -0.0 not 0.0); any other value (a list ...) gets a dict of its own."""
+    key = None if attr_sets is None else attrs_key("", attrs)
+    if key is None:
         return dict(attrs)
-    key = []
-    for name, value in attrs.items():
-        kind = type(value)
-        if kind not in _PLAIN:  # a list, a tensor ...: a dict of its own
-            return dict(attrs)
-        key.append((name, kind, value.hex() if kind is float else value))  # 1 is not True, -0.0 not 0.0
-    frozen = tuple(key)
-    shared = attr_sets.get(frozen)
+    shared = attr_sets.get(key)  # type: ignore[union-attr]
     if shared is None:
-        shared = attr_sets[frozen] = dict(attrs)
+        shared = attr_sets[key] = dict(attrs)  # type: ignore[index]
     return shared
 
 

@@ -76,3 +76,11 @@ def test_saving_writes_the_chunks_and_a_failing_write_leaves_the_old_file(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pb"]
     assert load_model(dest).graph_def == bert_encoder.graph_def
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_another_repeated_field_than_the_nodes_makes_the_graph_encoded_whole(monkeypatch):
+    graph = called_dense_gelu_layer_norm().graph_def
+    monkeypatch.setattr(encoded_graph, "CHUNK_BYTES", 100)
+    assert len(list(EncodedGraph(graph))) > 1
+    monkeypatch.setattr(encoded_graph, "_repeated", lambda field: True)  # as a future GraphDef field would be
+    assert list(EncodedGraph(graph)) == [_whole(graph)]

@@ -10,10 +10,12 @@ only them.  Serialization is deterministic (attribute maps in key order), as
 :func:`.io.graph_bytes` writes it.
 
 A graph with fields this protobuf build does not know, kept from the file it was read
-from, is serialized whole (their place in the encoding is protobuf's to decide).
+from, or with another repeated field than its nodes, is serialized whole (the place of
+such fields in the encoding is protobuf's to decide).
 """
 from __future__ import annotations
 
+from functools import cache
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -41,7 +43,10 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-_HEADS = [_NODE_TAG + _varint(n) for n in range(_SHORT)]
+@cache
+def _heads() -> list[bytes]:
+    """Field 1's tag and the length, for every length below :data:`_SHORT` (made on first use)."""
+    return [_NODE_TAG + _varint(n) for n in range(_SHORT)]
 
 
 def _has_unknown_fields(message: Any) -> bool:
@@ -70,10 +75,11 @@ class EncodedGraph:
 
     def __iter__(self) -> Iterator[bytes]:
         graph = self.graph_def
-        if _has_unknown_fields(graph):
+        rest = None if _has_unknown_fields(graph) else self._other_fields()
+        if rest is None:
             yield _serialize(graph)
             return
-        heads, parts, size = _HEADS, [], 0
+        heads, parts, size = _heads(), [], 0
         append = parts.append
         for encoded in map(_serialize, graph.node):
             length = len(encoded)
@@ -84,22 +90,22 @@ class EncodedGraph:
                 yield b"".join(parts)
                 parts.clear()
                 size = 0
-        rest = self._other_fields()
         if rest:
             append(rest)
         if parts:
             yield b"".join(parts)
 
-    def _other_fields(self) -> bytes:
-        """The graph's fields but its nodes (versions, library, ...), encoded."""
+    def _other_fields(self) -> bytes | None:
+        """The graph's fields but its nodes (versions, library, ...), encoded; None when one of
+        them is repeated (no GraphDef field but the nodes is, today): the graph is then encoded whole."""
         graph = self.graph_def
         holder = type(graph)()
         for field, value in graph.ListFields():
             if field.name == "node":
                 continue
             if _repeated(field):
-                getattr(holder, field.name).extend(value)
-            elif field.message_type is None:
+                return None
+            if field.message_type is None:
                 setattr(holder, field.name, value)
             else:
                 getattr(holder, field.name).CopyFrom(value)

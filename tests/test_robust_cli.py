@@ -177,34 +177,37 @@ def test_an_output_name_of_the_longest_length_works(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
 
 
-def _big_graph(path: Path, megabytes: int) -> None:
-    from tensorflow.core.framework import graph_pb2, types_pb2
-
-    graph = graph_pb2.GraphDef()
-    const = graph.node.add(name="big", op="Const")
-    const.attr["dtype"].type = types_pb2.DT_FLOAT
-    tensor = const.attr["value"].tensor
-    tensor.dtype = types_pb2.DT_FLOAT
-    tensor.tensor_shape.dim.add(size=megabytes * 2 ** 18)
-    tensor.tensor_content = os.urandom(megabytes * 2 ** 20)
-    ident = graph.node.add(name="out", op="Identity", input=["big"])
-    ident.attr["T"].type = types_pb2.DT_FLOAT
-    path.write_bytes(graph.SerializeToString())
+#: The command, with the fsync of each written file held until a signal arrives: the file's bytes
+#: are written (a marker file tells the test so) and the rename has not happened yet.
+_HELD_AT_FSYNC = """
+import os, sys, time
+from pathlib import Path
+from scopefusion import cli
+marker, real_fsync = Path(sys.argv[1]), os.fsync
+def held(fd):
+    marker.write_text(str(os.fstat(fd).st_size))
+    time.sleep(120)
+    real_fsync(fd)
+os.fsync = held
+sys.exit(cli.main(sys.argv[2:]))
+"""
 
 
 def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
-    model = tmp_path / "big.pb"
-    _big_graph(model, 192)
-    work = tmp_path / "out"
+    work, marker = tmp_path / "out", tmp_path / "writing"
     work.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "scopefusion.cli", "run", str(model), "-o", str(work / "o.pb")],
+    proc = subprocess.Popen([sys.executable, "-c", _HELD_AT_FSYNC, str(marker), "run", str(EXAMPLE_MODEL),
+                             "-o", str(work / "o.pb")],
                             cwd=tmp_path, env=_quiet_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + TIMEOUT
     try:
-        while not any(p.name.endswith(".tmp") and p.stat().st_size > 0 for p in work.iterdir()):
-            assert proc.poll() is None, "finished before the write could be interrupted"
+        while not marker.exists() or not marker.read_text():
+            assert proc.poll() is None, f"finished before writing: {proc.stderr.read().decode()[-500:]}"
             assert time.monotonic() < deadline
-            time.sleep(0.001)
+            time.sleep(0.01)
+        written = list(work.iterdir())
+        assert len(written) == 1 and written[0].name.endswith(".tmp")
+        assert written[0].stat().st_size == int(marker.read_text()) > 0  # the graph, not yet renamed
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:

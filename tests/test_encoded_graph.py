@@ -82,5 +82,5 @@ def test_another_repeated_field_than_the_nodes_makes_the_graph_encoded_whole(mon
     graph = called_dense_gelu_layer_norm().graph_def
     monkeypatch.setattr(encoded_graph, "CHUNK_BYTES", 100)
     assert len(list(EncodedGraph(graph))) > 1
-    monkeypatch.setattr(encoded_graph, "_repeated", lambda field: True)  # as a future GraphDef field would be
+    monkeypatch.setattr(encoded_graph, "is_repeated", lambda field: True)  # as a future GraphDef field would be
     assert list(EncodedGraph(graph)) == [_whole(graph)]

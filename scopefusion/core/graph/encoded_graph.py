@@ -24,6 +24,8 @@ try:
 except ImportError:  # pragma: no cover - protobuf before 4.21 keeps them on the message
     UnknownFieldSet = None
 
+from .protos import is_repeated
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
@@ -53,12 +55,6 @@ def _has_unknown_fields(message: Any) -> bool:
     if UnknownFieldSet is None:  # pragma: no cover
         return len(message.UnknownFields()) > 0
     return len(UnknownFieldSet(message)) > 0
-
-
-def _repeated(field: Any) -> bool:
-    if hasattr(field, "is_repeated"):
-        return bool(field.is_repeated)
-    return bool(field.label == field.LABEL_REPEATED)  # pragma: no cover - protobuf before 5.28
 
 
 class EncodedGraph:
@@ -103,7 +99,7 @@ class EncodedGraph:
         for field, value in graph.ListFields():
             if field.name == "node":
                 continue
-            if _repeated(field):
+            if is_repeated(field):
                 return None
             if field.message_type is None:
                 setattr(holder, field.name, value)

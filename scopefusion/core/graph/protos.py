@@ -53,6 +53,14 @@ def message_class(name: str) -> Any:
     return _message_class(name)
 
 
+def is_repeated(field: Any) -> bool:
+    """Whether a field descriptor declares a repeated field (a map's too), in every protobuf version
+    (``is_repeated`` from 5.28 on, ``label`` before)."""
+    if hasattr(field, "is_repeated"):
+        return bool(field.is_repeated)
+    return bool(field.label == field.LABEL_REPEATED)  # pragma: no cover - protobuf before 5.28
+
+
 def data_type_values() -> list[int]:
     """Every value of TensorFlow's ``DataType`` enum."""
     _register(MODULE_OF["DataType"])

@@ -43,6 +43,7 @@ from .attr_rules import (
 )
 from .index import no_gc
 from .output_ports import output_count
+from .protos import is_repeated
 from .vocabulary import invalid_node_names, parse_input
 from .wire_view import all_inputs, attr_signatures
 
@@ -75,8 +76,7 @@ def _message_fields(descriptor: Any, cache: dict[Any, list[tuple[str, bool, bool
                 if fd.message_type.fields_by_name["value"].message_type is not None:
                     fields.append((fd.name, True, True))
             else:
-                repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
-                fields.append((fd.name, repeated, False))
+                fields.append((fd.name, is_repeated(fd), False))
         cache[descriptor] = fields
     return fields
 

@@ -39,7 +39,11 @@ is written to a temporary ``.pb`` file and then timed stage by stage:
 Each graph is fused ``--repeat`` times (default 2) and the fastest run is
 reported.  The baseline is plain protobuf on the same bytes:
 ``GraphDef.ParseFromString`` followed by ``SerializeToString``, best of three.
-The figure of merit is ``(load + run + save) / baseline``.  Several sizes can
+The figure of merit is ``(load + run + save) / baseline``.  Beside it, the
+*Python floor*: the baseline plus reading every node's name, op type and input
+strings once through protobuf's Python API, the least that any fusion written
+in Python does (it builds no index and matches nothing), as a ratio to the
+baseline too.  Several sizes can
 be given to check that the cost per node, of the whole run and of the graph
 stage alone, stays flat as the graph grows.
 
@@ -226,8 +230,16 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
         g.ParseFromString(data)
         g.SerializeToString()
 
+    def read_in_python(data: bytes = src.read_bytes()) -> None:
+        g = graph_pb2.GraphDef()
+        g.ParseFromString(data)
+        for node in g.node:  # what any pass over the graph written in Python reads at the least
+            node.name, node.op, list(node.input)
+        g.SerializeToString()
+
     baseline = best_of(baseline_repeats, plain)
-    del plain  # and the bytes it holds
+    python_floor = best_of(baseline_repeats, read_in_python)
+    del plain, read_in_python  # and the bytes they hold
     gc.collect()
 
     dest = workdir / f"{gen.kind}_{nodes}.fused.pb"
@@ -238,7 +250,7 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
     result = Result(
         kind=gen.kind, nodes=n_nodes, units=units, unit_name=gen.unit_name, expected=expected,
         file_bytes=src.stat().st_size, gen_seconds=gen_seconds, index_check_seconds=index_seconds,
-        baseline=baseline, fuse=min(runs, key=lambda r: r.total), repeats=repeats,
+        baseline=baseline, python_floor=python_floor, fuse=min(runs, key=lambda r: r.total), repeats=repeats,
         baseline_repeats=baseline_repeats,
         memory=measure_memory(src, dest) if memory else None,
     )

@@ -72,6 +72,8 @@ class Result:
     gen_seconds: float
     index_check_seconds: float
     baseline: float
+    #: the baseline plus reading every node's name, op and inputs in Python (see bench_fuse)
+    python_floor: float
     fuse: FuseTiming
     repeats: int
     baseline_repeats: int
@@ -124,6 +126,9 @@ def print_result(r: Result) -> None:
           f"   (best of {r.baseline_repeats})")
     verdict = "met" if r.ratio <= TARGET_RATIO else "NOT met"
     print(f"   {'ratio total / baseline':<32}{r.ratio:9.2f}   (target <= {TARGET_RATIO:g}: {verdict})")
+    print(f"   {'python floor':<32}{r.python_floor:9.3f}{'':8}{r.us_per_node(r.python_floor):9.2f}"
+          f"   ({r.python_floor / r.baseline:.2f}x the baseline: the baseline plus reading each node's "
+          f"name, op and inputs in Python)")
     if r.memory is not None:
         m = r.memory
         verdict = "met" if m.per_node <= TARGET_BYTES_PER_NODE else "NOT met"
@@ -135,12 +140,14 @@ def print_result(r: Result) -> None:
 def print_summary(results: Sequence[Result]) -> None:
     print("\n== per size, seconds (s.* scope stage, g.* graph stage; s.match excludes s.tree; "
           "cpu: CPU time of the total)")
-    cols = ["nodes", "load"] + [SHORT[s] for s in STAGES] + ["save", "total", "cpu", "gc", "base", "ratio"]
+    cols = (["nodes", "load"] + [SHORT[s] for s in STAGES]
+            + ["save", "total", "cpu", "gc", "base", "ratio", "floor", "f/base"])
     print("   " + " ".join(f"{c:>7}" for c in cols))
     for r in results:
         f = r.fuse
         vals = [f.load] + [f.stages[s] for s in STAGES] + [f.save, r.total, f.cpu, f.gc_seconds, r.baseline]
-        print(f"   {r.nodes:>7} " + " ".join(f"{v:7.3f}" for v in vals) + f" {r.ratio:7.2f}")
+        print(f"   {r.nodes:>7} " + " ".join(f"{v:7.3f}" for v in vals) + f" {r.ratio:7.2f}"
+              f" {r.python_floor:7.3f} {r.python_floor / r.baseline:7.2f}")
 
     print("\n== per size, microseconds per node")
     cols = ["nodes", "scope", "graph", "g/s"] + [SHORT[s] for s in GRAPH_STAGES] + ["total", "ex-gc", "base"]

@@ -271,11 +271,11 @@ def _shared_attrs(attrs: Mapping[str, Any], attr_sets: dict[Any, dict[str, Any]]
     :func:`.attrs_key` equal: the same names, Python types and values of plain scalars (1 is not
     True, -0.0 not 0.0); any other value (a list ...) gets a dict of its own."""
     key = None if attr_sets is None else attrs_key("", attrs)
-    if key is None:
+    if attr_sets is None or key is None:
         return dict(attrs)
-    shared = attr_sets.get(key)  # type: ignore[union-attr]
+    shared = attr_sets.get(key)
     if shared is None:
-        shared = attr_sets[key] = dict(attrs)  # type: ignore[index]
+        shared = attr_sets[key] = dict(attrs)
     return shared
 
 

@@ -37,14 +37,14 @@ from .core.scope.pass_manager import ScopePassManager
 from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
 from .core.scope.results import FusionScopesResult, ScopesResult
 from .core.scope.scope_graph import Scope, ScopeGraph, ScopeTree
+from .core.version import __version__
 from .core.verify.verify import TensorComparison, VerifyResult
 from .explain import Explanation, PassVerdict, explain
-from .partition_api import partition
+from .api import partition
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
 from .session import Session
 
-__version__ = "0.1.0"
 
 __all__ = [
     "ANY", "AttrDef", "EmitError", "Explanation", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",

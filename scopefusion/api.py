@@ -1,4 +1,6 @@
-"""The Python API: :func:`fuse` mirrors ``scopefusion run``, :func:`verify` ``scopefusion verify``."""
+"""The Python API: :func:`fuse` mirrors ``scopefusion run``, :func:`verify` ``scopefusion verify`` and
+:func:`partition` ``scopefusion partition`` (the placement only: nothing is fused, nothing written; a
+mixed *fusion* run is ``fuse(model, mix_compile_mode=True, ...)``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,32 +9,36 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
-from google.protobuf.message import DecodeError, EncodeError
 
-from .core.errors import ScopeFusionError
+from .core.errors import OptionError, ScopeFusionError
 from .core.fusion.options import EMIT_FORMS, FusionOptions, PassList, parse_pass_list
 from .core.fusion.pipeline import FusionOutcome, FusionPipeline
 from .core.fusion.report import FusionReport
 from .core.functions import fuse_library, join_reports, library_op_counts
 from .core.functions.prune import called_functions, drop_uncalled
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
+from .core.graph.index import GraphIndex, no_gc
 from .core.graph.io import LoadedModel, load_model
+from .core.graph.model_input import ModelLike, as_model
 from .core.graph.output_ports import check_tensor_names
-from .core.graph.protos import message_class
-from .core.graph.validate import validate_graph
+from .core.graph.vocabulary import NON_OUTPUT_SINKS
 from .core.graph_fusion.base_pass import FUSION_TYPES
 from .core.graph_fusion.engine import GraphFusionEngine
 from .core.graph_fusion.switch import FusionSwitch
 from .core.parameters import ParameterError
-from .core.partition import MixedResult, MixedRun, partition_request
+from .core.partition import (MixedResult, MixedRun, PartitionReport, build_report, partition_request, place,
+                             supported_ops_for)
+from .core.partition.boundary import Tensor, default_graph_outputs
+from .core.partition.errors import close_names
+from .core.partition.mixed import graph_output_tensors
 from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
-from .core.session import NpuOptions
-from .core.session.gears import PLACEHOLDER_INPUTS, declared_shapes
-from .core.session.record import record_options, recorded_only
+from .core.options import NpuOptions
+from .core.options.gears import PLACEHOLDER_INPUTS, declared_shapes
+from .core.options.record import record_options, recorded_only
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
-from .hints import add_hints
+from .explain.hints import add_hints
 from .plugins.blocked import check_enabled_passes
 from .plugins.registry import Registry, load_registry
 
@@ -42,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.fusion.fused_ops import FusedOpDef
     from .core.verify.verify import VerifyResult
 
-ModelLike = Union[str, "os.PathLike[str]", "GraphDef", LoadedModel]
 SwitchLike = Union[str, "os.PathLike[str]", FusionSwitch, None]
 ShapesLike = Union[str, Mapping[str, Sequence[Union[int, None]]], None]
 
@@ -61,34 +66,6 @@ class FuseResult:
     def __iter__(self):  # allows ``graph, report = fuse(...)``
         yield self.graph_def
         yield self.report
-
-
-def _as_model(model: ModelLike, signature: str | None) -> LoadedModel:
-    if isinstance(model, LoadedModel):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(model, signature)
-    graph_def_class = message_class("GraphDef")
-    if isinstance(model, graph_def_class):
-        return LoadedModel(_checked_copy(model, graph_def_class), "<GraphDef>", "graph_def")
-    raise ScopeFusionError(f"cannot fuse a {type(model).__name__}; give a path or a GraphDef")
-
-
-def _checked_copy(model: "GraphDef", graph_def_class: Any) -> "GraphDef":
-    """A copy of the caller's graph (never changed), checked as a loaded file is: refused with the
-    node named.  The copy is parsed from the graph's bytes, which validation then reads again (as
-    for a file); a graph protobuf cannot read back (nested too deeply) is copied and checked
-    node by node, which says why."""
-    copy = graph_def_class()
-    try:
-        data = model.SerializeToString()
-        copy.ParseFromString(data)
-    except (DecodeError, EncodeError, ValueError):  # too deep to read back, or too large to write
-        copy.CopyFrom(model)
-        validate_graph(copy)
-        return copy
-    validate_graph(copy, serialized=data)
-    return copy
 
 
 def load_switch(value: SwitchLike) -> FusionSwitch:
@@ -177,7 +154,7 @@ def fuse(
     ``config`` (same as ``session_options``): a session configuration whose fusion options
     (``enable_scope_fusion_passes``, ``fusion_switch_file``, ``graph_run_mode``, ``use_off_line``,
     ``input_shape``) apply unless an argument gives the same option; the options only a back end
-    uses are written into the output graph (see :func:`~scopefusion.core.session.record.record_options`).
+    uses are written into the output graph (see :func:`~scopefusion.core.options.record.record_options`).
     ``input_shapes`` (``"data:-1,128;mask:-1,128"`` or a mapping; -1 or None: dynamic) declares the
     inputs' shapes for shape inference; the fused graph's placeholders carry them.
     ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
@@ -204,7 +181,7 @@ def fuse(
     pipeline = build_pipeline(run.registry, run.options, run.switch)
     pipeline.progress = progress
     pipeline.options.keep_places = keep_places
-    loaded = _as_model(model, signature)
+    loaded = as_model(model, signature)
     check_tensor_names([loaded.graph_def], run.options.outputs, "outputs")
     if not run.options.outputs and loaded.outputs:
         pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
@@ -351,3 +328,58 @@ def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] |
     if fused_ops is None:
         fused_ops = (registry or load_registry()).fused_ops
     return core_verify(original, fused, fused_ops=fused_ops, **options)
+
+
+# -- mixed computation: the placement only (``scopefusion partition``) -------------------------
+def _partition_graph(model: ModelLike, signature: str | None) -> tuple["GraphDef", list[str]]:
+    if isinstance(model, LoadedModel):
+        return model.graph_def, list(model.outputs)
+    if isinstance(model, (str, os.PathLike)):
+        loaded = load_model(model, signature)
+        return loaded.graph_def, list(loaded.outputs)
+    if hasattr(model, "node") and hasattr(model, "library"):
+        return model, []
+    raise ScopeFusionError(f"cannot partition a {type(model).__name__}; give a path or a GraphDef")
+
+
+def _outputs(index: GraphIndex, outputs: Sequence[str]) -> list[Tensor]:
+    if not outputs:
+        return default_graph_outputs(index, NON_OUTPUT_SINKS)
+    missing = [t for t in outputs if t.rsplit(":", 1)[0] not in index.index]
+    if missing:
+        hints = [f"{t!r} (close: {', '.join(map(repr, close_names(t.rsplit(':', 1)[0], index.names)))})"
+                 for t in missing]
+        raise OptionError(f"outputs: no node for {'; '.join(hints)}; allowed: tensors of the graph (node or node:port)")
+    return graph_output_tensors(index, outputs)
+
+
+def partition(
+    model: ModelLike,
+    *,
+    in_out_pair: InOutPairLike = None,
+    in_out_pair_flag: bool | str | None = None,
+    supported_ops_file: str | os.PathLike[str] | None = None,
+    session_options: SessionLike = None,
+    outputs: Sequence[str] | str | None = None,
+    registry: Registry | None = None,
+    block_plugins: Sequence[str] = (),
+    signature: str | None = None,
+) -> PartitionReport:
+    """Where a mixed run would place every node of ``model`` (mixed mode is implied).
+
+    ``in_out_pair`` (``"[[['a', 'b'], ['c']]]"`` or the lists themselves) and ``in_out_pair_flag``
+    choose ranges as the session options do; ``supported_ops_file`` and the installed plugins
+    say what the back end runs; ``session_options`` (NpuOptimizer options, or a ConfigProto file
+    giving them) supplies whatever is not given here.  ``outputs`` are the graph's outputs (default:
+    its sinks), which the report lists among the segments' results.
+    """
+    request = partition_request(mix_compile_mode=True, in_out_pair=in_out_pair, in_out_pair_flag=in_out_pair_flag,
+                                supported_ops_file=supported_ops_file, session=session_options)
+    registry = registry or load_registry(block=block_plugins)
+    supported = supported_ops_for(request, registry.supported_ops, registry.fused_ops)
+    graph_def, model_outputs = _partition_graph(model, signature)
+    wanted = [o.strip() for o in outputs.split(",") if o.strip()] if isinstance(outputs, str) else list(outputs or ())
+    with no_gc():
+        placement = place(graph_def, supported, request, registry.fused_ops)
+        tensors = _outputs(placement.index, wanted or [o[:-2] if o.endswith(":0") else o for o in model_outputs])
+        return build_report(placement, tensors)

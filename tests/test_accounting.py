@@ -84,7 +84,7 @@ def test_the_summary_table_adds_up(norms_graph):
 
     from rich.console import Console
 
-    from scopefusion.console import print_summary
+    from scopefusion.cli.console import print_summary
 
     result = scopefusion.fuse(norms_graph, enable_scope_fusion_passes=INSTANCE)
     out = Console(width=160, record=True, file=io.StringIO())

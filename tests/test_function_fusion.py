@@ -18,7 +18,7 @@ from pass_checks import REGISTRY
 from test_rnn_keras import HARD_SIGMOID
 
 import scopefusion
-from scopefusion import html_report
+from scopefusion.report.html import report as html_report
 from scopefusion.cli import main
 from scopefusion.core.functions.arg_shapes import constant_arg_shapes
 

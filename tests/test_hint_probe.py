@@ -10,7 +10,7 @@ import rnn_models as rm
 from pass_checks import REGISTRY
 
 import scopefusion
-import scopefusion.hints as hints_module
+from scopefusion.explain import hints as hints_module
 from scopefusion import ScopeBasePass, ScopePattern
 from scopefusion.builtin_passes.scope.clip_boxes import ScopeClipBoxesPass
 from scopefusion.builtin_passes.scope.decode_bbox import ScopeDecodeBboxV2Pass

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import scopefusion
-from scopefusion import html_report
+from scopefusion.report.html import report as html_report
 from scopefusion.cli import EXAMPLE_MODEL, main
 from scopefusion.core.fusion import places
-from scopefusion.html_layout import NODE_HEIGHT, layers, layout
+from scopefusion.report.html.layout import NODE_HEIGHT, layers, layout
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]

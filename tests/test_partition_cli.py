@@ -11,8 +11,8 @@ from partition_models import text_features_model
 import scopefusion
 from scopefusion import OptionError
 from scopefusion.core.graph.io import load_model, save_graph
-from scopefusion.core.session import SessionOptionError
-from scopefusion.partition_cli import (
+from scopefusion.core.options import SessionOptionError
+from scopefusion.cli.partition import (
     add_partition_arguments,
     add_run_partition_arguments,
     cmd_partition,

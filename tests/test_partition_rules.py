@@ -12,7 +12,7 @@ import scopefusion
 from scopefusion import OptionError, PluginError, hookimpl
 from scopefusion.core.partition import PartitionError, SupportedOps, parse_supported_ops
 from scopefusion.core.partition.supported import host_only_family, read_supported_ops_file
-from scopefusion.core.session import SessionOptionError
+from scopefusion.core.options import SessionOptionError
 from scopefusion.plugins.registry import load_registry
 from scopefusion.testing import graph_from_function
 

@@ -308,7 +308,7 @@ def test_scaffold_rejects_names_with_one_line(name, message, tmp_path, capsys):
 
 def test_scaffold_names_and_directories(tmp_path, capsys):
     from scopefusion.core.errors import ScopeFusionError
-    from scopefusion.scaffold import check_name, new_plugin
+    from scopefusion.cli.new_plugin import check_name, new_plugin
 
     assert check_name("Acme_Norms.v2") == ("acme-norms-v2", "acme_norms_v2")
     assert check_name("a") == ("a", "a")

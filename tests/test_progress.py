@@ -9,7 +9,7 @@ import sys
 import scopefusion
 from scopefusion.cli import EXAMPLE_MODEL
 from scopefusion.core.graph.io import load_model
-from scopefusion.progress import Progress
+from scopefusion.cli.progress import Progress
 
 HIDE_CURSOR = "\x1b[?25l"
 

@@ -25,7 +25,7 @@ from rich.text import Text
 import scopefusion
 from scopefusion import OptionError, load_model, save_graph
 from scopefusion.cli import EXAMPLE_MODEL, main
-from scopefusion.console import list_rows, print_list, print_summary, print_verification
+from scopefusion.cli.console import list_rows, print_list, print_summary, print_verification
 from scopefusion.core.graph_fusion.switch import FusionSwitch
 from scopefusion.plugins.registry import NO_AUTOLOAD_ENV
 

@@ -18,7 +18,7 @@ from test_detection import od  # noqa: F401 - the OD API install fixture, shared
 
 import scopefusion
 from scopefusion import AttrDef, FusedOp, FusedOpDef, OpPattern, PatternFusionBasePass, TensorArg, op
-from scopefusion.core.session import SessionOptionError
+from scopefusion.core.options import SessionOptionError
 from scopefusion.testing import registry_with
 
 tf1 = tf.compat.v1

@@ -16,7 +16,7 @@ import scopefusion
 from scopefusion.cli import main
 from scopefusion.core.graph.io import load_model, save_graph
 from scopefusion.core.parameters import ParameterError
-from scopefusion.core.session import npu_options
+from scopefusion.core.options import npu_options
 from scopefusion.api import verify
 
 GELU = "GeluFusionPass"

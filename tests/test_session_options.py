@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from scopefusion.config_check import config_check
+from scopefusion.cli.config_check import config_check
 from scopefusion.core.errors import OptionError
-from scopefusion.core.session import (
+from scopefusion.core.options import (
     ACTED_ON,
     OPTION_BY_NAME,
     OPTION_NAMES,
@@ -736,7 +736,7 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_the_package_does_not_import_tensorflow() -> None:
-    code = ("import sys, scopefusion.core.session as s; s.npu_options(dump_step='1|2', graph_run_mode=0); "
+    code = ("import sys, scopefusion.core.options as s; s.npu_options(dump_step='1|2', graph_run_mode=0); "
             "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..graph.index import GraphIndex
-from ..session.in_out_pair import InOutPair
+from ..options.in_out_pair import InOutPair
 from .errors import PartitionError, close_names
 from .frames import LoopFrames
 

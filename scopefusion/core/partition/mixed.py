@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from ..fusion.fused_ops import FusedOpDef
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import parse_input
-from ..session.record import session_attrs
+from ..options.record import session_attrs
 from .boundary import Tensor
 from .clusters import cluster
 from .edges import EdgeTypes

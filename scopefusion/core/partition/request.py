@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 from ..errors import OptionError
-from ..session import NpuOptions, npu_options, read_npu_options
-from ..session.in_out_pair import InOutPair
+from ..options import NpuOptions, npu_options, read_npu_options
+from ..options.in_out_pair import InOutPair
 
 SessionLike = Union[NpuOptions, str, "os.PathLike[str]", None]
 InOutPairLike = Union[str, Sequence[Any], None]

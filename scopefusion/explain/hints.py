@@ -12,20 +12,20 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, Sequence
 
-from .core.errors import ScopeFusionError
-from .core.fusion.options import FusionOptions
-from .core.fusion.pipeline import FusionPipeline
-from .core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
-from .core.graph_fusion.base_pass import FUSION_TYPES
-from .core.graph_fusion.engine import GraphFusionEngine, checked_patterns
-from .core.graph_fusion.switch import FusionSwitch
-from .core.scope.pass_manager import ScopePassManager
+from ..core.errors import ScopeFusionError
+from ..core.fusion.options import FusionOptions
+from ..core.fusion.pipeline import FusionPipeline
+from ..core.fusion.report import FusedRecord, FusionReport, PassReport, Refusal
+from ..core.graph_fusion.base_pass import FUSION_TYPES
+from ..core.graph_fusion.engine import GraphFusionEngine, checked_patterns
+from ..core.graph_fusion.switch import FusionSwitch
+from ..core.scope.pass_manager import ScopePassManager
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
-    from .core.fusion.pass_spec import PassSpec
-    from .plugins.registry import Registry
+    from ..core.fusion.pass_spec import PassSpec
+    from ..plugins.registry import Registry
 
 #: Places named in a run-level hint (the rest are counted).
 PLACES_SHOWN = 3

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .probes import FusedNode
-from .syntax import StepRange
+from ..core.options.syntax import StepRange
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -17,14 +17,14 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from .core.errors import OptionError
-from .core.fusion.options import parse_pass_list
-from .core.graph.io import check_model_path, save_graph
-from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
-from .core.partition import PartitionReport, parse_flag, partition_request, read_supported_ops_file
-from .core.partition.mixed import MixedResult
-from .partition_api import partition
-from .plugins.registry import load_registry
+from ..core.errors import OptionError
+from ..core.fusion.options import parse_pass_list
+from ..core.graph.io import check_model_path, save_graph
+from ..core.native_output import import_tensorflow_quietly, native_stderr_quiet
+from ..core.partition import PartitionReport, parse_flag, partition_request, read_supported_ops_file
+from ..core.partition.mixed import MixedResult
+from ..api import partition
+from ..plugins.registry import load_registry
 
 _SHOWN = 10
 _SHOWN_OPS = 4

@@ -1,4 +1,4 @@
-"""A small graph as inline SVG: boxes laid out by :mod:`scopefusion.html_layout`, edges as
+"""A small graph as inline SVG: boxes laid out by :mod:`scopefusion.report.html.layout`, edges as
 curves with arrow heads, each box showing the op type and the node's last name component
 (the full name as its tooltip).  No fonts, scripts or images are referenced."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
-from .html_layout import NODE_HEIGHT, NODE_WIDTH, Layout, layout
+from .layout import NODE_HEIGHT, NODE_WIDTH, Layout, layout
 
 #: Characters of a name shown in a box (the full name is the tooltip).
 LABEL_CHARS = 24

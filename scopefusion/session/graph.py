@@ -3,7 +3,7 @@
 :func:`fuse_session_graph` fuses the user's graph as the session options say,
 keeping what the session's runs need: every tensor fetched so far stays a
 graph output; every node fed or run as a target so far, every placeholder and
-every variable-related node (see :mod:`scopefusion.core.session.graph_state`)
+every variable-related node (see :mod:`scopefusion.session.graph_state`)
 is left out of every fusion.  The TensorFlow-runnable form of the result runs
 in a TensorFlow session of its own (:class:`FusedSessionGraph`).
 """
@@ -13,20 +13,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .api import build_pipeline
-from .core.fusion.options import FusionOptions
-from .core.fusion.report import FusionReport
-from .core.graph.index import GraphIndex
-from .core.graph.vocabulary import parse_input
-from .core.graph_fusion.engine import TRAINING_SKIP
-from .core.graph_fusion.switch import FusionSwitch
-from .core.session.dump import file_stems
-from .core.session.graph_state import move_out_of_scopes, restore_names, sink_outputs, state_nodes
-from .core.session.options import NpuOptions
-from .core.session.probes import FusedNode, fused_nodes, loop_nodes
-from .core.session.requests import Request, node_of
-from .core.verify.tf_form import ORIGINAL_OP_ATTR, to_tf_runnable
-from .plugins.registry import Registry
+from ..api import build_pipeline
+from ..core.fusion.options import FusionOptions
+from ..core.fusion.report import FusionReport
+from ..core.graph.index import GraphIndex
+from ..core.graph.vocabulary import parse_input
+from ..core.graph_fusion.engine import TRAINING_SKIP
+from ..core.graph_fusion.switch import FusionSwitch
+from .dump import file_stems
+from .graph_state import move_out_of_scopes, restore_names, sink_outputs, state_nodes
+from ..core.options.options import NpuOptions
+from .probes import FusedNode, fused_nodes, loop_nodes
+from .requests import Request, node_of
+from ..core.verify.tf_form import ORIGINAL_OP_ATTR, to_tf_runnable
+from ..plugins.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef

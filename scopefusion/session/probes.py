@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..graph.vocabulary import CONTROL, numpy_dtype, parse_input
+from ..core.graph.vocabulary import CONTROL, numpy_dtype, parse_input
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.fusion.report import FusionReport, PassReport
-    from .core.graph_fusion.switch import FusionSwitch
-    from .core.verify.verify import VerifyResult
-    from .plugins.registry import Registry
+    from ..core.fusion.report import FusionReport, PassReport
+    from ..core.graph_fusion.switch import FusionSwitch
+    from ..core.verify.verify import VerifyResult
+    from ..plugins.registry import Registry
 
 NEAR_MISSES_SHOWN = 3
 
@@ -120,7 +120,7 @@ SUMMARY_COLUMNS = (
 
 def print_summary(report: "FusionReport", out: Any = None) -> None:
     """The per-pass table of a run, then refusals, near misses, overrides, hints and warnings
-    (``scopefusion run`` adds what was fused: :func:`scopefusion.run_summary.print_run_summary`)."""
+    (``scopefusion run`` adds what was fused: :func:`scopefusion.cli.summary.print_run_summary`)."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
     rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),

@@ -9,12 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .core.fusion.options import parse_pass_list
-from .core.graph.io import check_model_path
-from .core.graph_fusion.switch import FusionSwitch
-from .core.native_output import import_tensorflow_quietly, native_stderr_quiet
-from .explain import Explanation, PassVerdict, explain
-from .plugins.registry import load_registry
+from ..core.fusion.options import parse_pass_list
+from ..core.graph.io import check_model_path
+from ..core.graph_fusion.switch import FusionSwitch
+from ..core.native_output import import_tensorflow_quietly, native_stderr_quiet
+from ..explain.explanation import Explanation, PassVerdict, explain
+from ..plugins.registry import load_registry
 from .progress import Progress
 
 #: Scope patterns shown per pass without -v: those that hold, else those missing the fewest features.

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScopeFusionError
-from ..graph.vocabulary import parse_input
+from ..core.errors import ScopeFusionError
+from ..core.graph.vocabulary import parse_input
 
 #: How many fused op names an error about an unknown fetch lists.
 _SHOWN_NAMES = 6

@@ -11,7 +11,7 @@ inference that fuses its graph as the NpuOptimizer entry of its ``ConfigProto`` 
         boxes = sess.run("Postprocessor/Decode", feeds)   # a fused op, fetched by its name
 
 The options are read and checked when the session is built: a bad one is one
-:class:`~scopefusion.core.session.SessionOptionError`, before any other work.
+:class:`~scopefusion.core.options.SessionOptionError`, before any other work.
 The first ``run`` fuses the graph; runs execute its TensorFlow-runnable form
 (each fused op runs its reference implementation) in a TensorFlow session of
 its own, configured by the same ``ConfigProto`` less its NpuOptimizer entries.
@@ -62,19 +62,19 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
-from .core.errors import ScopeFusionError
-from .core.fusion.report import FusionReport
-from .core.parameters import ParameterError
-from .core.session import OPTION_NAMES, NpuOptions, npu_options, npu_options_from_config
-from .core.session.dump import arrays_of, step_chosen, write_npz
-from .core.session.overflow import OverflowRecord, find_overflows
-from .core.session.probes import FusedNode, executed_nodes
-from .core.session.requests import Request, node_of
-from .core.session.step_stats import profile, write_profile
-from .core.session.variables import read_variables, write_variables
-from .plugins.registry import Registry, load_registry
-from .session_graph import FusedSessionGraph, Wanted, fuse_session_graph
-from .session_setup import SessionOutputs, check_session_passes, session_switch, tensorflow_config
+from ..core.errors import ScopeFusionError
+from ..core.fusion.report import FusionReport
+from ..core.parameters import ParameterError
+from ..core.options import OPTION_NAMES, NpuOptions, npu_options, npu_options_from_config
+from .dump import arrays_of, step_chosen, write_npz
+from .overflow import OverflowRecord, find_overflows
+from .probes import FusedNode, executed_nodes
+from .requests import Request, node_of
+from .step_stats import profile, write_profile
+from .variables import read_variables, write_variables
+from ..plugins.registry import Registry, load_registry
+from .graph import FusedSessionGraph, Wanted, fuse_session_graph
+from .setup import SessionOutputs, check_session_passes, session_switch, tensorflow_config
 
 #: The options this session acts on (when the configuration gives them).
 SESSION_ACTS_ON = frozenset({

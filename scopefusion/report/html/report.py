@@ -4,7 +4,7 @@ The page holds the summary (the passes, the op types whose counts changed, hints
 warnings), then per fused op the subgraph it replaced next to the fused node that took its
 place, then per refusal, dropped result and near miss its reason and a drawing of the place
 with the nodes the reason names highlighted.  Drawings are inline SVG laid out here
-(:mod:`scopefusion.html_layout`); the styles and the one small script are inline too, so the
+(:mod:`scopefusion.report.html.layout`); the styles and the one small script are inline too, so the
 page needs no network and no other file.  The report must come from a run that kept places
 (``fuse(..., keep_places=True)``).
 """
@@ -14,12 +14,12 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from . import html_drawings
-from .html_page import PAGE_END, page_start
-from .html_svg import Drawing, svg
+from . import drawings
+from .page import PAGE_END, page_start
+from .svg import Drawing, svg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.fusion.report import FusionReport, PassReport, Refusal
+    from ...core.fusion.report import FusionReport, PassReport, Refusal
 
 #: Fused ops drawn, at most (in run order); the rest are counted.
 FUSED_DRAWN = 50
@@ -89,9 +89,9 @@ def fused_section(passes: Sequence["PassReport"]) -> str:
             f'<section class="item fused" id="fused-{k}"><h3>{escape(f.type)} <code>{escape(f.name)}</code></h3>'
             f"<p>by {escape(p.name)}{escape(where)}: replaced {f.removed_nodes} node(s)"
             f"{f', kept {f.kept_nodes} that feed it' if f.kept_nodes else ''}</p><div class=pair>"
-            + _figure("before: the nodes it replaced (blue) and their neighbours (grey)", html_drawings.replaced(f),
+            + _figure("before: the nodes it replaced (blue) and their neighbours (grey)", drawings.replaced(f),
                       f"f{k}b")
-            + _figure("after: the fused node (green)", html_drawings.fused(f), f"f{k}a")
+            + _figure("after: the fused node (green)", drawings.fused(f), f"f{k}a")
             + "</div></section>")
     if len(records) > FUSED_DRAWN:
         parts.append(f'<p class="more">... and {len(records) - FUSED_DRAWN} more fused ops, not drawn (the JSON '
@@ -110,7 +110,7 @@ def marked_reason(reason: str, names: set[str]) -> str:
     """The reason, escaped, with the quoted names of highlighted nodes marked."""
     def mark(m: re.Match[str]) -> str:
         text = escape(m.group(0))
-        return f"<mark>{text}</mark>" if html_drawings.node_name(m.group(1)) in names else text
+        return f"<mark>{text}</mark>" if drawings.node_name(m.group(1)) in names else text
 
     out, last = [], 0
     for m in re.finditer(r"'([^']+)'", reason):
@@ -128,14 +128,14 @@ def problems_section(passes: Sequence["PassReport"]) -> str:
     if not items:
         parts.append("<p>None: every match was fused and no place missed a pattern by little.</p>")
     for k, (verdict, p, r) in enumerate(items[:REFUSALS_DRAWN]):
-        marked = html_drawings.highlighted(r)
+        marked = drawings.highlighted(r)
         reason = marked_reason(r.reason, marked) + (f"; kept {escape(r.winner)}" if r.winner else "")
         hint = f'<p class="hint"><b>hint:</b> {escape(r.hint)}</p>' if r.hint else ""
         caption = "the place (orange), the nodes its reason names (red)" if marked else "the place (orange)"
         parts.append(
             f'<section class="item {verdict.replace(" ", "-")}" id="problem-{k}"><h3>{verdict} '
             f"<code>{escape(r.name)}</code> ({escape(p.name)})</h3><p class=reason>{reason}</p>{hint}"
-            + _figure(caption, html_drawings.place(r, f"{verdict} {r.name}"), f"p{k}") + "</section>")
+            + _figure(caption, drawings.place(r, f"{verdict} {r.name}"), f"p{k}") + "</section>")
     if listed > min(len(items), REFUSALS_DRAWN):
         parts.append(f'<p class="more">... and {listed - min(len(items), REFUSALS_DRAWN)} more, not drawn (the '
                      "JSON report, --report, holds every refusal and the first near misses of each pass)</p>")

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..errors import ScopeFusionError
-from ..graph.index import GraphIndex
-from ..graph.vocabulary import NON_OUTPUT_SINKS, parse_input, tensor_name
+from ..core.errors import ScopeFusionError
+from ..core.graph.index import GraphIndex
+from ..core.graph.vocabulary import NON_OUTPUT_SINKS, parse_input, tensor_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef

@@ -2,7 +2,7 @@
 the dump, overflow and profiling output goes, the fusion switch file, the
 scope passes it names, and the ``ConfigProto`` its TensorFlow sessions run with.
 
-Each problem is one :class:`~scopefusion.core.session.SessionOptionError`
+Each problem is one :class:`~scopefusion.core.options.SessionOptionError`
 naming the option, what was given and what is allowed.
 """
 from __future__ import annotations
@@ -11,15 +11,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .api import load_switch
-from .core.errors import ScopeFusionError
-from .core.graph_fusion.switch import FusionSwitch
-from .core.session import OPTIMIZER_NAME, NpuOptions, SessionOptionError, check_directory
-from .core.session.dump import DumpSettings
-from .core.session.errors import bad_value
-from .core.session.overflow import OVERFLOW_DIRECTORY
-from .plugins.blocked import check_enabled_passes
-from .plugins.registry import Registry
+from ..api import load_switch
+from ..core.errors import ScopeFusionError
+from ..core.graph_fusion.switch import FusionSwitch
+from ..core.options import OPTIMIZER_NAME, NpuOptions, SessionOptionError, check_directory
+from .dump import DumpSettings
+from ..core.options.errors import bad_value
+from .overflow import OVERFLOW_DIRECTORY
+from ..plugins.blocked import check_enabled_passes
+from ..plugins.registry import Registry
 
 
 @dataclass(frozen=True)

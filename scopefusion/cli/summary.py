@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .console import Col, fitted_table, print_summary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.fusion.report import FusionReport
+    from ..core.fusion.report import FusionReport
 
 #: Fused places listed per pass without ``-v``.
 PLACES_SHOWN = 5

@@ -15,8 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from .core.errors import ScopeFusionError
-from .plugins.registry import normalise_distribution
+from ..core.errors import ScopeFusionError
+from ..plugins.registry import normalise_distribution
 
 #: A valid distribution name (PEP 508), ASCII only.
 _DIST_NAME = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")

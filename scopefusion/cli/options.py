@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from .core.errors import OptionError, ScopeFusionError
-from .core.fusion.options import parse_pass_list
-from .core.graph.io import GRAPH_FORMATS, GRAPH_SUFFIXES, allowed_extensions, default_output_path
-from .core.graph.output_paths import STDOUT, OutputTarget, resolve_output
-from .core.parameters import ParameterError
-from .core.verify.feeds import parse_input_shapes
-from .core.verify.verify import check_verify_parameters
-from .plugins.blocked import BlockedPassError
-from .plugins.registry import ALLOW_ENV, BLOCK_ENV, NO_AUTOLOAD_ENV, PluginInfo, normalise_distribution
+from ..core.errors import OptionError, ScopeFusionError
+from ..core.fusion.options import parse_pass_list
+from ..core.graph.io import GRAPH_FORMATS, GRAPH_SUFFIXES, allowed_extensions, default_output_path
+from ..core.graph.output_paths import STDOUT, OutputTarget, resolve_output
+from ..core.parameters import ParameterError
+from ..core.verify.feeds import parse_input_shapes
+from ..core.verify.verify import check_verify_parameters
+from ..plugins.blocked import BlockedPassError
+from ..plugins.registry import ALLOW_ENV, BLOCK_ENV, NO_AUTOLOAD_ENV, PluginInfo, normalise_distribution
 
 #: API parameter -> option, per API call.
 FUSE_OPTIONS = {"enable_scope_fusion_passes": "--enable_scope_fusion_passes", "outputs": "--outputs",

@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from .cli_options import VERIFY_OPTIONS, option_names
-from .core.native_output import native_stderr_quiet
-from .core.partition.request import session_options
-from .core.session.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
+from .options import VERIFY_OPTIONS, option_names
+from ..core.native_output import native_stderr_quiet
+from ..core.partition.request import session_options
+from ..core.options.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
 
 
 def verification_shapes(args: argparse.Namespace) -> list[str | None]:
@@ -28,7 +28,7 @@ def verification_shapes(args: argparse.Namespace) -> list[str | None]:
 def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
                      int_range: tuple[int, int], shapes: str | None,
                      progress: Callable[[str], None] | None = None) -> Any:
-    from .core.verify.verify import verify
+    from ..core.verify.verify import verify
 
     if progress is not None:
         progress("verifying: starting sessions")

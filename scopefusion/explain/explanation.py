@@ -13,25 +13,25 @@ import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .api import ModelLike, _as_model
-from .core.errors import ScopeFusionError
-from .core.fusion.candidate import FusionCandidate
-from .core.fusion.fused_ops import FusedOpDef
-from .core.fusion.options import FusionOptions, check_pass_names
-from .core.fusion.pipeline import FusionPipeline, StageContext
-from .core.fusion.report import FusionReport, PassReport
-from .core.graph.index import GraphIndex
-from .core.graph.matching import MatchFailure, match_at
-from .core.graph.view import GraphView
-from .core.graph.vocabulary import dtype_name, tensor_name
-from .core.graph_fusion.base_pass import FUSION_TYPES
-from .core.graph_fusion.engine import GraphFusionEngine, checked_patterns
-from .core.graph_fusion.switch import FusionSwitch
-from .core.scope.feature_checks import PatternCheck, check_patterns
-from .core.scope.pass_manager import ScopePassManager
-from .core.scope.patterns import attr_text, check_pattern_sets
-from .core.scope.scope_graph import ScopeGraph
-from .plugins.registry import Registry, load_registry
+from ..core.graph.model_input import ModelLike, as_model
+from ..core.errors import ScopeFusionError
+from ..core.fusion.candidate import FusionCandidate
+from ..core.fusion.fused_ops import FusedOpDef
+from ..core.fusion.options import FusionOptions, check_pass_names
+from ..core.fusion.pipeline import FusionPipeline, StageContext
+from ..core.fusion.report import FusionReport, PassReport
+from ..core.graph.index import GraphIndex
+from ..core.graph.matching import MatchFailure, match_at
+from ..core.graph.view import GraphView
+from ..core.graph.vocabulary import dtype_name, tensor_name
+from ..core.graph_fusion.base_pass import FUSION_TYPES
+from ..core.graph_fusion.engine import GraphFusionEngine, checked_patterns
+from ..core.graph_fusion.switch import FusionSwitch
+from ..core.scope.feature_checks import PatternCheck, check_patterns
+from ..core.scope.pass_manager import ScopePassManager
+from ..core.scope.patterns import attr_text, check_pattern_sets
+from ..core.scope.scope_graph import ScopeGraph
+from ..plugins.registry import Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -216,7 +216,7 @@ def explain(model: ModelLike, place: str, *, pass_name: str | None = None, regis
     if pass_name is not None:
         check_pass_names([pass_name], [s.name for s in specs])
         specs = [s for s in specs if s.name == pass_name]
-    loaded = _as_model(model, signature)
+    loaded = as_model(model, signature)
     original = type(loaded.graph_def)()
     original.CopyFrom(loaded.graph_def)
     kind, scope_name = resolve_place(original, place)

@@ -7,8 +7,8 @@ import os
 from rich.console import Console
 from rich.table import Table
 
-from .core.session import OPTIONS, NpuOptions, read_npu_options
-from .core.session.render import render_value
+from ..core.options import OPTIONS, NpuOptions, read_npu_options
+from ..core.options.render import render_value
 
 
 def options_table(options: NpuOptions, title: str) -> Table:
@@ -28,7 +28,7 @@ def options_table(options: NpuOptions, title: str) -> Table:
 def config_check(path: str | os.PathLike[str], *, console: Console) -> int:
     """Print the effective NpuOptimizer options of the ConfigProto in ``path``
     (text or binary) and return 0; a bad configuration raises
-    :class:`~scopefusion.core.session.SessionOptionError`."""
+    :class:`~scopefusion.core.options.SessionOptionError`."""
     options = read_npu_options(path)
     console.print(options_table(options, f"NpuOptimizer options of {path}"))
     given = [spec for spec in OPTIONS if spec.name in options.given]

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .html_svg import Drawing
+from .svg import Drawing
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.fusion.places import Place, PlaceNode
-    from .core.fusion.report import FusedRecord, Refusal
+    from ...core.fusion.places import Place, PlaceNode
+    from ...core.fusion.report import FusedRecord, Refusal
 
 _QUOTED = re.compile(r"'([^']+)'")
 #: an op type a scope pattern's feature names: "exactly 2 Mean node(s)", "Mean directly in the scope with"

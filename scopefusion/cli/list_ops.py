@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from .console import console
 
-from .core.fusion.fused_ops import REQUIRED, AttrDef, TensorArg
+from ..core.fusion.fused_ops import REQUIRED, AttrDef, TensorArg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .plugins.registry import Registry
+    from ..plugins.registry import Registry
 
 def _tensor(arg: TensorArg) -> dict[str, Any]:
     return {"name": arg.name, "type_attr": arg.type_attr, "dtype": arg.dtype, "optional": arg.optional,

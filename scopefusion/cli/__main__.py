@@ -1,0 +1,9 @@
+"""``python -m scopefusion.cli``: the same command as ``scopefusion``."""
+from __future__ import annotations
+
+import sys
+
+from .main import main
+
+if __name__ == "__main__":
+    sys.exit(main())

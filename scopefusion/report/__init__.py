@@ -1,0 +1,1 @@
+"""What a run reports beyond the JSON report: the self-contained HTML page (:mod:`.html`)."""

@@ -4,10 +4,21 @@ pluggable passes.
 
 Importing this package does not import TensorFlow; loading, fusing and
 emitting graphs do.
+
+The public surface is what this module exports (``__all__``), ``scopefusion.testing`` and the
+op-pattern language (:mod:`scopefusion.core.graph.pattern`, whose names are exported here too).
+Every other module is internal and may change in any release.  A few names this module used to
+export are still importable from it, with a :class:`DeprecationWarning` naming where they live now.
 """
 from __future__ import annotations
 
-from .api import FuseResult, fuse, verify
+import importlib
+import warnings
+from typing import Any
+
+from .api import FuseResult, fuse, partition, verify
+from .builtin_passes import BUILTIN_FUSED_OPS_BY_NAME as BUILTIN_FUSED_OPS
+from .builtin_passes import BUILTIN_PASSES_BY_NAME as BUILTIN_PASSES
 from .core.errors import (
     EmitError,
     GraphLoadError,
@@ -17,46 +28,73 @@ from .core.errors import (
     PluginError,
     ScopeFusionError,
 )
-from .core.fusion.candidate import FusedInput, FusionCandidate, InnerNode
 from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from .core.fusion.options import FusionOptions
-from .core.fusion.pass_spec import PassSpec
-from .core.fusion.pipeline import FusionOutcome, FusionPipeline
-from .core.fusion.report import FunctionRecord, FusedRecord, FusionReport, PassReport, Refusal
-from .core.graph.index import GraphIndex
-from .core.graph.io import LoadedModel, load_model, save_graph
+from .core.fusion.report import FusionReport
+from .core.graph.io import load_model, save_graph
 from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
 from .core.graph.pattern import ANY, OpPattern, PatternDefinitionError, const, one_of, op, var
 from .core.graph.view import GraphView
 from .core.graph_fusion.base_pass import FusedOp, NotFused, PatternFusionBasePass, fused_input, inner_node
-from .core.graph_fusion.engine import GraphFusionEngine
 from .core.graph_fusion.fusion_pattern import FusionPattern, FusionPatternError
 from .core.graph_fusion.switch import FusionSwitch, FusionSwitchError
 from .core.scope.base_pass import ScopeBasePass
-from .core.scope.pass_manager import ScopePassManager
 from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
 from .core.scope.results import FusionScopesResult, ScopesResult
-from .core.scope.scope_graph import Scope, ScopeGraph, ScopeTree
+from .core.scope.scope_graph import Scope, ScopeGraph
+from .core.verify.verify import VerifyResult
 from .core.version import __version__
-from .core.verify.verify import TensorComparison, VerifyResult
-from .explain import Explanation, PassVerdict, explain
-from .api import partition
+from .explain import Explanation, explain
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import Registry, load_registry
 from .session import Session
 
-
 __all__ = [
-    "ANY", "AttrDef", "EmitError", "Explanation", "FuseResult", "FusedInput", "FusedOp", "FusedOpDef", "FusedRecord",
-    "FunctionRecord", "FusionCandidate", "FusionOptions", "FusionOutcome", "FusionPattern", "FusionPatternError",
-    "FusionPipeline", "FusionReport", "FusionScopesResult", "FusionSwitch", "FusionSwitchError",
-    "GraphFusionEngine", "GraphIndex", "GraphLoadError", "GraphValidationError", "GraphView", "InnerNode",
-    "LoadedModel", "MatchFailure", "NodeAttrFeature", "NodeOpTypeFeature", "NotFused", "OpPattern",
-    "OptionError", "PassError", "PassReport", "PassSpec", "PatternDefinitionError", "PatternFusionBasePass",
-    "PassVerdict", "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
-    "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
-    "ScopesResult", "Session", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "explain",
-    "fuse",
-    "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "partition", "save_graph",
-    "var", "verify",
+    # running it: the same jobs as the command line
+    "fuse", "verify", "partition", "explain", "load_model", "save_graph", "Session", "load_registry",
+    "FuseResult", "VerifyResult", "Explanation", "Registry", "FusionSwitch", "FusionReport", "__version__",
+    # errors
+    "ScopeFusionError", "GraphLoadError", "GraphValidationError", "OptionError", "PluginError", "PassError",
+    "EmitError", "FusionSwitchError", "FusionPatternError", "PatternDefinitionError",
+    # writing a plugin: hooks, fused ops and the built-ins to extend
+    "hookimpl", "FusedOpDef", "AttrDef", "TensorArg", "BUILTIN_PASSES", "BUILTIN_FUSED_OPS",
+    # scope passes
+    "ScopeBasePass", "ScopePattern", "ScopeFeature", "NodeOpTypeFeature", "NodeAttrFeature",
+    "FusionScopesResult", "ScopesResult", "ScopeGraph", "Scope",
+    # graph passes and the op-pattern language
+    "PatternFusionBasePass", "FusionPattern", "FusedOp", "NotFused", "fused_input", "inner_node",
+    "OpPattern", "op", "const", "var", "one_of", "ANY", "GraphView", "PatternMatcher", "PatternMatch",
+    "MatchFailure",
 ]
+
+#: names this module exported before its public surface was made small: still importable from
+#: here (with a warning), but internal; each maps to the module that holds it
+_MOVED = {
+    "FusedInput": "scopefusion.core.fusion.candidate",
+    "FusionCandidate": "scopefusion.core.fusion.candidate",
+    "InnerNode": "scopefusion.core.fusion.candidate",
+    "FusionOptions": "scopefusion.core.fusion.options",
+    "PassSpec": "scopefusion.core.fusion.pass_spec",
+    "FusionOutcome": "scopefusion.core.fusion.pipeline",
+    "FusionPipeline": "scopefusion.core.fusion.pipeline",
+    "GraphIndex": "scopefusion.core.graph.index",
+    "GraphFusionEngine": "scopefusion.core.graph_fusion.engine",
+    "ScopePassManager": "scopefusion.core.scope.pass_manager",
+    "ScopeTree": "scopefusion.core.scope.scope_graph",
+    # parts of results, reached through them (``report.passes``, ``result.comparisons``, ...)
+    "FunctionRecord": "scopefusion.core.fusion.report",
+    "FusedRecord": "scopefusion.core.fusion.report",
+    "PassReport": "scopefusion.core.fusion.report",
+    "Refusal": "scopefusion.core.fusion.report",
+    "TensorComparison": "scopefusion.core.verify.verify",
+    "PassVerdict": "scopefusion.explain.explanation",
+    "LoadedModel": "scopefusion.core.graph.io",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scopefusion' has no attribute {name!r}")
+    warnings.warn(f"scopefusion.{name} is internal now ({module}.{name}); it will not stay exported from "
+                  "scopefusion", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)

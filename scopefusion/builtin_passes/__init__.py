@@ -1,7 +1,8 @@
 """Built-in scope and graph passes, registered through the same hooks as any plugin."""
 from __future__ import annotations
 
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 from ..core.fusion.fused_ops import FusedOpDef
 from ..core.graph_fusion.base_pass import PatternFusionBasePass
@@ -70,3 +71,11 @@ def scopefusion_graph_passes() -> Sequence[type[PatternFusionBasePass]]:
 @hookimpl
 def scopefusion_fused_ops() -> Sequence[FusedOpDef]:
     return BUILTIN_FUSED_OPS
+
+
+#: every built-in pass by name, for a plugin that extends one (subclass it and register the subclass
+#: under the same name to replace it); read-only
+BUILTIN_PASSES_BY_NAME: Mapping[str, type[ScopeBasePass] | type[PatternFusionBasePass]] = MappingProxyType(
+    {p.name: p for p in (*BUILTIN_PASSES, *BUILTIN_GRAPH_PASSES)})
+#: every built-in fused op by type name (its ``reference`` is the op's TensorFlow implementation); read-only
+BUILTIN_FUSED_OPS_BY_NAME: Mapping[str, FusedOpDef] = MappingProxyType({d.name: d for d in BUILTIN_FUSED_OPS})

@@ -3,9 +3,10 @@ it emits ``LayerNormV2(x, gamma, beta) -> y`` with other attributes, as a back
 end that only wants the normalised output might."""
 from __future__ import annotations
 
-from scopefusion import AttrDef, FusedOpDef, TensorArg
-from scopefusion.builtin_passes.scope.layer_norm import ScopeLayerNormPass as BuiltinLayerNormPass
-from scopefusion.builtin_passes.scope.layer_norm import layer_norm_reference
+from scopefusion import BUILTIN_FUSED_OPS, BUILTIN_PASSES, AttrDef, FusedOpDef, TensorArg
+
+BuiltinLayerNormPass = BUILTIN_PASSES["ScopeLayerNormPass"]
+layer_norm_reference = BUILTIN_FUSED_OPS["LayerNorm"].reference
 
 
 def layer_norm_v2_reference(x, gamma, beta, *, begin_axis, epsilon, T):

@@ -16,7 +16,7 @@ import importlib
 import warnings
 from typing import Any
 
-from .api import FuseResult, fuse, partition, verify
+from .api import FuseResult, fuse, load, partition, verify
 from .builtin_passes import BUILTIN_FUSED_OPS_BY_NAME as BUILTIN_FUSED_OPS
 from .builtin_passes import BUILTIN_PASSES_BY_NAME as BUILTIN_PASSES
 from .core.errors import (
@@ -50,7 +50,7 @@ from .session import Session
 
 __all__ = [
     # running it: the same jobs as the command line
-    "fuse", "verify", "partition", "explain", "load_model", "save_graph", "Session", "load_registry",
+    "fuse", "verify", "partition", "explain", "load", "load_model", "save_graph", "Session", "load_registry",
     "FuseResult", "VerifyResult", "Explanation", "Registry", "FusionSwitch", "FusionReport", "__version__",
     # errors
     "ScopeFusionError", "GraphLoadError", "GraphValidationError", "OptionError", "PluginError", "PassError",

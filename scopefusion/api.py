@@ -39,6 +39,7 @@ from .core.options.record import record_options, recorded_only
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
 from .explain.hints import add_hints
+from .report.html import html_report
 from .plugins.blocked import check_enabled_passes
 from .plugins.registry import Registry, load_registry
 
@@ -62,10 +63,29 @@ class FuseResult:
     #: mixed computation (``mix_compile_mode``): the placement report, the standalone segments and the
     #: TensorFlow-runnable form of the partitioned graph
     partition: MixedResult | None = None
+    #: the model fused: its path, or how an in-memory model was given (``<GraphDef>``, ``<Keras model m>``)
+    source: str = ""
 
     def __iter__(self):  # allows ``graph, report = fuse(...)``
         yield self.graph_def
         yield self.report
+
+    def __repr__(self) -> str:  # never the graph itself: a notebook shows this line
+        form = "tf" if self.graph_def is not self.fused_graph_def else "fused"
+        mixed = f"; {len(self.partition.segment_graphs)} segment(s)" if self.partition is not None else ""
+        return f"<FuseResult {self.source or 'model'}: {self.report.summary()}{mixed}; graph in the {form} form>"
+
+    def _repr_html_(self) -> str:
+        """The run's HTML page (as ``scopefusion run --html``), for Jupyter."""
+        return html_report(self.report, self.source or "model")
+
+
+def load(model: ModelLike, *, signature: str | None = None) -> LoadedModel:
+    """Any model :func:`fuse` takes, loaded (a SavedModel or an in-process model frozen to constants)
+    with the inputs and outputs found in it, without fusing it: a ``.pb`` / ``.pbtxt`` file, a SavedModel
+    directory (or a folder with one below it), a ``GraphDef``, a Keras model, a ``tf.function`` with an
+    input signature, a concrete function or a ``tf.Module``."""
+    return as_model(model, signature)
 
 
 def load_switch(value: SwitchLike) -> FusionSwitch:
@@ -196,7 +216,9 @@ def fuse(
             progress("trying the passes left out, for hints")
         add_hints(report, outcome.graph_def, run.registry, pipeline.options, run.switch)
         report.stage_seconds["hints"] = time.perf_counter() - t0
-    return _result(outcome.graph_def, report, run, emit)
+    result = _result(outcome.graph_def, report, run, emit)
+    result.source = loaded.source
+    return result
 
 
 def _fuse_graph_and_library(pipeline: FusionPipeline, graph_def: "GraphDef", run: "_Settings",

@@ -181,6 +181,23 @@ class FusionReport:
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    def summary(self) -> str:
+        """One line: nodes before and after, fused ops by type (most first), refusals and warnings."""
+        counts: dict[str, int] = {}
+        for f in self.fused:
+            counts[f.type] = counts.get(f.type, 0) + 1
+        ops = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{op} {n}" for op, n in ops[:8]) + (f", {len(ops) - 8} more types" if len(ops) > 8 else "")
+        parts = [f"{self.nodes_before:,} nodes -> {self.nodes_after:,}",
+                 f"{sum(counts.values())} fused" + (f" ({shown})" if shown else ""),
+                 f"{len(self.refused)} refused"]
+        if self.warnings:
+            parts.append(f"{len(self.warnings)} warning(s)")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:  # the whole report is ``to_dict()``; a notebook shows this
+        return f"<FusionReport {self.summary()}>"
+
 
 def _changes(before: dict[str, int], after: dict[str, int]) -> list[tuple[str, int, int]]:
     return [(op, before.get(op, 0), after.get(op, 0)) for op in sorted(set(before) | set(after))

@@ -84,20 +84,72 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
 
 
 def check_model_path(path: str | os.PathLike[str]) -> str:
-    """What ``path`` holds, checked without TensorFlow: ``"saved_model"`` or
-    ``"graph_def"`` (a file, parsed later); anything else is a :class:`GraphLoadError`."""
+    """What ``path`` holds, checked without TensorFlow: ``"saved_model"`` (a SavedModel directory, or a
+    folder with exactly one below it: :func:`saved_model_dir`) or ``"graph_def"`` (a file, parsed later);
+    anything else is a :class:`GraphLoadError`."""
     p = Path(path)
     if not p.exists():
         raise GraphLoadError(f"{p}: no such file or directory")
     if p.is_dir():
-        if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
-            raise GraphLoadError(f"{p}: a directory but not a SavedModel (it has no saved_model.pb); give a "
-                                 ".pb / .pbtxt GraphDef file or a SavedModel directory")
+        saved_model_dir(p)
         return "saved_model"
     if not p.is_file():
         raise GraphLoadError(f"{p}: not a regular file; give a .pb / .pbtxt GraphDef file or a SavedModel directory")
     _refuse_keras_file(p)
     return "graph_def"
+
+
+#: how deep below a folder a SavedModel is looked for (``save_pretrained(saved_model=True)`` writes
+#: ``<folder>/saved_model/1/``)
+SAVED_MODEL_DEPTH = 3
+#: folder names that say nothing of the model (a version number, ``saved_model``): output files are
+#: named after the folder above them
+_ANONYMOUS_FOLDER = re.compile(r"\A(\d+|saved_model|savedmodel|export|serving)\Z", re.IGNORECASE)
+
+
+def _is_saved_model(p: Path) -> bool:
+    return (p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file()
+
+
+def saved_model_dir(folder: Path) -> Path:
+    """The SavedModel in ``folder``: the folder itself, or the only SavedModel at most
+    :data:`SAVED_MODEL_DEPTH` levels below it (a transformers ``save_pretrained(saved_model=True)``
+    folder keeps it in ``saved_model/1/``); none or several is a :class:`GraphLoadError`."""
+    if _is_saved_model(folder):
+        return folder
+    found: list[Path] = []
+    level = [folder]
+    for _ in range(SAVED_MODEL_DEPTH):
+        level = sorted(c for d in level for c in _subfolders(d))
+        found.extend(d for d in level if _is_saved_model(d))
+        level = [d for d in level if not _is_saved_model(d)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise GraphLoadError(f"{folder}: holds {len(found)} SavedModels ({', '.join(str(f) for f in found[:5])}"
+                             f"{', ...' if len(found) > 5 else ''}); give the directory of one")
+    raise GraphLoadError(f"{folder}: a directory but not a SavedModel (no saved_model.pb in it or in the folders "
+                         f"{SAVED_MODEL_DEPTH} levels below it); give a .pb / .pbtxt GraphDef file or a SavedModel "
+                         "directory")
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [c for c in folder.iterdir() if c.is_dir() and not c.is_symlink() and not c.name.startswith(".")]
+    except OSError:
+        return []
+
+
+def model_name(path: str | os.PathLike[str]) -> str:
+    """The model's name for output files: a file's stem, a folder's name; a SavedModel folder named
+    only by a version number or ``saved_model`` (``m/saved_model/1``) is named after the folder above
+    those (``m``)."""
+    p = Path(os.path.abspath(path))
+    if not p.is_dir():
+        return p.stem
+    while _ANONYMOUS_FOLDER.match(p.name) and p.parent != p:
+        p = p.parent
+    return p.name
 
 
 def _refuse_keras_file(p: Path) -> None:
@@ -126,7 +178,7 @@ def load_model(path: str | os.PathLike[str], signature: str | None = None) -> Lo
     """Load a frozen GraphDef file or a SavedModel directory."""
     p = Path(path)
     if check_model_path(p) == "saved_model":
-        return load_saved_model(p, signature)
+        return load_saved_model(saved_model_dir(p), signature)
     try:
         data = p.read_bytes()
     except OSError as exc:
@@ -174,12 +226,11 @@ def choose_signature(path: Path, names: list[str], signature: str | None) -> str
 
 def default_output_path(model: str | os.PathLike[str], directory: Path) -> Path:
     """``<model name>_fused`` in ``directory``, keeping the input's extension and format:
-    ``x.pbtxt`` -> ``x_fused.pbtxt``, ``x.pb`` -> ``x_fused.pb``, a SavedModel ``m/`` ->
-    ``m_fused.pb``; another extension becomes ``.pb`` or ``.pbtxt`` as the content is."""
+    ``x.pbtxt`` -> ``x_fused.pbtxt``, ``x.pb`` -> ``x_fused.pb``, a SavedModel ``m/`` (or
+    ``m/saved_model/1/``) -> ``m_fused.pb``; another extension becomes ``.pb`` or ``.pbtxt`` as the content is."""
     p = Path(model)
-    name = Path(os.path.abspath(p)).name
     if p.is_dir():
-        return directory / f"{name}_fused.pb"
+        return directory / f"{model_name(p)}_fused.pb"
     if p.suffix.lower() in GRAPH_SUFFIXES:
         return directory / f"{p.stem}_fused{p.suffix}"
     try:
@@ -235,5 +286,5 @@ def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | N
 
 __all__ = ["GRAPH_FORMATS", "GRAPH_SUFFIXES", "LoadedModel", "allowed_extensions", "check_model_path",
            "choose_signature", "default_output_path", "graph_bytes", "graph_format_for", "graph_payload", "load_model",
-           "load_saved_model", "looks_like_text", "new_graph_def", "parse_graph_def", "save_graph",
+           "load_saved_model", "looks_like_text", "model_name", "new_graph_def", "parse_graph_def", "save_graph",
            "write_atomically"]

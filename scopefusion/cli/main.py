@@ -75,10 +75,10 @@ def _add_switch_option(p: argparse.ArgumentParser) -> None:
 
 def _add_verify_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verification")
-    g.add_argument("--input_shape", "--input-shape", dest="input_shape", default="", metavar="SPEC",
-                   help='input shapes, e.g. "ids:-1,128;mask:-1,128" (-1: dynamic; a scalar is 0). run: declared on '
-                   "the placeholders for shape inference (the fused graph keeps them); verification: dynamic and "
-                   "unknown dimensions not given default to 2")
+    g.add_argument("--verify-shape", "--verify_shape", dest="verify_shape", default="", metavar="SPEC",
+                   help='input shapes for verification only, e.g. "ids:2,128;mask:2,128" (-1: dynamic; a scalar is '
+                   "0); dimensions the graph leaves unknown and not given here default to 2. The output graph is "
+                   "not changed by it")
     g.add_argument("--runs", type=int, default=3, help="how many random feeds to compare on (default 3, at least 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the first random feed (default 0)")
     g.add_argument("--atol", type=float, default=None,
@@ -136,6 +136,10 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")
     add_summary_arguments(run)
+    run.add_argument("--input_shape", "--input-shape", dest="input_shape", default="", metavar="SPEC",
+                     help='declare the shapes of inputs the graph leaves unknown, e.g. "ids:-1,128;mask:-1,128" '
+                     "(-1: dynamic; a scalar is 0): written on the output graph's placeholders, and used for "
+                     "shape inference and (unless --verify-shape is given) verification")
     _add_verify_options(run)
     _add_common(run)
 
@@ -159,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--signature", help="signature to freeze when ORIGINAL is a SavedModel (default: "
                      "serving_default, or its only signature)")
     _add_verify_options(ver)
+    ver.add_argument("--input_shape", "--input-shape", dest="verify_shape", help=argparse.SUPPRESS)  # older name
     _add_common(ver)
 
     new = sub.add_parser("new-plugin", help="write a ready-to-install plugin package",
@@ -340,7 +345,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         progress.update(f"loading {original.name} and {fused.name}")
         loaded = _load(original, args.signature, args.debug, True)
         result = run_verification(args, loaded, _load(fused, None, args.debug, True), registry, int_range,
-                                  args.input_shape or None, progress.update)
+                                  args.verify_shape or None, progress.update)
     return print_verifications([(None, result)])
 
 

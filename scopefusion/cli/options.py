@@ -26,7 +26,7 @@ FUSE_OPTIONS = {"enable_scope_fusion_passes": "--enable_scope_fusion_passes", "o
                 "emit": "--emit", "signature": "--signature", "fusion_switch_file": "--fusion_switch_file",
                 "pass_timeout": "--pass-timeout", "input_shapes": "--input_shape", "config": "--config",
                 "session_options": "--config"}
-VERIFY_OPTIONS = {"input_shapes": "--input_shape", "outputs": "--verify-outputs", "runs": "--runs",
+VERIFY_OPTIONS = {"input_shapes": "--verify-shape", "outputs": "--verify-outputs", "runs": "--runs",
                   "seed": "--seed", "atol": "--atol", "rtol": "--rtol", "int_range": "--int-range",
                   "feeds": "--feeds"}
 #: What left a plugin out, as the command line spells it.
@@ -63,7 +63,10 @@ def check_verify_options(args: argparse.Namespace) -> tuple[int, int]:
     int_range = parse_int_range(args.int_range)
     with option_names(VERIFY_OPTIONS):
         check_verify_parameters(runs=args.runs, atol=args.atol, rtol=args.rtol, int_range=int_range)
-        parse_input_shapes(args.input_shape or None)
+        parse_input_shapes(args.verify_shape or None)
+    if getattr(args, "input_shape", ""):
+        with option_names({"input_shapes": "--input_shape"}):
+            parse_input_shapes(args.input_shape)
     if args.feeds and not Path(args.feeds).is_file():
         raise OptionError(f"--feeds {args.feeds}: no such file (an .npz file whose keys are input names)")
     return int_range

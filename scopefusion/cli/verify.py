@@ -13,10 +13,11 @@ from ..core.options.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
 
 
 def verification_shapes(args: argparse.Namespace) -> list[str | None]:
-    """The input shapes of each verification run: ``--input_shape`` if given, else one per gear
-    of the configuration's ``dynamic_dims`` (placeholder inputs), else one run on the graph's shapes."""
-    if args.input_shape:
-        return [args.input_shape]
+    """The input shapes of each verification run: ``--verify-shape`` if given, else ``run``'s declared
+    ``--input_shape``, else one per gear of the configuration's ``dynamic_dims`` (placeholder inputs),
+    else one run on the graph's shapes."""
+    if args.verify_shape or getattr(args, "input_shape", ""):
+        return [args.verify_shape or args.input_shape]
     config = getattr(args, "config", None)
     if config:
         session = session_options(config)

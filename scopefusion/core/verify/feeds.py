@@ -121,8 +121,8 @@ def _input_shape(spec: InputSpec, given: Sequence[int] | None, notes: list[str])
     if any(d is None for d in spec.shape):
         dims = tuple(DEFAULT_DIM if d is None else d for d in spec.shape)
         notes.append(f"input {spec.name}: unknown dimensions set to {DEFAULT_DIM}: {list(dims)} "
-                     f"(graph shape {['?' if d is None else d for d in spec.shape]}; choose them with "
-                     "--input_shape, input_shapes= in Python)")
+                     f"(graph shape {['?' if d is None else d for d in spec.shape]}; choose them for verification "
+                     "with --verify-shape, or input_shapes= of scopefusion.verify)")
         return dims
     return tuple(spec.shape)  # type: ignore[arg-type]
 

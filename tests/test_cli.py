@@ -48,15 +48,15 @@ def test_run_with_options_report_and_text_output(tmp_path, capsys):
                                            "ub.index", "ub.match", "ub.apply", "ub.validate", "emit_tf"}
 
 
-@pytest.mark.parametrize("argv,needle", [
+@pytest.mark.parametrize("argv,needle,status", [
     (["run", str(EXAMPLE_MODEL), "--enable_scope_fusion_passes", "ScopeLayerNormPas"],
-     "did you mean 'ScopeLayerNormPass'"),
-    (["run", "/nonexistent/model.pb"], "no such file"),
-    (["run", str(EXAMPLE_MODEL), "--outputs", "missing:0"], "missing:0"),
+     "did you mean 'ScopeLayerNormPass'", 2),  # a usage error
+    (["run", "/nonexistent/model.pb"], "no such file", 3),  # any other error
+    (["run", str(EXAMPLE_MODEL), "--outputs", "missing:0"], "missing:0", 2),
 ])
-def test_errors_are_one_line_with_non_zero_exit(tmp_path, monkeypatch, capsys, argv, needle):
+def test_errors_are_one_line_with_non_zero_exit(tmp_path, monkeypatch, capsys, argv, needle, status):
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 1
+    assert main(argv) == status
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("scopefusion: error:") and needle in err[0]
     assert "Traceback" not in err[0]
@@ -66,11 +66,11 @@ def test_errors_are_one_line_with_non_zero_exit(tmp_path, monkeypatch, capsys, a
 def test_malformed_model_and_refusing_to_overwrite_the_input(tmp_path, capsys):
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"\x01\x02 not a graph")
-    assert main(["run", str(bad), "-o", str(tmp_path / "o.pb")]) == 1
+    assert main(["run", str(bad), "-o", str(tmp_path / "o.pb")]) == 3
     assert "bad.pb: not a GraphDef" in capsys.readouterr().err
     model = tmp_path / "m.pb"
     model.write_bytes(EXAMPLE_MODEL.read_bytes())
-    assert main(["run", str(model), "-o", str(model)]) == 1
+    assert main(["run", str(model), "-o", str(model)]) == 2
     assert "refusing to overwrite the input" in capsys.readouterr().err
     assert model.read_bytes() == EXAMPLE_MODEL.read_bytes()
 
@@ -129,7 +129,7 @@ def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):
          "is not a SavedModel directory"),
     ]
     for argv, needle in cases:
-        assert main(argv) == 1, argv
+        assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("scopefusion: error:") and needle in err[0], (argv, err)
     assert model.read_bytes() == EXAMPLE_MODEL.read_bytes()
@@ -141,16 +141,16 @@ def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):
 def test_a_model_without_nodes_is_an_error(tmp_path, capsys, content):
     empty = tmp_path / "empty.pbtxt"
     empty.write_bytes(content)
-    assert main(["run", str(empty), "-o", str(tmp_path / "o.pb")]) == 1
+    assert main(["run", str(empty), "-o", str(tmp_path / "o.pb")]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("scopefusion: error:") and "the graph has no nodes" in line
     assert not (tmp_path / "o.pb").exists()
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["run", "m.pb", "--emit", "xyz"], "scopefusion run: argument --emit: invalid choice: 'xyz'"),
+    (["run", "m.pb", "--emit", "xyz"], "scopefusion: error: run: argument --emit: invalid choice: 'xyz'"),
     (["run", "m.pb", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
-    (["verify", "m.pb"], "scopefusion verify: the following arguments are required: fused"),
+    (["verify", "m.pb"], "scopefusion: error: verify: the following arguments are required: fused"),
 ])
 def test_usage_errors_are_one_line_with_status_2(capsys, argv, needle):
     with pytest.raises(SystemExit) as info:
@@ -184,7 +184,7 @@ def test_verify_names_a_fused_op_nobody_declares(tmp_path, capsys):
     node = next(n for n in graph.node if n.op == "Rsqrt")
     node.op = "MysteryFusedOp"
     save_graph(graph, tmp_path / "fused.pb")
-    assert main(["verify", str(EXAMPLE_MODEL), str(tmp_path / "fused.pb")]) == 1
+    assert main(["verify", str(EXAMPLE_MODEL), str(tmp_path / "fused.pb")]) == 3
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "neither TensorFlow ops nor declared fused ops: MysteryFusedOp (node" in line
     assert "is the plugin that declares them installed" in line
@@ -217,7 +217,7 @@ def test_config_check_prints_the_effective_options(tmp_path, capsys):
 def test_config_check_rejects_a_wrong_value_kind_in_one_line(tmp_path, capsys):
     config = tmp_path / "session.pbtxt"
     config.write_text(CONFIG % "i: 3")
-    assert main(["config", "check", str(config)]) == 1
+    assert main(["config", "check", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("scopefusion: error:") and "use_off_line" in err[0]
     assert "given an int (.i) = 3" in err[0] and "allowed: a bool (.b)" in err[0]

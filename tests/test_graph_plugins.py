@@ -155,7 +155,7 @@ def test_cli_rejects_a_bad_switch_file_before_any_work(plugin_dirs, tmp_path, co
     out = tmp_path / "fused.pb"
     ran = cli(plugin_dirs, [], "run", str(tmp_path / "no-such-model.pb"), "-o", str(out), "--fusion_switch_file",
               str(switch))
-    assert ran.returncode == 1
+    assert ran.returncode == 2
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scopefusion: error: fusion switch file") and needle in lines[0]
     assert not out.exists()

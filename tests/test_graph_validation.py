@@ -252,7 +252,7 @@ def test_a_binary_graph_nested_past_protobufs_limit_is_one_clear_error(tmp_path)
 def test_the_command_line_prints_the_node_on_one_line(graph, tmp_path, capsys):
     path = tmp_path / "m.pb"
     path.write_bytes(_spoilt(graph, _set_input("concat", 0, "split:2")).SerializeToString())
-    assert main(["run", str(path), "-o", str(tmp_path / "out.pb")]) == 1
+    assert main(["run", str(path), "-o", str(tmp_path / "out.pb")]) == 3
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [f"scopefusion: error: {path}: invalid graph: node 'concat' (ConcatV2): input 0 'split:2' "
                      "reads output 2 of 'split' (Split), which has 2 outputs"]

@@ -173,13 +173,13 @@ def test_dry_run_writes_no_page_and_dash_prints_it(tmp_path, capsys):
 
 def test_the_page_path_is_checked_before_any_work(tmp_path, capsys):
     out = tmp_path / "o.pb"
-    assert main(["run", "-o", str(out), "--html", str(tmp_path / "missing" / "run.html")]) == 1
+    assert main(["run", "-o", str(out), "--html", str(tmp_path / "missing" / "run.html")]) == 2
     assert "directory" in capsys.readouterr().err and not out.exists()
-    assert main(["run", "-o", str(out), "--html", str(out)]) == 1
+    assert main(["run", "-o", str(out), "--html", str(out)]) == 2
     assert "the HTML page and the fused graph cannot go to the same file" in capsys.readouterr().err
-    assert main(["run", "-o", str(out), "--report", "-", "--html", "-"]) == 1
+    assert main(["run", "-o", str(out), "--report", "-", "--html", "-"]) == 2
     assert "--report - and --html -: only one of them" in capsys.readouterr().err
-    assert main(["run", "-o", str(out), "--html", str(tmp_path)]) == 1
+    assert main(["run", "-o", str(out), "--html", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err and not out.exists()
 
 
@@ -187,7 +187,7 @@ def test_a_failing_run_leaves_no_page(tmp_path, capsys):
     html = tmp_path / "run.html"
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"not a graph")
-    assert main(["run", str(bad), "-o", str(tmp_path / "o.pb"), "--html", str(html)]) == 1
+    assert main(["run", str(bad), "-o", str(tmp_path / "o.pb"), "--html", str(html)]) == 3
     assert not html.exists() and [p.name for p in tmp_path.iterdir()] == ["bad.pb"]
 
 

@@ -100,10 +100,10 @@ def test_scaffolded_plugin_installs_and_passes_its_tests(tmp_path, capsys):
 
 
 def test_scaffold_refuses_bad_names_and_existing_directories(tmp_path, capsys):
-    assert main(["new-plugin", "9lives", "--dir", str(tmp_path)]) == 1
+    assert main(["new-plugin", "9lives", "--dir", str(tmp_path)]) == 2
     assert "plugin name '9lives'" in capsys.readouterr().err
     assert main(["new-plugin", "ok-name", "--dir", str(tmp_path)]) == 0
-    assert main(["new-plugin", "ok-name", "--dir", str(tmp_path)]) == 1
+    assert main(["new-plugin", "ok-name", "--dir", str(tmp_path)]) == 2
     assert "already exists" in capsys.readouterr().err
 
 
@@ -299,7 +299,7 @@ def test_with_passes_works_once_the_same_plugin_is_installed(example_site, tmp_p
     ("protobuf", "a distribution protobuf"),  # module name free, distribution name taken
 ])
 def test_scaffold_rejects_names_with_one_line(name, message, tmp_path, capsys):
-    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("scopefusion: error: ") and err.count("\n") == 1, err
     assert message in err
@@ -314,8 +314,8 @@ def test_scaffold_names_and_directories(tmp_path, capsys):
     assert check_name("a") == ("a", "a")
     a_file = tmp_path / "file"
     a_file.write_text("")
-    for target in (a_file, a_file / "sub"):
-        assert main(["new-plugin", "acme-norms", "--dir", str(target)]) == 1
+    for target, status in ((a_file, 2), (a_file / "sub", 3)):  # a bad --dir; a directory the system cannot make
+        assert main(["new-plugin", "acme-norms", "--dir", str(target)]) == status
         err = capsys.readouterr().err
         assert err.startswith("scopefusion: error: ") and err.count("\n") == 1, err
         assert "Error:" not in err and "not a directory" in err.lower()

@@ -197,7 +197,7 @@ def test_cli_reports_a_plugin_whose_hook_raises(plugin_dirs, tmp_path):
     assert "hook exploded" in ran.stdout and "23 fused op(s)" in ran.stdout
     strict = cli(plugin_dirs, ["sf-test-badhook"], "run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "s.pb"),
                   "--strict")
-    assert strict.returncode == 1
+    assert strict.returncode == 3
     (line,) = strict.stderr.strip().splitlines()
     assert line.startswith("scopefusion: error: plugin 'badhook'") and "hook exploded" in line
     assert not (tmp_path / "s.pb").exists()
@@ -443,7 +443,7 @@ def test_cli_block_plugin(plugin_dirs, how):
 @pytest.mark.parametrize("args", [["list"], ["list", "--json"]])
 def test_cli_broken_plugin_is_one_line_error(plugin_dirs, args):
     proc = cli(plugin_dirs, ["sf-test-broken", "sf-test-extra"], *args)
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -454,7 +454,7 @@ def test_cli_broken_plugin_is_one_line_error(plugin_dirs, args):
 
 def test_cli_unknown_pass_is_one_line_error(plugin_dirs):
     proc = cli(plugin_dirs, ["sf-test-extra"], "list", "--enable_scope_fusion_passes", "TestExtraPas")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scopefusion: error:"), proc.stderr
     assert "did you mean 'TestExtraPass'" in lines[0]

@@ -77,7 +77,7 @@ def test_binary_to_a_terminal_is_refused(tmp_path):
     finally:
         os.close(follower)
         os.close(leader)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     line = proc.stderr.decode().strip()
     assert line.startswith("scopefusion: error: -o -: refusing to write a binary GraphDef to a terminal")
     assert "-o fused.pbtxt" in line and "--output-format pbtxt" in line
@@ -101,7 +101,7 @@ def test_special_files_are_refused_not_replaced(tmp_path, capsys):
         kind = os.stat(special).st_mode
         for option in ("-o", "--report"):
             argv = ["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "o.pb"), option, str(special)]
-            assert main(argv) == 1
+            assert main(argv) == 2
             line = _one_error(capsys)
             assert "refusing to replace it" in line and ("FIFO" in line or "character device" in line), line
             assert os.stat(special).st_mode == kind  # still the special file
@@ -131,7 +131,7 @@ def test_an_unwritable_directory_is_an_error_before_the_model_is_read(tmp_path, 
         directory.chmod(0o555)
     report = ["-o", str(tmp_path / "o.pb"), "--report", str(directory / "r.json")]
     for argv in (["-o", str(directory / "o.pb")], report):
-        assert main(["run", str(bad_model), *argv]) == 1
+        assert main(["run", str(bad_model), *argv]) == 2
         line = _one_error(capsys)
         assert f"cannot write the {'report' if '--report' in argv else 'output'} in directory {directory}" in line
     assert not (tmp_path / "o.pb").exists()
@@ -147,11 +147,11 @@ def test_a_report_that_fails_after_the_output_leaves_no_new_output(tmp_path, cap
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--report", str(report)]) == 1
+    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--report", str(report)]) == 3
     assert "No space left on device" in _one_error(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither file, no temporary file
     out.write_bytes(b"the previous output")
-    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--report", str(report)]) == 1
+    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--report", str(report)]) == 3
     capsys.readouterr()
     assert out.read_bytes() == b"the previous output"  # put back
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.pb"]
@@ -162,7 +162,7 @@ def test_a_verification_error_writes_nothing_and_a_mismatch_keeps_the_output(tmp
     np.savez(feeds, not_an_input=np.zeros(3, np.float32))
     out, report = tmp_path / "o.pb", tmp_path / "r.json"
     argv = ["run", str(EXAMPLE_MODEL), "-o", str(out), "--report", str(report), "--verify"]
-    assert main([*argv, "--feeds", str(feeds)]) == 1
+    assert main([*argv, "--feeds", str(feeds)]) == 2
     assert "--feeds: 'not_an_input:0' is not an input of the graph" in _one_error(capsys)
     assert not out.exists() and not report.exists()
     assert main([*argv, "--atol", "0", "--rtol", "0", "--runs", "1"]) == 1  # a mismatch, by design
@@ -234,7 +234,7 @@ def test_the_default_output_keeps_the_input_format_and_extension(tmp_path, monke
 
 def test_unknown_output_extensions_are_errors(tmp_path, capsys):
     for name in ("out.onnx", "out"):
-        assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / name)]) == 1
+        assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / name)]) == 2
         line = _one_error(capsys)
         assert "unknown extension" in line and ".pb or .graphdef (binary) or .pbtxt or .txt (text)" in line
     assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "out.onnx"), "--output-format", "pb"]) == 0
@@ -271,7 +271,7 @@ def saved_models(tmp_path_factory):
 
 def test_several_signatures_without_serving_default_are_an_error(saved_models, tmp_path, capsys):
     out = tmp_path / "o.pb"
-    assert main(["run", str(saved_models / "two"), "-o", str(out)]) == 1
+    assert main(["run", str(saved_models / "two"), "-o", str(out)]) == 3
     line = _one_error(capsys)
     assert "2 signatures and none is serving_default: alpha, beta; choose one with --signature NAME" in line
     assert main(["run", str(saved_models / "two"), "-o", str(out), "--signature", "beta"]) == 0
@@ -282,11 +282,11 @@ def test_verify_takes_the_signature_of_the_original(saved_models, tmp_path, caps
     out = tmp_path / "beta.pb"
     assert main(["run", str(saved_models / "two"), "-o", str(out), "--signature", "beta"]) == 0
     capsys.readouterr()
-    assert main(["verify", str(saved_models / "two"), str(out)]) == 1
+    assert main(["verify", str(saved_models / "two"), str(out)]) == 3
     assert "--signature NAME" in _one_error(capsys)
     assert main(["verify", str(saved_models / "two"), str(out), "--signature", "beta"]) == 0
     assert "verified: 1 output(s) match" in capsys.readouterr().out
-    assert main(["verify", str(out), str(out), "--signature", "beta"]) == 1
+    assert main(["verify", str(out), str(out), "--signature", "beta"]) == 2
     assert "is not a SavedModel directory" in _one_error(capsys)
 
 
@@ -302,7 +302,7 @@ def test_loading_a_saved_model_prints_no_native_lines(saved_models, tmp_path):
 def test_a_plain_directory_is_named_as_not_a_saved_model(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("not a model")
-    assert main(["run", "."]) == 1
+    assert main(["run", "."]) == 3
     line = _one_error(capsys)
     assert ".: a directory but not a SavedModel" in line and "overwrite" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -314,7 +314,7 @@ def test_keras_files_say_how_to_export_a_saved_model(tmp_path, capsys, name):
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.save(tmp_path / name)
-    assert main(["run", str(tmp_path / name), "-o", str(tmp_path / "o.pb")]) == 1
+    assert main(["run", str(tmp_path / name), "-o", str(tmp_path / "o.pb")]) == 3
     line = _one_error(capsys)
     assert "a Keras model file, not a GraphDef or SavedModel; export a SavedModel first" in line
     assert f"keras.saving.load_model('{tmp_path / name}', compile=False).export('model_saved')" in line
@@ -339,7 +339,7 @@ def _gather_graph(unused_input: bool = False):
 def test_a_failing_run_shows_tensorflows_cause(tmp_path, capsys):
     model = tmp_path / "g.pb"
     save_graph(_gather_graph(), model)
-    assert main(["verify", str(model), str(model), "--int-range", "5,9"]) == 1
+    assert main(["verify", str(model), str(model), "--int-range", "5,9"]) == 3
     line = _one_error(capsys)
     assert "running the original graph failed: InvalidArgumentError at node 'lookup' (GatherV2):" in line
     assert "indices[0] = " in line and "is not in [0, 5)" in line and "Graph execution error" not in line
@@ -350,7 +350,7 @@ def test_wrong_feeds_list_the_inputs_it_needs(tmp_path, capsys):
     save_graph(_gather_graph(), model)
     feeds = tmp_path / "f.npz"
     np.savez(feeds, idz=np.array([1], np.int32))
-    assert main(["verify", str(model), str(model), "--feeds", str(feeds)]) == 1
+    assert main(["verify", str(model), str(model), "--feeds", str(feeds)]) == 2
     assert "--feeds: 'idz:0' is not an input of the graph; the inputs it needs: ids" in _one_error(capsys)
 
 
@@ -378,7 +378,7 @@ def test_only_inputs_the_outputs_depend_on_need_values(tmp_path, capsys):
 ])
 def test_bad_verification_options_are_errors(tmp_path, capsys, argv, needle):
     out = tmp_path / "o.pb"
-    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--verify", *argv]) == 1
+    assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "--verify", *argv]) == 2
     assert needle in _one_error(capsys)
     assert not out.exists()
 
@@ -412,7 +412,7 @@ def _api_messages(graph) -> list[str]:
 
 # ====================================================================== options
 def test_outputs_port_must_exist(tmp_path, capsys):
-    assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "o.pb"), "--outputs", "bert/pooler/dense/Tanh:3"]) == 1
+    assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "o.pb"), "--outputs", "bert/pooler/dense/Tanh:3"]) == 2
     assert "--outputs: no tensor 'bert/pooler/dense/Tanh:3': node 'bert/pooler/dense/Tanh' (Tanh) has 1 output" in \
         _one_error(capsys)
     assert main(["run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "o.pb"), "--outputs", "bert/pooler/dense/Tanh:0"]) == 0
@@ -489,7 +489,7 @@ def test_an_unknown_name_in_scopefusion_plugins_is_warned_about(plugin_dirs):
 def test_a_pass_of_a_blocked_plugin_names_the_plugin(plugin_dirs, tmp_path, how, needle):
     ran = cli(plugin_dirs, ["sf-test-extra"], "run", str(EXAMPLE_MODEL), "-o", str(tmp_path / "o.pb"),
               "--enable_scope_fusion_passes", "TestExtraPass", *how)
-    assert ran.returncode == 1
+    assert ran.returncode == 2
     line = ran.stderr.strip().splitlines()[-1]
     assert line.startswith("scopefusion: error: pass 'TestExtraPass' is provided by plugin 'extra' "
                            "(distribution sf-test-extra 1.2.3"), line

@@ -253,7 +253,7 @@ def test_a_scope_pass_that_changes_what_it_reads_is_undone_and_named():
 def test_the_command_line_takes_a_pass_time_limit(tmp_path, capsys):
     from scopefusion.cli import main
 
-    assert main(["run", "--pass-timeout", "0", "-o", str(tmp_path / "o.pb")]) == 1
+    assert main(["run", "--pass-timeout", "0", "-o", str(tmp_path / "o.pb")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "scopefusion: error: --pass-timeout must be a positive number of seconds, not 0.0"
     assert "No model given" not in "\n".join(err)  # refused before any work

@@ -61,7 +61,7 @@ def test_dry_run_writes_nothing_and_says_the_same(tmp_path, monkeypatch, capsys)
     assert text.rstrip().splitlines()[-1].startswith(
         "dry run: nothing written (o.pb would get the fused form): 234 -> 141 nodes, 23 fused op(s)")
     # --report - still prints the report (the summary moves to standard error); -o - writes no graph
-    assert main(["run", str(EXAMPLE_MODEL), "-o", "-", "--report", "-", "--dry-run"]) == 1  # two outputs on stdout
+    assert main(["run", str(EXAMPLE_MODEL), "-o", "-", "--report", "-", "--dry-run"]) == 2  # two outputs on stdout
     capsys.readouterr()
     assert main(["run", str(EXAMPLE_MODEL), "--report", "-", "--dry-run"]) == 0
     captured = capsys.readouterr()

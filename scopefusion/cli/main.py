@@ -92,11 +92,18 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
                    help="compare only these output tensors (default: every sink of both graphs)")
 
 
+#: exit statuses: 0 done, 1 verification found a mismatch, 2 usage (an unknown flag, a bad option value),
+#: 3 any other error (a model that cannot be read, a pass that failed with --strict, ...), 130 interrupted
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other error, with status 2."""
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        self.exit(2, f"scopefusion: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        command = self.prog.partition(" ")[2]  # "scopefusion run" -> "run"; the top parser has none
+        where = f"{command}: " if command else ""
+        self.exit(EXIT_USAGE, f"scopefusion: error: {where}{message} (see '{self.prog} --help')\n")
 
 
 def _add_run_parser(sub: Any) -> None:
@@ -240,7 +247,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------- run
 def _check_signature(args: argparse.Namespace, model: Path, kind: str) -> None:
     if args.signature and kind != "saved_model":
-        raise ScopeFusionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
+        raise OptionError(f"--signature {args.signature!r}: {model} is not a SavedModel directory")
 
 
 def _load(path: Path, signature: str | None, debug: bool, needs_tensorflow: bool) -> Any:
@@ -373,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     handlers = {"run": cmd_run, "list": cmd_list, "verify": cmd_verify, "new-plugin": cmd_new_plugin,
                 "config": cmd_config, "partition": cmd_partition, "explain": cmd_explain}
     handler = handlers[args.command]
@@ -383,10 +390,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"scopefusion: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(exc, OptionError) else EXIT_ERROR
     except KeyboardInterrupt:
         print("scopefusion: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -397,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scopefusion: error: {type(exc).__name__}: {' '.join(str(exc).split())} "
               "(run with --debug for a traceback)",
               file=sys.stderr)
-        return 1
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..core.errors import ScopeFusionError
+from ..core.errors import OptionError, ScopeFusionError
 from ..plugins.registry import normalise_distribution
 
 #: A valid distribution name (PEP 508), ASCII only.
@@ -197,30 +197,30 @@ def check_name(name: str) -> tuple[str, str]:
     shadow a standard-library or already importable module.
     """
     if not _DIST_NAME.match(name):
-        raise ScopeFusionError(
+        raise OptionError(
             f"plugin name {name!r} is not a valid distribution name: use ASCII letters, digits, '-', '_' "
             "and '.', beginning and ending with a letter or digit")
     module = re.sub(r"[-.]+", "_", name).lower()
     dist = normalise_distribution(name)
     if not module.isidentifier() or keyword.iskeyword(module):
-        raise ScopeFusionError(
+        raise OptionError(
             f"plugin name {name!r} would make the module name {module!r}, which is not a valid Python "
             "identifier (it must begin with a letter and not be a keyword)")
     if module in sys.stdlib_module_names:
-        raise ScopeFusionError(
+        raise OptionError(
             f"plugin name {name!r}: its module {module!r} would shadow the standard-library module {module!r}")
     where = _shadowed_location(module)
     if where is not None:
-        raise ScopeFusionError(
+        raise OptionError(
             f"plugin name {name!r}: its module {module!r} would shadow the installed module {module!r} ({where})")
     if module in _RESERVED:
-        raise ScopeFusionError(f"plugin name {name!r} would make an unusable module name {module!r}")
+        raise OptionError(f"plugin name {name!r} would make an unusable module name {module!r}")
     try:
         installed = importlib.metadata.distribution(dist)
     except importlib.metadata.PackageNotFoundError:
         installed = None
     if installed is not None:
-        raise ScopeFusionError(
+        raise OptionError(
             f"plugin name {name!r}: a distribution {installed.metadata['Name']} {installed.version} is already "
             "installed, and installing the plugin would replace it")
     return dist, module
@@ -235,10 +235,10 @@ def new_plugin(name: str, directory: str | Path = ".") -> Path:
     dist, module = check_name(name)
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
-        raise ScopeFusionError(f"{directory} is not a directory")
+        raise OptionError(f"{directory} is not a directory")
     root = directory / dist
     if root.exists() or root.is_symlink():
-        raise ScopeFusionError(f"{root} already exists; choose another name or --dir")
+        raise OptionError(f"{root} already exists; choose another name or --dir")
     values = {"dist": dist, "module": module, "camel": _camel(name)}
     files = {
         "pyproject.toml": PYPROJECT,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from ..core.errors import OptionError, ScopeFusionError
+from ..core.errors import OptionError
 from ..core.fusion.options import parse_pass_list
 from ..core.graph.io import GRAPH_FORMATS, GRAPH_SUFFIXES, allowed_extensions, default_output_path
 from ..core.graph.output_paths import STDOUT, OutputTarget, resolve_output
@@ -135,9 +135,9 @@ def _refuse_input(model: Path, targets: Mapping[str, OutputTarget | None]) -> No
         inside = model.is_dir() and model_real in target.path.parents
         if target.path == model_real or inside:
             where = " (it lies inside the SavedModel directory)" if inside else ""
-            raise ScopeFusionError(f"{target.given}: refusing to overwrite the input model{where}")
+            raise OptionError(f"{target.given}: refusing to overwrite the input model{where}")
         if target.path in seen:
-            raise ScopeFusionError(f"{target.given}: the {what} and the {seen[target.path]} cannot go to the same "
+            raise OptionError(f"{target.given}: the {what} and the {seen[target.path]} cannot go to the same "
                                    "file")
         seen[target.path] = what
 

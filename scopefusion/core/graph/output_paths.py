@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Sequence, Union
 
-from ..errors import ScopeFusionError
+from ..errors import OptionError
 
 STDOUT = "-"
 TEMP_PREFIX = ".sf-"
@@ -42,8 +42,8 @@ Payload = Union[bytes, Iterable[bytes]]
 _TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-class OutputPathError(ScopeFusionError):
-    """An output path that cannot or must not be written."""
+class OutputPathError(OptionError):
+    """An output path that cannot or must not be written (a usage error: the command names it)."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .core.options.gears import PLACEHOLDER_INPUTS, declared_shapes
 from .core.options.record import record_options, recorded_only
 from .core.verify import verify as core_verify
 from .core.verify.tf_form import to_tf_runnable
+from .core.version import installed_versions
 from .explain.hints import add_hints
 from .report.html import html_report
 from .plugins.blocked import check_enabled_passes
@@ -321,6 +322,7 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
         report.warnings.append("input_shape describes the dataset's inputs (dynamic_node_type 0), not "
                                "placeholders: not declared for shape inference")
     report.inputs = list(loaded.inputs)
+    report.versions = installed_versions()
     return report
 
 

@@ -2,6 +2,7 @@
 show the NpuOptimizer options it leads to."""
 from __future__ import annotations
 
+import json
 import os
 
 from rich.console import Console
@@ -25,11 +26,21 @@ def options_table(options: NpuOptions, title: str) -> Table:
     return table
 
 
-def config_check(path: str | os.PathLike[str], *, console: Console) -> int:
+def options_json(options: NpuOptions) -> str:
+    """The options as JSON: per option its value (as the table shows it), whether it was set, and its use."""
+    rows = [{"option": spec.name, "value": render_value(spec.name, getattr(options, spec.name)),
+             "source": options.source(spec.name), "use": spec.use, "acted_on": spec.acted_on} for spec in OPTIONS]
+    return json.dumps({"options": rows, "set": sorted(options.given)}, indent=2)
+
+
+def config_check(path: str | os.PathLike[str], *, console: Console, as_json: bool = False) -> int:
     """Print the effective NpuOptimizer options of the ConfigProto in ``path``
-    (text or binary) and return 0; a bad configuration raises
+    (text or binary; as JSON with ``as_json``) and return 0; a bad configuration raises
     :class:`~scopefusion.core.options.SessionOptionError`."""
     options = read_npu_options(path)
+    if as_json:
+        print(options_json(options))
+        return 0
     console.print(options_table(options, f"NpuOptimizer options of {path}"))
     given = [spec for spec in OPTIONS if spec.name in options.given]
     acted = [spec.name for spec in given if spec.acted_on]

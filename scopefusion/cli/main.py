@@ -171,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "serving_default, or its only signature)")
     _add_verify_options(ver)
     ver.add_argument("--input_shape", "--input-shape", dest="verify_shape", help=argparse.SUPPRESS)  # older name
+    ver.add_argument("--json", action="store_true", help="print the comparison as JSON (passed, runs, notes, "
+                     "outputs with their errors) instead of the table")
     _add_common(ver)
 
     new = sub.add_parser("new-plugin", help="write a ready-to-install plugin package",
@@ -208,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print every option's value, whether it was set or is the default, and "
                                "whether this tool acts on it or records it for a back end; exit 1 on any error.")
     check.add_argument("file", help="a ConfigProto with an NpuOptimizer custom optimizer (.pbtxt or binary)")
+    check.add_argument("--json", action="store_true", help="print the options as JSON instead of the table")
     check.add_argument("--debug", action="store_true", help="show a traceback on errors")
     cfg.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -280,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
-    if not args.model:
+    if not args.model and not args.quiet:
         print(f"No model given: fusing the built-in example {model.name}", file=sys.stderr)
     with Progress() as progress:  # on a terminal only
         progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
@@ -336,7 +339,8 @@ def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification
     # standard output carries the graph or the report (a dry run writes no graph)
     out = console(stderr=any(t is not None and t.is_stdout for t in (outputs.report, outputs.html))
                   or (outputs.graph.is_stdout and not args.dry_run))
-    print_run_summary(report, str(outputs.graph), args.emit, out, verbose=args.verbose, dry_run=args.dry_run)
+    print_run_summary(report, str(outputs.graph), args.emit, out, verbose=args.verbose, dry_run=args.dry_run,
+                      quiet=args.quiet)
     return 0 if verification is None else print_verifications(verification, out)
 
 
@@ -353,6 +357,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         loaded = _load(original, args.signature, args.debug, True)
         result = run_verification(args, loaded, _load(fused, None, args.debug, True), registry, int_range,
                                   args.verify_shape or None, progress.update)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return EXIT_OK if result.passed else EXIT_MISMATCH
     return print_verifications([(None, result)])
 
 
@@ -370,7 +377,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     from .console import console
 
     with native_stderr_quiet(not args.debug):  # reading a ConfigProto imports TensorFlow
-        return config_check(args.file, console=console())
+        return config_check(args.file, console=console(), as_json=args.json)
 
 
 # ------------------------------------------------------------------------- main

@@ -16,8 +16,11 @@ PLACES_SHOWN = 5
 
 
 def print_run_summary(report: "FusionReport", output: str, emit: str, out: Any, *, verbose: bool = False,
-                      dry_run: bool = False) -> None:
-    """Everything ``run`` prints about the fusion, in order."""
+                      dry_run: bool = False, quiet: bool = False) -> None:
+    """Everything ``run`` prints about the fusion, in order; ``quiet``: the closing line only."""
+    if quiet:
+        out.print(closing_line(report, output, emit, dry_run))
+        return
     print_summary(report, out)
     print_fused_places(report, out, verbose)
     print_functions(report, out, verbose)
@@ -29,8 +32,11 @@ def print_run_summary(report: "FusionReport", output: str, emit: str, out: Any, 
 
 
 def add_summary_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("-v", "--verbose", action="store_true",
-                     help="list every fused scope or node per pass (default: the first few)")
+    loud = run.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="list every fused scope or node per pass (default: the first few)")
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="print only the closing line (what was written) and errors; no table, no hints")
     run.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
                      help="fuse and report as usual, but write nothing (no graph, no report or HTML file, no "
                      "segments; --report - and --html - still print)")

@@ -138,6 +138,8 @@ class FusionReport:
     functions: list[FunctionRecord] = field(default_factory=list)
     #: library functions a fusion left uncalled (a fused loop's body and condition), removed
     removed_functions: list[str] = field(default_factory=list)
+    #: what made the run: scopefusion, TensorFlow, protobuf and Python versions (as installed)
+    versions: dict[str, str] = field(default_factory=dict)
 
     def pass_report(self, name: str) -> PassReport:
         for p in self.passes:

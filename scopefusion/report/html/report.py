@@ -27,9 +27,23 @@ FUSED_DRAWN = 50
 REFUSALS_DRAWN = 50
 
 
+class _Link:
+    """A table cell that links to a section of the page (a count, to the first item it counts)."""
+
+    def __init__(self, text: object, anchor: str | None) -> None:
+        self.text, self.anchor = str(text), anchor
+
+    def html(self) -> str:
+        return f'<a href="#{self.anchor}">{escape(self.text)}</a>' if self.anchor else escape(self.text)
+
+
+def _cell(value: object) -> str:
+    return value.html() if isinstance(value, _Link) else escape(str(value))
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric_from: int) -> str:
     head = "".join(f"<th{' class=num' if k >= numeric_from else ''}>{escape(h)}</th>" for k, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f"<td{' class=num' if k >= numeric_from else ''}>{escape(str(v))}</td>"
+    body = "".join("<tr>" + "".join(f"<td{' class=num' if k >= numeric_from else ''}>{_cell(v)}</td>"
                                     for k, v in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -40,18 +54,43 @@ def _kind(p: "PassReport") -> str:
     return "scope" if p.general else "scope (enabled)"
 
 
+def _versions(report: "FusionReport") -> str:
+    return ", ".join(f"{name} {version}" for name, version in report.versions.items()) or "versions not recorded"
+
+
+def _anchors(ran: Sequence["PassReport"]) -> dict[tuple[str, str], str]:
+    """``(pass, verdict) -> id`` of the first drawn item of that pass and verdict ("fused", "refused",
+    "dropped", "near miss"), as :func:`fused_section` and :func:`problems_section` number them."""
+    anchors: dict[tuple[str, str], str] = {}
+    for k, (p, _) in enumerate([(p, f) for p in ran for f in p.fused][:FUSED_DRAWN]):
+        anchors.setdefault((p.name, "fused"), f"fused-{k}")
+    for k, (verdict, p, _) in enumerate(list(_problems(ran))[:REFUSALS_DRAWN]):
+        anchors.setdefault((p.name, verdict), f"problem-{k}")
+    return anchors
+
+
+def _pass_row(p: "PassReport", anchors: dict[tuple[str, str], str]) -> tuple[object, ...]:
+    def link(count: int, verdict: str) -> _Link:
+        return _Link(count, anchors.get((p.name, verdict)) if count else None)
+
+    return (p.name, _kind(p), p.candidates, p.matches, link(len(p.fused), "fused"), link(len(p.refused), "refused"),
+            link(len(p.dropped), "dropped"), link(p.near_miss_count, "near miss"), f"{p.seconds:.3f}")
+
+
 def summary(report: "FusionReport") -> str:
-    """The totals, the pass table, the op-count changes, and the run's hints and warnings."""
+    """The totals, the pass table (each count a link to the first item it counts), the op-count
+    changes, and the run's hints and warnings."""
     ran = [p for p in report.passes if p.ran]
+    anchors = _anchors(ran)
     near = sum(p.near_miss_count for p in ran)
     refused = sum(len(p.refused) for p in ran)
     dropped = sum(len(p.dropped) for p in ran)
     parts = [f'<p class="totals">{report.nodes_before} &rarr; {report.nodes_after} nodes, '
              f"{len(report.fused)} fused op(s), {refused} refused, {dropped} dropped, {near} near miss(es)</p>",
+             f'<p class="versions">{escape(_versions(report))}</p>',
              '<div class="tables"><div><h2>Passes</h2>',
              _table(("pass", "kind", "tested", "matched", "fused", "refused", "dropped", "near miss", "seconds"),
-                    [(p.name, _kind(p), p.candidates, p.matches, len(p.fused), len(p.refused), len(p.dropped),
-                      p.near_miss_count, f"{p.seconds:.3f}") for p in ran], 2), "</div>"]
+                    [_pass_row(p, anchors) for p in ran], 2), "</div>"]
     for title, changes in (("Op counts (types that changed)", report.op_count_changes()),
                            ("Op counts inside functions (types that changed)", report.function_op_count_changes())):
         if changes:

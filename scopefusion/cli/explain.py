@@ -12,6 +12,7 @@ from typing import Any
 from ..core.fusion.options import parse_pass_list
 from ..core.graph.io import check_model_path
 from ..core.graph_fusion.switch import FusionSwitch
+from ..core.scope.patterns import found_text
 from ..core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from ..explain.explanation import Explanation, PassVerdict, explain
 from ..plugins.registry import load_registry
@@ -60,10 +61,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def print_explanation(result: Explanation, verbose: bool = False, out: Any = None) -> None:
+    """The verdicts first (one line per pass that fused, refused or came close; the passes that found
+    nothing counted), then the details of each of those passes (of every pass with ``verbose``)."""
     out = out or sys.stdout
     where = f" (in scope {result.scope!r})" if result.kind == "node" and result.scope else ""
     print(f"{result.kind} {result.place!r}{where}: {len(result.verdicts)} pass(es)", file=out)
-    for v in result.verdicts:
+    telling = [v for v in result.verdicts if v.verdict != "no match"]
+    for v in telling:
+        print(f"  {v.verdict}: {v.name}" + (f": {v.reason}" if v.reason else ""), file=out)
+    quiet = len(result.verdicts) - len(telling)
+    if quiet:
+        names = ", ".join(v.name for v in result.verdicts if v.verdict == "no match")
+        print(f"  no match: {quiet} pass(es)" + (f" ({names})" if verbose else " (-v shows why)"), file=out)
+    for v in result.verdicts if verbose else telling:
         print(file=out)
         print(f"{v.name} ({v.engine} pass, {v.default}): {v.verdict}" + (f": {v.reason}" if v.reason else ""),
               file=out)
@@ -98,6 +108,6 @@ def _print_patterns(v: PassVerdict, verbose: bool, out: Any) -> None:
                                          f"{sum(not f.ok for f in c.features)} of {len(c.features)} feature(s) miss")
         print(f"  pattern {c.label} ({c.where}): {state}", file=out)
         for f in c.features:
-            print(f"    [{'x' if f.ok else ' '}] wanted {f.wanted}; found {f.found}", file=out)
+            print(f"    [{'x' if f.ok else ' '}] wanted {f.wanted}; {found_text(f.found)}", file=out)
     if len(shown) < len(checks):
         print(f"  ({len(checks) - len(shown)} more pattern(s): -v shows all)", file=out)

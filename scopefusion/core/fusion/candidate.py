@@ -69,6 +69,17 @@ class FusionCandidate:
     def has_inner_graph(self) -> bool:
         return bool(self.inner_nodes)
 
+    @property
+    def label(self) -> str:
+        """The name a report shows: a graph pass's inner graph is named after the scope its nodes share,
+        which many results may share (every block of a model), so it shows the node that produces
+        fused output 0 instead (``scope/inner``, unique in the graph); otherwise :attr:`name`."""
+        if self.engine != "graph" or not self.inner_nodes:
+            return self.name
+        ref = self.inner_outputs.get(0, self.inner_nodes[-1].name)
+        node = ref.split(":")[0] if isinstance(ref, str) else self.inner_nodes[-1].name
+        return f"{self.name}/{node}"
+
     def num_inputs(self) -> int:
         return max(self.inputs, default=-1) + 1
 

@@ -221,7 +221,7 @@ class FusionPipeline:
         for plan, place in zip(accepted, places):
             c = plan.candidate  # its ``where`` list is the record's: nothing changes either
             reports[c.pass_name].fused.append(FusedRecord(
-                name=c.name, type=c.type, scopes=c.where, removed_nodes=len(plan.removed),
+                name=c.label, type=c.type, scopes=c.where, removed_nodes=len(plan.removed),
                 kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes), place=place,
             ))
         stages[f"{engine.stage}.apply"] = time.perf_counter() - t0
@@ -324,10 +324,10 @@ def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reaso
     report = reports[candidate.pass_name]
     place = recorder.of_members(sorted(candidate.members)) if recorder is not None else None
     if isinstance(reason, Conflict):
-        report.dropped.append(Refusal(candidate.name, str(reason), list(candidate.where), winner=reason.winner,
+        report.dropped.append(Refusal(candidate.label, str(reason), list(candidate.where), winner=reason.winner,
                                       place=place))
     else:
-        report.refused.append(Refusal(candidate.name, reason, list(candidate.where), place=place))
+        report.refused.append(Refusal(candidate.label, reason, list(candidate.where), place=place))
 
 
 def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],

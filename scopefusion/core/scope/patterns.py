@@ -118,12 +118,17 @@ class NodeAttrFeature:
             return want, "none lies directly in it" + (f" ({len(nodes)} in its sub-scopes)" if nodes else "")
         found = sorted({attr_text(n.attr[self.attr_name], is_type) if self.attr_name in n.attr else "unset"
                         for n in direct})
-        return want, f"found {self.attr_name} = {', '.join(found)}"
+        return want, f"{self.attr_name} = {', '.join(found)}"
 
     def explain(self, scope: "Scope") -> str:
         """What was wanted and what the scope has, in the graph's terms (dtype names, not numbers)."""
         wanted, found = self.wanted_and_found(scope)
-        return f"{wanted} wanted; {found}"
+        return f"{wanted} wanted; {found_text(found)}"
+
+
+def found_text(found: str) -> str:
+    """A feature's ``found`` part as a sentence: ``found T = float32``, or ``none lies directly in it``."""
+    return found if found.startswith("none ") else f"found {found}"
 
 
 def _is_type_attr(nodes: Sequence[Any], attr_name: str) -> bool:

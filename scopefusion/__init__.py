@@ -13,40 +13,105 @@ export are still importable from it, with a :class:`DeprecationWarning` naming w
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .api import FuseResult, fuse, load, partition, verify
-from .builtin_passes import BUILTIN_FUSED_OPS_BY_NAME as BUILTIN_FUSED_OPS
-from .builtin_passes import BUILTIN_PASSES_BY_NAME as BUILTIN_PASSES
-from .core.errors import (
-    EmitError,
-    GraphLoadError,
-    GraphValidationError,
-    OptionError,
-    PassError,
-    PluginError,
-    ScopeFusionError,
-)
-from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from .core.fusion.report import FusionReport
-from .core.graph.io import load_model, save_graph
-from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
-from .core.graph.pattern import ANY, OpPattern, PatternDefinitionError, const, one_of, op, var
-from .core.graph.view import GraphView
-from .core.graph_fusion.base_pass import FusedOp, NotFused, PatternFusionBasePass, fused_input, inner_node
-from .core.graph_fusion.fusion_pattern import FusionPattern, FusionPatternError
-from .core.graph_fusion.switch import FusionSwitch, FusionSwitchError
-from .core.scope.base_pass import ScopeBasePass
-from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
-from .core.scope.results import FusionScopesResult, ScopesResult
-from .core.scope.scope_graph import Scope, ScopeGraph
-from .core.verify.verify import VerifyResult
 from .core.version import __version__
-from .explain import Explanation, explain
-from .plugins.hookspecs import hookimpl
-from .plugins.registry import Registry, load_registry
-from .session import Session
+
+if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported on first use
+    from .api import FuseResult, fuse, load, partition, verify
+    from .builtin_passes import BUILTIN_FUSED_OPS_BY_NAME as BUILTIN_FUSED_OPS
+    from .builtin_passes import BUILTIN_PASSES_BY_NAME as BUILTIN_PASSES
+    from .core.errors import (
+        EmitError,
+        GraphLoadError,
+        GraphValidationError,
+        OptionError,
+        PassError,
+        PluginError,
+        ScopeFusionError,
+    )
+    from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+    from .core.fusion.report import FusionReport
+    from .core.graph.io import load_model, save_graph
+    from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
+    from .core.graph.pattern import ANY, OpPattern, PatternDefinitionError, const, one_of, op, var
+    from .core.graph.view import GraphView
+    from .core.graph_fusion.base_pass import FusedOp, NotFused, PatternFusionBasePass, fused_input, inner_node
+    from .core.graph_fusion.fusion_pattern import FusionPattern, FusionPatternError
+    from .core.graph_fusion.switch import FusionSwitch, FusionSwitchError
+    from .core.scope.base_pass import ScopeBasePass
+    from .core.scope.patterns import NodeAttrFeature, NodeOpTypeFeature, ScopeFeature, ScopePattern
+    from .core.scope.results import FusionScopesResult, ScopesResult
+    from .core.scope.scope_graph import Scope, ScopeGraph
+    from .core.verify.verify import VerifyResult
+    from .explain import Explanation, explain
+    from .plugins.hookspecs import hookimpl
+    from .plugins.registry import Registry, load_registry
+    from .session import Session
+
+#: every public name but ``__version__`` -> (the module that holds it, its name there); ``import
+#: scopefusion`` imports none of them, so the package (and the pytest plugin) load in milliseconds
+_PUBLIC: dict[str, tuple[str, str]] = {
+    "FuseResult": ("scopefusion.api", "FuseResult"),
+    "fuse": ("scopefusion.api", "fuse"),
+    "load": ("scopefusion.api", "load"),
+    "partition": ("scopefusion.api", "partition"),
+    "verify": ("scopefusion.api", "verify"),
+    "BUILTIN_FUSED_OPS": ("scopefusion.builtin_passes", "BUILTIN_FUSED_OPS_BY_NAME"),
+    "BUILTIN_PASSES": ("scopefusion.builtin_passes", "BUILTIN_PASSES_BY_NAME"),
+    "EmitError": ("scopefusion.core.errors", "EmitError"),
+    "GraphLoadError": ("scopefusion.core.errors", "GraphLoadError"),
+    "GraphValidationError": ("scopefusion.core.errors", "GraphValidationError"),
+    "OptionError": ("scopefusion.core.errors", "OptionError"),
+    "PassError": ("scopefusion.core.errors", "PassError"),
+    "PluginError": ("scopefusion.core.errors", "PluginError"),
+    "ScopeFusionError": ("scopefusion.core.errors", "ScopeFusionError"),
+    "AttrDef": ("scopefusion.core.fusion.fused_ops", "AttrDef"),
+    "FusedOpDef": ("scopefusion.core.fusion.fused_ops", "FusedOpDef"),
+    "TensorArg": ("scopefusion.core.fusion.fused_ops", "TensorArg"),
+    "FusionReport": ("scopefusion.core.fusion.report", "FusionReport"),
+    "load_model": ("scopefusion.core.graph.io", "load_model"),
+    "save_graph": ("scopefusion.core.graph.io", "save_graph"),
+    "MatchFailure": ("scopefusion.core.graph.matching", "MatchFailure"),
+    "PatternMatch": ("scopefusion.core.graph.matching", "PatternMatch"),
+    "PatternMatcher": ("scopefusion.core.graph.matching", "PatternMatcher"),
+    "ANY": ("scopefusion.core.graph.pattern", "ANY"),
+    "OpPattern": ("scopefusion.core.graph.pattern", "OpPattern"),
+    "PatternDefinitionError": ("scopefusion.core.graph.pattern", "PatternDefinitionError"),
+    "const": ("scopefusion.core.graph.pattern", "const"),
+    "one_of": ("scopefusion.core.graph.pattern", "one_of"),
+    "op": ("scopefusion.core.graph.pattern", "op"),
+    "var": ("scopefusion.core.graph.pattern", "var"),
+    "GraphView": ("scopefusion.core.graph.view", "GraphView"),
+    "FusedOp": ("scopefusion.core.graph_fusion.base_pass", "FusedOp"),
+    "NotFused": ("scopefusion.core.graph_fusion.base_pass", "NotFused"),
+    "PatternFusionBasePass": ("scopefusion.core.graph_fusion.base_pass", "PatternFusionBasePass"),
+    "fused_input": ("scopefusion.core.graph_fusion.base_pass", "fused_input"),
+    "inner_node": ("scopefusion.core.graph_fusion.base_pass", "inner_node"),
+    "FusionPattern": ("scopefusion.core.graph_fusion.fusion_pattern", "FusionPattern"),
+    "FusionPatternError": ("scopefusion.core.graph_fusion.fusion_pattern", "FusionPatternError"),
+    "FusionSwitch": ("scopefusion.core.graph_fusion.switch", "FusionSwitch"),
+    "FusionSwitchError": ("scopefusion.core.graph_fusion.switch", "FusionSwitchError"),
+    "ScopeBasePass": ("scopefusion.core.scope.base_pass", "ScopeBasePass"),
+    "NodeAttrFeature": ("scopefusion.core.scope.patterns", "NodeAttrFeature"),
+    "NodeOpTypeFeature": ("scopefusion.core.scope.patterns", "NodeOpTypeFeature"),
+    "ScopeFeature": ("scopefusion.core.scope.patterns", "ScopeFeature"),
+    "ScopePattern": ("scopefusion.core.scope.patterns", "ScopePattern"),
+    "FusionScopesResult": ("scopefusion.core.scope.results", "FusionScopesResult"),
+    "ScopesResult": ("scopefusion.core.scope.results", "ScopesResult"),
+    "Scope": ("scopefusion.core.scope.scope_graph", "Scope"),
+    "ScopeGraph": ("scopefusion.core.scope.scope_graph", "ScopeGraph"),
+    "VerifyResult": ("scopefusion.core.verify.verify", "VerifyResult"),
+    "Explanation": ("scopefusion.explain", "Explanation"),
+    "explain": ("scopefusion.explain", "explain"),
+    "hookimpl": ("scopefusion.plugins.hookspecs", "hookimpl"),
+    "Registry": ("scopefusion.plugins.registry", "Registry"),
+    "load_registry": ("scopefusion.plugins.registry", "load_registry"),
+    "Session": ("scopefusion.session", "Session"),
+}
 
 __all__ = [
     # running it: the same jobs as the command line
@@ -92,9 +157,32 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    public = _PUBLIC.get(name)
+    if public is not None:
+        value = getattr(importlib.import_module(public[0]), public[1])
+        globals()[name] = value  # found here from now on
+        return value
     module = _MOVED.get(name)
     if module is None:
         raise AttributeError(f"module 'scopefusion' has no attribute {name!r}")
     warnings.warn(f"scopefusion.{name} is internal now ({module}.{name}); it will not stay exported from "
                   "scopefusion", DeprecationWarning, stacklevel=2)
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``scopefusion`` itself: ``scopefusion.explain`` is the function :func:`explain`, though a
+    subpackage has the same name; when the import system loads that subpackage it binds it here,
+    which this leaves out (``from scopefusion.explain import hints`` still finds it)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "explain" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -19,17 +19,20 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import pytest
 
-from .api import FuseResult, fuse, verify
-from .core.fusion.fused_ops import FusedOpDef
-from .core.fusion.options import PassList, parse_pass_list
-from .core.graph.attrs import attr_value_to_python
-from .core.graph_fusion.base_pass import PatternFusionBasePass
-from .core.scope.base_pass import ScopeBasePass
-from .core.verify.verify import VerifyResult
-from .plugins.registry import BUILTIN, Registry, load_registry
+import scopefusion  # cheap: its names load on first use, so this plugin costs pytest nothing until used
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
+
+    from .api import FuseResult
+    from .core.fusion.fused_ops import FusedOpDef
+    from .core.fusion.options import PassList
+    from .core.graph_fusion.base_pass import PatternFusionBasePass
+    from .core.scope.base_pass import ScopeBasePass
+    from .core.verify.verify import VerifyResult
+    from .plugins.registry import Registry
+
+    PassClass = type[ScopeBasePass] | type[PatternFusionBasePass]
 
 
 def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
@@ -45,11 +48,8 @@ def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
     return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
 
 
-PassClass = type[ScopeBasePass] | type[PatternFusionBasePass]
-
-
-def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpDef] = (),
-                  *, autoload: bool = True) -> Registry:
+def registry_with(passes: Iterable["PassClass"] = (), fused_ops: Iterable["FusedOpDef"] = (),
+                  *, autoload: bool = True) -> "Registry":
     """The built-in passes plus ``passes`` (scope or graph passes) and ``fused_ops``
     (tests of a pass that is not installed, or of a working copy of one that is).
 
@@ -59,23 +59,22 @@ def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpD
     objects take its place instead of clashing with it. ``autoload=False``
     loads no installed plugin at all.
     """
-    from .plugins.hookspecs import hookimpl
-
+    hookimpl, load_registry = scopefusion.hookimpl, scopefusion.load_registry
     passes, fused_ops = list(passes), list(fused_ops)
     scope_passes = [p for p in passes if getattr(p, "engine", None) != "graph"]
     graph_passes = [p for p in passes if getattr(p, "engine", None) == "graph"]
 
     class _Extra:
         @hookimpl
-        def scopefusion_scope_passes(self) -> list[type[ScopeBasePass]]:
+        def scopefusion_scope_passes(self) -> list[type["ScopeBasePass"]]:
             return scope_passes
 
         @hookimpl
-        def scopefusion_graph_passes(self) -> list[type[PatternFusionBasePass]]:
+        def scopefusion_graph_passes(self) -> list[type["PatternFusionBasePass"]]:
             return graph_passes
 
         @hookimpl
-        def scopefusion_fused_ops(self) -> list[FusedOpDef]:
+        def scopefusion_fused_ops(self) -> list["FusedOpDef"]:
             return fused_ops
 
     if not passes and not fused_ops:
@@ -90,7 +89,7 @@ def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpD
     return load_registry(autoload=autoload, block=block, plugins=[("test-passes", _Extra())])
 
 
-def fused_nodes(result: FuseResult, op_type: str) -> list[Any]:
+def fused_nodes(result: "FuseResult", op_type: str) -> list[Any]:
     """Nodes of ``op_type`` in the fused form of a result."""
     return [n for n in result.fused_graph_def.node if n.op == op_type]
 
@@ -104,7 +103,7 @@ def _same(actual: Any, expected: Any) -> bool:
     return bool(actual == expected)
 
 
-def _pass_errors(result: FuseResult) -> list[str]:
+def _pass_errors(result: "FuseResult") -> list[str]:
     return [p.error for p in result.report.passes if p.error]
 
 
@@ -112,12 +111,15 @@ def _errors_text(errors: Sequence[str]) -> str:
     return f"{len(errors)} pass(es) raised (the run was not strict): " + "; ".join(errors)
 
 
-def assert_fused(result: FuseResult, op_type: str, count: int, **attrs: Any) -> list[Any]:
+def assert_fused(result: "FuseResult", op_type: str, count: int, **attrs: Any) -> list[Any]:
     """Assert ``op_type`` appears ``count`` times, each with the given attribute values.
 
     A pass that raised during a non-strict run makes this fail too (with the
     error), whatever the count: its matches are missing from the result.
     """
+    # deferred: TensorFlow's message classes and the engine load when a test first uses a helper
+    from .core.graph.attrs import attr_value_to_python
+
     nodes = fused_nodes(result, op_type)
     refusals = "; ".join(f"{r.name}: {r.reason}" for r in result.report.refused) or "none"
     errors = _pass_errors(result)
@@ -133,7 +135,7 @@ def assert_fused(result: FuseResult, op_type: str, count: int, **attrs: Any) -> 
     return nodes
 
 
-def _scope_names(result: FuseResult) -> set[str]:
+def _scope_names(result: "FuseResult") -> set[str]:
     """The scopes of the graph that was fused: those still in the result, plus
     every scope the report names (fused scopes are single nodes now)."""
     names: set[str] = set()
@@ -155,7 +157,7 @@ def _similar(scope: str, names: set[str]) -> list[str]:
     return list(dict.fromkeys([*same_end, *close]))[:5]
 
 
-def assert_not_matched(result: FuseResult, scope: str) -> str:
+def assert_not_matched(result: "FuseResult", scope: str) -> str:
     """Assert nothing was fused for ``scope`` (a full scope name); returns why.
 
     Fails if the scope, or a scope holding it, was fused; if the graph has no
@@ -195,10 +197,10 @@ def assert_not_matched(result: FuseResult, scope: str) -> str:
     return "no pattern matched it"
 
 
-def assert_verified(original: Any, result: FuseResult | Any, **options: Any) -> VerifyResult:
+def assert_verified(original: Any, result: "FuseResult | Any", **options: Any) -> "VerifyResult":
     """Run original and fused graphs in TensorFlow and assert every output matches."""
-    fused_graph = result.fused_graph_def if isinstance(result, FuseResult) else result
-    outcome = verify(original, fused_graph, **options)
+    fused_graph = result.fused_graph_def if isinstance(result, scopefusion.FuseResult) else result
+    outcome = scopefusion.verify(original, fused_graph, **options)
     outcome.assert_ok()
     return outcome
 
@@ -211,17 +213,17 @@ class PassTester:
     assert_not_matched = staticmethod(assert_not_matched)
     fused_nodes = staticmethod(fused_nodes)
 
-    def __init__(self, registry: Registry | None = None) -> None:
+    def __init__(self, registry: "Registry | None" = None) -> None:
         self._registry = registry
 
     @property
-    def registry(self) -> Registry:
+    def registry(self) -> "Registry":
         if self._registry is None:
-            self._registry = load_registry()
+            self._registry = scopefusion.load_registry()
         return self._registry
 
-    def with_passes(self, passes: Sequence[PassClass] = (),
-                    fused_ops: Sequence[FusedOpDef] = (), *, autoload: bool = False) -> "PassTester":
+    def with_passes(self, passes: Sequence["PassClass"] = (),
+                    fused_ops: Sequence["FusedOpDef"] = (), *, autoload: bool = False) -> "PassTester":
         """A tester whose registry is the built-in passes plus exactly these
         passes and fused ops (a pass with a built-in's name replaces it).
 
@@ -233,8 +235,8 @@ class PassTester:
         """
         return PassTester(registry_with(passes, fused_ops, autoload=autoload))
 
-    def run(self, graph: Any, *, enable: PassList = None, only: PassList | None = None,
-            emit: str = "fused", strict: bool = True, **options: Any) -> FuseResult:
+    def run(self, graph: Any, *, enable: "PassList" = None, only: "PassList | None" = None,
+            emit: str = "fused", strict: bool = True, **options: Any) -> "FuseResult":
         """Fuse ``graph`` with the registry.
 
         ``enable`` names non-general scope passes to run (general ones and graph
@@ -246,6 +248,9 @@ class PassTester:
         (``result.report.passes[i].error``), as ``scopefusion run`` does.
         Other ``options`` go to :func:`scopefusion.fuse`.
         """
+        # deferred: TensorFlow's message classes and the engine load when a test first uses a helper
+        from .core.fusion.options import parse_pass_list
+
         registry = self.registry
         enabled = parse_pass_list(enable)
         if only is not None:
@@ -256,15 +261,18 @@ class PassTester:
             registry = dataclasses.replace(registry, passes=[p for p in registry.passes if p.name in only],
                                            graph_passes=[p for p in registry.graph_passes if p.name in only])
             enabled += [n for n in only if n not in enabled and n in registry.pass_names()]
-        return fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict, registry=registry,
-                    **options)
+        return scopefusion.fuse(graph, enable_scope_fusion_passes=enabled, emit=emit, strict=strict,
+                                registry=registry, **options)
 
-    def assert_verified(self, original: Any, result: FuseResult | Any, **options: Any) -> VerifyResult:
+    def assert_verified(self, original: Any, result: "FuseResult | Any", **options: Any) -> "VerifyResult":
         options.setdefault("fused_ops", self.registry.fused_ops)
         return assert_verified(original, result, **options)
 
     def origin_of(self, pass_name: str) -> str:
         """``built-in`` or the distribution and version that registered a pass."""
+        # deferred: TensorFlow's message classes and the engine load when a test first uses a helper
+        from .plugins.registry import BUILTIN
+
         spec = self.registry.get(pass_name)
         return BUILTIN if spec.origin == BUILTIN else spec.origin
 

@@ -54,3 +54,37 @@ def test_the_example_plugin_imports_only_the_public_surface():
             elif isinstance(node, ast.Import):
                 used.update(a.name for a in node.names if a.name.split(".")[0] == "scopefusion")
     assert used and used <= PUBLIC_MODULES, sorted(used - PUBLIC_MODULES)
+
+
+def test_importing_the_package_and_its_pytest_plugin_loads_nothing_heavy():
+    """``import scopefusion`` and the pytest plugin (loaded into every pytest run of the environment) import
+    no part of the engine, no numpy and no TensorFlow: their names load on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, scopefusion, scopefusion.testing; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tensorflow', 'google') "
+            "or m.startswith(('scopefusion.api', 'scopefusion.core.graph', 'scopefusion.plugins'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_lazy_table_and_the_type_checkers_imports_name_the_same_things():
+    source = Path(scopefusion.__file__).read_text()
+    tree = ast.parse(source)
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    imported = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            imported[alias.asname or alias.name] = ("scopefusion." + node.module, alias.name)
+    assert imported == scopefusion._PUBLIC
+    assert set(scopefusion.__all__) == set(scopefusion._PUBLIC) | {"__version__"}
+
+
+def test_the_function_explain_stays_when_its_subpackage_loads():
+    from scopefusion.explain import hints  # loads the subpackage scopefusion.explain
+
+    assert callable(scopefusion.explain) and scopefusion.explain.__name__ == "explain"
+    assert hints.__name__ == "scopefusion.explain.hints"

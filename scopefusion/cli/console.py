@@ -118,9 +118,10 @@ SUMMARY_COLUMNS = (
 )
 
 
-def print_summary(report: "FusionReport", out: Any = None) -> None:
-    """The per-pass table of a run, then refusals, near misses, overrides, hints and warnings
-    (``scopefusion run`` adds what was fused: :func:`scopefusion.cli.summary.print_run_summary`)."""
+def print_summary(report: "FusionReport", out: Any = None, *, verbose: bool = False) -> None:
+    """The per-pass table of a run, then refusals, near misses (counted; listed with ``verbose``),
+    overrides, hints and warnings (``scopefusion run`` adds what was fused:
+    :func:`scopefusion.cli.summary.print_run_summary`)."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
     rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),
@@ -136,7 +137,11 @@ def print_summary(report: "FusionReport", out: Any = None) -> None:
             out.print(f"note: {p.name} cannot be switched off (forbidden_close); it ran although the switch file "
                       "turns it off")
     for p in ran:
-        _print_pass_details(out, p)
+        _print_pass_details(out, p, verbose)
+    near = sum(p.near_miss_count for p in ran)
+    if near and not verbose:
+        out.print(f"{near} near miss(es) on parts no pass fused: places a pattern matched more than half of "
+                  "(-v lists them; --report and --html hold them)")
     for line in report.overrides:
         out.print(f"override: {line}")
     for line in report.hints:
@@ -165,13 +170,15 @@ def _print_configuration(out: Any, report: "FusionReport") -> None:
                   f"{', '.join(report.recorded_options)}")
 
 
-def _print_pass_details(out: Any, p: "PassReport") -> None:
+def _print_pass_details(out: Any, p: "PassReport", verbose: bool) -> None:
     if p.error:
         out.print(f"[red]error[/red] {p.error} (pass skipped; --strict makes this fatal)")
     for r in p.refused:
         out.print(f"refused {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
     for r in p.dropped:
         out.print(f"dropped {r.name} ({p.name}): {r.reason}; kept {r.winner}")
+    if not verbose:
+        return
     for r in p.near_misses[:NEAR_MISSES_SHOWN]:
         out.print(f"near miss {r.name} ({p.name}): {r.reason}" + _hint(r.hint))
     if p.near_miss_count > NEAR_MISSES_SHOWN:

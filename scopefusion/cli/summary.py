@@ -21,7 +21,7 @@ def print_run_summary(report: "FusionReport", output: str, emit: str, out: Any, 
     if quiet:
         out.print(closing_line(report, output, emit, dry_run))
         return
-    print_summary(report, out)
+    print_summary(report, out, verbose=verbose)
     print_fused_places(report, out, verbose)
     print_functions(report, out, verbose)
     print_op_changes(report, out)

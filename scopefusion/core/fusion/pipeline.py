@@ -214,6 +214,7 @@ class FusionPipeline:
         del candidates  # the refused go now; a plan holds its own
         accepted = select_plans(index, plans, lambda plan, why: _refuse(reports, plan.candidate, why, recorder))
         del plans  # the plans that lost a conflict go before the rewrite adds nodes
+        settle_near_misses(index, reports.values(), accepted, self.fused_ops)
         places = _stage_places(recorder, reports.values(), accepted)  # before the rewrite changes the index
         if accepted:  # the rewrite reads no order nor op table, only consumers (without one, the next stage reads them)
             index.release_tables(keep_consumers=True)
@@ -328,6 +329,36 @@ def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reaso
                                       place=place))
     else:
         report.refused.append(Refusal(candidate.label, reason, list(candidate.where), place=place))
+
+
+#: near misses listed per pass (all that remain are counted)
+MAX_NEAR_MISSES = 50
+
+
+def settle_near_misses(index: GraphIndex, reports: Iterable[PassReport], accepted: Sequence[FusionPlan],
+                       fused_ops: Mapping[str, FusedOpDef]) -> None:
+    """A near miss on a part another pass fused is noise: drop those at a node a result of this stage
+    replaces or at a fused op an earlier stage made (a graph pass's near miss names its root node),
+    and those in or under a scope a result of this stage fused (a scope pass's names a scope); then
+    keep the first :data:`MAX_NEAR_MISSES` of each pass listed, and count the rest."""
+    taken: set[int] = set()
+    for plan in accepted:
+        taken.update(plan.candidate.members)
+    scopes = {s for plan in accepted for s in plan.candidate.where}
+    for p in reports:
+        if not p.near_misses:
+            continue
+        kept = [r for r in p.near_misses if not _covered(r.name, index, taken, scopes, fused_ops)]
+        p.near_miss_count -= len(p.near_misses) - len(kept)
+        p.near_misses = kept[:MAX_NEAR_MISSES]
+
+
+def _covered(name: str, index: GraphIndex, taken: set[int], scopes: set[str],
+             fused_ops: Mapping[str, FusedOpDef]) -> bool:
+    node = index.index.get(name)
+    if node is not None and (node in taken or index.ops[node] in fused_ops):
+        return True
+    return name in scopes or any(name.startswith(s + "/") for s in scopes if len(s) < len(name))
 
 
 def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],

@@ -33,8 +33,6 @@ from .switch import FusionSwitch, SwitchDecision
 CUSTOM_PRIORITY_BASE = 6000
 BUILTIN_PRIORITY_BASE = 8000
 ORDER_STRIDE = 1_000_000
-#: Near misses kept per pass (all are counted).
-MAX_NEAR_MISSES = 50
 #: A failed match is a near miss when it matched at least this many ops, and half the pattern.
 NEAR_MISS_MIN_OPS = 2
 #: What the report says of a pass skipped because it is not safe for training.
@@ -130,7 +128,7 @@ class GraphFusionEngine:
         pr.match_times = pr.matches = len(matches)
         pr.matched_scopes = [m.root_name for m in matches]
         pr.near_miss_count = len(misses.kept)
-        pr.near_misses = misses.kept[:MAX_NEAR_MISSES]
+        pr.near_misses = misses.kept  # all of them: the pipeline drops those on parts other passes fused, then cuts
         candidates = []
         attr_sets: dict[Any, dict[str, Any]] = {}
         for j, match in enumerate(matches):

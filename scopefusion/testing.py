@@ -100,7 +100,7 @@ def _same(actual: Any, expected: Any) -> bool:
         return math.isclose(float(actual), float(expected), rel_tol=1e-5, abs_tol=1e-30)
     if isinstance(expected, (list, tuple)):
         return isinstance(actual, (list, tuple)) and len(actual) == len(expected) and all(
-            _same(a, e) for a, e in zip(actual, expected))
+            _same(a, e) for a, e in zip(actual, expected, strict=True))
     return bool(actual == expected)
 
 

@@ -51,7 +51,8 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert fresh.topological_order() == _kahn(fresh)
     assert updated.names == fresh.names and updated.ops == fresh.ops and updated.index == fresh.index
     assert updated.inputs == fresh.inputs
-    assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
+    assert len(updated.nodes) == len(graph_def.node)
+    assert all(a is b for a, b in zip(updated.nodes, graph_def.node, strict=True))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
     ids = updated.node_ids()  # one int object per node, the name table's, held by every edge and the order

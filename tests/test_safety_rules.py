@@ -28,7 +28,7 @@ def _run(passes, graph, **options):
 def _same_outputs(original, fused, feeds, fetches):
     a = run_graph_def(original, feeds, fetches)
     b = run_graph_def(to_tf_runnable(fused, OPS), feeds, fetches)
-    assert all(np.allclose(x, y, atol=1e-6) for x, y in zip(a, b))
+    assert all(np.allclose(x, y, atol=1e-6) for x, y in zip(a, b, strict=True))
 
 
 def _const(name, value=2.0):

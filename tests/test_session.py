@@ -124,7 +124,7 @@ def test_seed_000_snippet_on_a_detection_graph(od, registry):  # noqa: F811 - th
     expected = plain_run(graph, model.outputs, model.feeds)
     np.testing.assert_allclose(decoded, expected_decoded, atol=TOL, rtol=TOL)
     np.testing.assert_allclose(boxes, expected[0], atol=TOL, rtol=TOL)
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         np.testing.assert_allclose(got, want, atol=TOL, rtol=TOL)
     assert expected[3].min() > 0  # real detections
 

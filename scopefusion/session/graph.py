@@ -109,7 +109,7 @@ def fuse_session_graph(graph: Any, registry: Registry, switch: FusionSwitch, opt
     original = graph.as_graph_def()
     index = GraphIndex(original)
     state = state_nodes(index)
-    placeholders = {name for name, op in zip(index.names, index.ops) if op in PLACEHOLDER_OPS}
+    placeholders = {name for name, op in zip(index.names, index.ops, strict=True) if op in PLACEHOLDER_OPS}
     outputs = sorted({full_name(t) for t in sink_outputs(index, state)} | wanted.outputs)
     work = graph_pb2.GraphDef()
     work.CopyFrom(original)

@@ -211,7 +211,7 @@ class Session:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             extra = {k: kwargs[k] for k in ("options", "run_metadata") if accept_options and k in kwargs}
-            return self.run(fetches, dict(zip(feeds, args)), **extra)
+            return self.run(fetches, dict(zip(feeds, args, strict=True)), **extra)
         return call
 
     def partial_run_setup(self, fetches: Any, feeds: Any = None) -> Any:
@@ -299,7 +299,7 @@ class Session:
         watched = [n for n in fused.watchable if n.name in executed] if step is not None else []
         names = list(dict.fromkeys(fetched + self._probe_tensors(watched, step)))
         results = fused.session.run(names + targets, request.feeds, options=options, run_metadata=run_metadata)
-        values = dict(zip(names, results))
+        values = dict(zip(names, results, strict=False))  # the targets' results (None) come last
         if step is not None:
             self._after_step(fused, watched, step, values)
             self._step += 1

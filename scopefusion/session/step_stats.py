@@ -96,7 +96,7 @@ def write_profile(directory: str, times: Mapping[str, Any]) -> list[str]:
     """Write the op-times JSON and the Chrome trace of one run; returns their paths."""
     stem = os.path.join(directory, f"run_{times['run']}")
     paths = [f"{stem}.op_times.json", f"{stem}.trace.json"]
-    for path, content in zip(paths, (times, chrome_trace(times))):
+    for path, content in zip(paths, (times, chrome_trace(times)), strict=True):
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(content, handle, indent=1)
     return paths

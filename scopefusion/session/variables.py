@@ -38,11 +38,11 @@ def read_variables(session: Any) -> dict[str, "np.ndarray"]:
         checks = [raw.IsVariableInitialized(ref=op.outputs[0]) if op.type in REF_VARIABLES
                   else raw.VarIsInitializedOp(resource=op.outputs[0]) for op in variables]
         initialised = session.run(checks)
-        live = [op for op, ok in zip(variables, initialised) if ok]
+        live = [op for op, ok in zip(variables, initialised, strict=True) if ok]
         reads = [op.outputs[0] if op.type in REF_VARIABLES
                  else raw.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype")) for op in live]
     values = session.run(reads) if reads else []
-    return {op.name: value for op, value in zip(live, values)}
+    return {op.name: value for op, value in zip(live, values, strict=True)}
 
 
 def write_variables(session: Any, values: Mapping[str, "np.ndarray"]) -> list[str]:

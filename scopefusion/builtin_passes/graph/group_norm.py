@@ -200,7 +200,7 @@ def _group_norm(match: PatternMatch) -> FusedOp:
 
 
 def _compatible(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(p is None or q is None or p == q for p, q in zip(a, b))
+    return len(a) == len(b) and all(p is None or q is None or p == q for p, q in zip(a, b, strict=True))
 
 
 def _grouped_layout(match: PatternMatch, x_shape: list, axes: list[int]) -> tuple[int, int, str, list[int]]:

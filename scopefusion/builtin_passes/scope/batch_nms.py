@@ -232,7 +232,7 @@ class _Analysis:
             if len(found) != 1:
                 raise NotBatchNMS(f"the {label} of the per-image NMS come from {len(found)} different tensors")
         tensors = [boxes.pop(), scores.pop(), self._untiled(windows.pop())]
-        for label, t in zip(("boxes", "scores"), tensors):
+        for label, t in zip(("boxes", "scores"), tensors, strict=False):
             if t[0] in self.inside:
                 raise NotBatchNMS(f"the {label} ({_tname(t)}) are computed inside the scope")
         # Every other value read from outside would be lost.

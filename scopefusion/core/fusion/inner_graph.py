@@ -66,7 +66,7 @@ def check_inner_signatures(candidate: FusionCandidate, attr_values: Sequence[Map
                            fused_ops: Mapping[str, FusedOpDef]) -> None:
     """Each inner node has the data inputs, outputs read and required attributes of its op."""
     outputs: dict[str, int | None] = {}
-    for node, attrs in zip(candidate.inner_nodes, attr_values):
+    for node, attrs in zip(candidate.inner_nodes, attr_values, strict=True):
         data = [ref for ref in node.inputs if isinstance(ref, FusedInput) or not ref.startswith("^")]
         expected, n_out = _signature(node, attrs, fused_ops)
         if expected is not None and len(data) != expected:

@@ -94,7 +94,7 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
         if inner_nodes:
             return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                               [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
-                    for inner, block in zip(inner_nodes, blocks_of)]
+                    for inner, block in zip(inner_nodes, blocks_of, strict=True)]
         return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
 
     return build
@@ -132,7 +132,7 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     else:
         # IdentityN keeps port numbers: pad the ports that are not outputs.
         node.op = "IdentityN"
-        by_port = dict(zip(ports, fused_ports))
+        by_port = dict(zip(ports, fused_ports, strict=True))
         for p in range(max(ports) + 1):
             f = by_port.get(p, fused_ports[0])
             node.input.append(plan.output_tensor(f))
@@ -269,7 +269,8 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
         kept += [node for plan in plans  # a new node holds the attributes its plan wrote, and no others
-                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]]) if _COLOCATE in attrs]
+                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]], strict=True)
+                 if _COLOCATE in attrs]
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 

@@ -45,7 +45,7 @@ def attr_equals(attr: Any, expected: Any) -> bool:
         if not isinstance(expected, (list, tuple)):
             return False
         return len(values) == len(expected) and all(
-            _scalar_equals(a, e) for a, e in zip(values, expected)
+            _scalar_equals(a, e) for a, e in zip(values, expected, strict=True)
         )
     if kind is None:
         return False

@@ -71,7 +71,7 @@ class GraphIndex:
             self.nodes: list["NodeDef"] = list(graph_def.node)
             self.names: list[str] = list(map(_NAME, self.nodes))
             self.ops: list[str] = list(map(sys.intern, map(_OP, self.nodes)))  # one string per op type
-            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
+            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names)), strict=True))
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
             self.inputs: Inputs = self._parse_inputs()
@@ -139,7 +139,7 @@ class GraphIndex:
         if self._by_op is None:
             by_op: dict[str, list[int]] = {}
             with no_gc():
-                for i, o in zip(self.node_ids(), self.ops):
+                for i, o in zip(self.node_ids(), self.ops, strict=True):
                     bucket = by_op.get(o)
                     if bucket is None:
                         by_op[o] = [i]
@@ -220,7 +220,7 @@ class GraphIndex:
     def position(self) -> list[int]:
         """Position of every node in :meth:`topological_order`."""
         pos = [0] * len(self.nodes)
-        for k, i in zip(self.node_ids(), self.topological_order()):
+        for k, i in zip(self.node_ids(), self.topological_order(), strict=True):
             pos[i] = k
         return pos
 

@@ -75,7 +75,7 @@ class GraphFusionEngine:
         self.options = options or FusionOptions()
         self.switch = switch or FusionSwitch.default()
         mine = [s for s in specs if s.engine == "graph" and s.fusion_type == fusion_type]
-        priorities = dict(zip((s.name for s in mine), default_priorities(mine)))
+        priorities = dict(zip((s.name for s in mine), default_priorities(mine), strict=True))
         by_name = {s.name: s for s in mine}
         ordered = self.switch.order(fusion_type, [(s.name, priorities[s.name]) for s in mine])
         self.scheduled = [

@@ -71,7 +71,7 @@ class Placement:
 
 
 def free_constants(index: GraphIndex) -> bytearray:
-    return bytearray(op in CONST_OPS and not ins for op, ins in zip(index.ops, index.inputs))
+    return bytearray(op in CONST_OPS and not ins for op, ins in zip(index.ops, index.inputs, strict=True))
 
 
 def _default_path(rules: CandidateRules, frames: LoopFrames) -> tuple[list[int], list[Any]]:
@@ -133,7 +133,7 @@ def place(graph: "GraphDef | GraphIndex", supported: SupportedOps, request: Part
     else:
         why, detail = _default_path(rules, frames)
     _loop_constants(index, why, detail, free_const)
-    on_device = [w == _DEVICE and not f for w, f in zip(why, free_const)]
+    on_device = [w == _DEVICE and not f for w, f in zip(why, free_const, strict=True)]
     if request.pairs:
         check_loops_whole(index, frames, on_device, free_const)
     seconds["candidates"] = time.perf_counter() - t0

@@ -134,7 +134,7 @@ class ScopeArrays:
     def _last_name_codes(self) -> tuple[np.ndarray, list[str]]:
         if self._last_names is None:
             self._last_names = self._tree.layout.last_names()
-            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1]))))
+            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1])), strict=True))
         return self._last_names
 
     def named_below(self, mask: str) -> np.ndarray:

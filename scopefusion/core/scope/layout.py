@@ -91,8 +91,8 @@ class ScopeLayout:
         distinct = dict.fromkeys(components)
         stripped = list(map(last_name_of, distinct))
         table = list(dict.fromkeys(["root", *stripped]))
-        code = dict(zip(table, range(len(table))))
-        of_component = dict(zip(distinct, map(code.__getitem__, stripped)))
+        code = dict(zip(table, range(len(table)), strict=True))
+        of_component = dict(zip(distinct, map(code.__getitem__, stripped), strict=True))
         codes = np.fromiter(map(of_component.__getitem__, components), dtype=np.int64, count=len(components))
         codes = codes[self.created]
         codes[0] = 0  # the root: "root"

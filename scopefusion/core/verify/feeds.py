@@ -105,13 +105,13 @@ def _input_shape(spec: InputSpec, given: Sequence[int] | None, notes: list[str])
         if spec.shape is not None and len(spec.shape) != len(given):
             raise ParameterError("input_shapes", f"gives {spec.name} rank {len(given)}, the graph says "
                                  f"{len(spec.shape)}")
-        for g, s in zip(given, spec.shape or given):
+        for g, s in zip(given, spec.shape or given, strict=True):
             if s is not None and g != -1 and s != g:
                 raise ParameterError("input_shapes", f"{spec.name}:{list(given)} contradicts the graph's shape "
                                      f"{spec.shape}")
         if -1 in given:  # dynamic: the graph's dimension if it has one, else the default
             dims = tuple((s if s is not None else DEFAULT_DIM) if g == -1 else g
-                         for g, s in zip(given, spec.shape or [None] * len(given)))
+                         for g, s in zip(given, spec.shape or [None] * len(given), strict=True))
             notes.append(f"input {spec.name}: dynamic dimensions (-1) set to {DEFAULT_DIM}: {list(dims)}")
             return dims
         return tuple(given)

@@ -99,7 +99,7 @@ class VerifyResult:
                 ("pass" if o.passed else "FAIL") + (f" ({o.note})" if o.note else ""),
             ))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
     def assert_ok(self) -> None:
         """Raise ``AssertionError`` with the table when any output differs."""
@@ -278,7 +278,7 @@ def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[
                     progress(f"verification run {k} of {len(feed_runs)}: {len(present)} output(s)")
                 want = a.run(present, feed)
                 got = b.run(present, feed)
-                for name, x, y in zip(present, want, got):
+                for name, x, y in zip(present, want, got, strict=True):
                     _compare(comparisons[name], np.asarray(x), np.asarray(y), atol, rtol, tf)
         finally:
             b.close()

@@ -214,7 +214,7 @@ def params_axis(sg: "ScopeGraph", x: Tensor, gamma: Tensor, beta: Tensor) -> int
     if xs is not None and len(xs) < k:
         raise NotLayerNorm(f"gamma of shape {_show(gs)} has more axes than x (rank {len(xs)})")
     trailing = xs[-k:] if xs is not None else [None] * k
-    for g, d in zip(gs, trailing):
+    for g, d in zip(gs, trailing, strict=False):  # a scalar gamma: k == 0, and xs[-0:] is all of xs
         # where x's size is unknown, broadcasting against x makes it g, unless g is 1
         if (d is None and g == 1) or (d is not None and d != g):
             raise NotLayerNorm(

@@ -121,7 +121,7 @@ def _squeezed_shape(sg: "ScopeGraph", inside: set[str], pack: str, x: Tensor) ->
         if value is None or value.ndim != 1:
             raise NotLayerNorm("cannot read the normalised axes: the shape is neither Shape(x) nor a constant")
         if known is not None and (len(known) != value.size or any(
-                k is not None and k != int(v) for k, v in zip(known, value))):
+                k is not None and k != int(v) for k, v in zip(known, value, strict=True))):
             raise NotLayerNorm(f"the constant shape {value.tolist()} is not the input's shape")
     return shape, int(hi_pre)
 

@@ -49,11 +49,11 @@ class _Description:
         index = sg.index
         self.attributes = attributes
         members = self.members = scope.all_node_indices()
-        self.position = dict(zip(members, range(len(members))))
+        self.position = dict(zip(members, range(len(members)), strict=True))
         self.outside: dict[tuple[int, int], int] = {}
         attrs = attributes.of_all(members)
         # node -> its value's bytes, taken only when asked
-        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs) if large}
+        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs, strict=True) if large}
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
         names = tuple([name[start:] for name in map(index.names.__getitem__, members)])
         wiring, reads = self._wiring(index)
@@ -89,7 +89,7 @@ class _Description:
                     add(k)
                     add(port)
         reads: list[Hashable] = []
-        for i, edges in zip(self.members, inside):
+        for i, edges in zip(self.members, inside, strict=True):
             readers = consumers[i]
             if len(readers) == edges:
                 reads.append(1 if edges else 0)

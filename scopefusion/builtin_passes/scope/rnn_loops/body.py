@@ -234,7 +234,7 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
         state = [reader.arg(data[k]) for k in states]
         if any(p is None for p in state):
             raise LoopRefused(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
-        for position, out in zip(state, outs):
+        for position, out in zip(state, outs, strict=True):
             if _carried(rets, reader.names, copy, position) != f"{cell.name}:{out}:0":
                 raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
         weights = [data[k] for k in weight_slots]
@@ -258,7 +258,7 @@ def _optional_weights(cell: "NodeDef", data: list[str], required: int) -> dict[s
     if len(data) != required + len(listed):
         raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
                           f"{len(listed)} optional ones it lists")
-    return dict(zip(listed, data[required:]))
+    return dict(zip(listed, data[required:], strict=True))
 
 
 def _cell_attrs(cell: "NodeDef") -> dict[str, Any]:

@@ -46,7 +46,7 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
         if seq_length is not None:
             done = tf.expand_dims(t >= seq_length, 1)  # [batch, 1]: this sequence has ended
             out = tf.where(done, tf.zeros_like(out), out)
-            new = tuple(tf.where(done, old, value) for old, value in zip(carried, new))
+            new = tuple(tf.where(done, old, value) for old, value in zip(carried, new, strict=True))
         return (t + 1, ys.write(t, out)) + new
 
     _, ys, *final = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), outputs) + state)

@@ -153,7 +153,7 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
         if reason:
             raise LoopRefused(reason)
         state = [current_of.get(step.tensors[s]) for s in states]
-        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs)):
+        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs, strict=True)):
             raise LoopRefused(f"the TF1 loop does not carry the {op} step's state into its next step"
                               + (" (through its sequence_length's Select)" if copy is not None else ""))
         names_of = []

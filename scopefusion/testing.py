@@ -180,7 +180,8 @@ def assert_not_matched(result: FuseResult, scope: str) -> str:
                              + (", ".join(repr(n) for n in similar) if similar else "none"))
     errors = _pass_errors(result)
     assert not errors, f"scope {scope!r} was not fused, but {_errors_text(errors)}"
-    refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused if scope in r.scopes or r.name == scope]
+    refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused
+               if scope in r.scopes or r.name == scope]
     refused += [f"{p.name}: {r.reason} (kept {r.winner})" for p in report.passes for r in p.dropped
                 if scope in r.scopes or r.name == scope]
     if refused:

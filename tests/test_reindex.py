@@ -128,7 +128,8 @@ def test_an_output_made_an_alias_by_the_last_stage_is_counted_as_one(checked):
 
     frozen, _, outputs = _freeze(build)
     output = outputs[0].split(":")[0]
-    switch = scopefusion.FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
+    switch = scopefusion.FusionSwitch.from_text(
+        '{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
     result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False, fusion_switch_file=switch)
     assert result.report.fused_count("LayerNorm") == 1 and not checked  # no stage after the scope stage
     ops = {n.name: n.op for n in result.fused_graph_def.node}

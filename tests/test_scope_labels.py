@@ -17,7 +17,7 @@ def test_labellings_undone_but_where_kept_are_those_undone_one_scope_at_a_time()
         tree.clear_labels()
         expected: dict[int, str | None] = {k: None for k in range(n)}
         changes, log = [], []
-        for step in range(12):
+        for _ in range(12):
             positions = rng.sample(range(n), rng.randint(1, max(1, n // 3)))
             label = rng.choice(["a", "b", None])
             log.append([(k, expected[k]) for k in positions])

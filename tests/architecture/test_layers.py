@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.graph",),
     ("core.errors", "core.parameters", "core.native_output", "core.version"),
 ]
-FRONT = {"", "__main__", "testing", "core", "examples"}  # core/__init__.py and examples/ hold no code  # scopefusion/__init__.py, __main__.py, testing.py
+#: scopefusion/__init__.py, __main__.py, testing.py; core/__init__.py and examples/ hold no code
+FRONT = {"", "__main__", "testing", "core", "examples"}
 #: leaf modules of the lowest layer may import each other (errors are raised everywhere)
 SHARED_LEAVES = {"core.errors", "core.parameters", "core.native_output", "core.version"}
 DEFERRED = re.compile(r"#.*\bdeferred\b.*\bTensorFlow\b", re.IGNORECASE)

@@ -70,7 +70,8 @@ def check_inner_signatures(candidate: FusionCandidate, attr_values: Sequence[Map
         data = [ref for ref in node.inputs if isinstance(ref, FusedInput) or not ref.startswith("^")]
         expected, n_out = _signature(node, attrs, fused_ops)
         if expected is not None and len(data) != expected:
-            raise Refused(f"inner node {node.name!r} ({node.op}) has {len(data)} data input(s), its op takes {expected}")
+            raise Refused(f"inner node {node.name!r} ({node.op}) has {len(data)} data input(s), "
+                          f"its op takes {expected}")
         outputs[node.name] = n_out
     reads = [(node.name, ref) for node in candidate.inner_nodes for ref in node.inputs if isinstance(ref, str)]
     reads += [("a fused output", tensor) for tensor in candidate.inner_outputs.values()]

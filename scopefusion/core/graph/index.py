@@ -227,4 +227,4 @@ class GraphIndex:
     def attr(self, name: str, key: str, default: Any = None) -> Any:
         """The raw AttrValue ``key`` of node ``name``, or ``default``."""
         node = self.node(name)
-        return node.attr[key] if key in node.attr else default
+        return node.attr.get(key, default)

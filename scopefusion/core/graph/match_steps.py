@@ -260,10 +260,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
         if count_problem(m, node, actual):
             return False
         name = m.index.names[node]
-        for order in orders(actual):
-            if _sequence(m, name, order, steps, 0, then):
-                return True
-        return False
+        return any(_sequence(m, name, order, steps, 0, then) for order in orders(actual))
     return inputs
 
 

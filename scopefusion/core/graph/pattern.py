@@ -139,8 +139,8 @@ def op(
     )
 
 
-def const(value: Any = None, *, rtol: float | None = None, atol: float = 0.0, where: Callable[[Any], bool] | None = None,
-          label: str | None = None, description: str = "") -> Const:
+def const(value: Any = None, *, rtol: float | None = None, atol: float = 0.0,
+          where: Callable[[Any], bool] | None = None, label: str | None = None, description: str = "") -> Const:
     """A constant expression; ``value`` (if given) is compared with ``rtol``/``atol``.
 
     ``rtol=None`` compares at the precision of the constant's own dtype (1e-6 for

@@ -102,7 +102,8 @@ def _colocated(old: GraphIndex, new: GraphIndex, position: list[int], fresh: lis
 def _check_count(old: GraphIndex, new: GraphIndex) -> None:
     """What a rewrite told must describe the graph: as many nodes."""
     if len(new.nodes) != len(old.graph_def.node):
-        raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, not the {len(new.nodes)} it told")
+        raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, "
+                                   f"not the {len(new.nodes)} it told")
 
 
 def _check_told(old: GraphIndex, dropped: AbstractSet[int], changed: set[int]) -> None:

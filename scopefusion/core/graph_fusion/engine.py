@@ -122,7 +122,7 @@ class GraphFusionEngine:
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
-            found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why))
+            found = find_matches(view, pattern, lambda root, why, pattern=pattern: misses.add(pattern, root, why))
             matches.extend(_not_seen(found, matches))
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})

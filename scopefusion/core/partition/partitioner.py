@@ -111,9 +111,9 @@ def _loop_constants(index: GraphIndex, why: list[int], detail: list[Any], free_c
     """A constant with inputs runs where one of the nodes it waits for runs (the reference's
     rule: a Const with a control input from a candidate is a candidate)."""
     for i in index.topological_order():
-        if index.ops[i] in CONST_OPS and not free_const[i] and why[i] == _DEVICE:
-            if not any(why[p] == _DEVICE for p, _ in index.inputs[i]):
-                why[i], detail[i] = int(Why.CONST), None
+        if index.ops[i] in CONST_OPS and not free_const[i] and why[i] == _DEVICE \
+                and not any(why[p] == _DEVICE for p, _ in index.inputs[i]):
+            why[i], detail[i] = int(Why.CONST), None
 
 
 def place(graph: "GraphDef | GraphIndex", supported: SupportedOps, request: PartitionRequest,

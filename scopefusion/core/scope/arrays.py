@@ -63,10 +63,7 @@ class ScopeArrays:
         if column is None:
             n = len(self.end)
             nodes = self._index.nodes_of_type(op_type)
-            if nodes:
-                column = self._tree.layout.range_counts(self.node_scope[nodes])
-            else:
-                column = np.zeros(n, dtype=np.int64)
+            column = self._tree.layout.range_counts(self.node_scope[nodes]) if nodes else np.zeros(n, dtype=np.int64)
             column[column == 0] = -1
             self._counts[op_type] = column
         return column

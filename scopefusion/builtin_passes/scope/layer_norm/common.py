@@ -105,7 +105,8 @@ def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str
             f"the output is {text}: it does not subtract the mean (RMS-style scaling), not a layer norm")
     leading = [mono for mono in poly if any(n == lead for n, _ in mono)]
     if len(leading) != 1:
-        raise NotLayerNorm(f"the output is {text}, not a layer norm's (x - mean) * rsqrt(variance + epsilon) * gamma + beta")
+        raise NotLayerNorm(f"the output is {text}, not a layer norm's "
+                           "(x - mean) * rsqrt(variance + epsilon) * gamma + beta")
     atoms = [(n, e) for n, e in leading[0] if n not in NORMALISED]
     if not atoms:
         if not [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]:
@@ -149,9 +150,9 @@ def static_shape(sg: "ScopeGraph", tensor: Tensor) -> list[int | None] | None:
                 return [d.size if d.size >= 0 else None for d in shapes[port].dim]
         if op == "Const" and port == 0:
             return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
-        if op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") or op in VARIABLE_OPS:
-            if "shape" in node.attr and not node.attr["shape"].shape.unknown_rank:
-                return [d.size if d.size >= 0 else None for d in node.attr["shape"].shape.dim]
+        if (op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") or op in VARIABLE_OPS) \
+                and "shape" in node.attr and not node.attr["shape"].shape.unknown_rank:
+            return [d.size if d.size >= 0 else None for d in node.attr["shape"].shape.dim]
         if op == "Reshape" and port == 0:
             target = sg.const_value(sg.producer(name, 1)[0])
             if target is not None and target.ndim <= 1:

@@ -107,7 +107,8 @@ def _squeezed_shape(sg: "ScopeGraph", inside: set[str], pack: str, x: Tensor) ->
     ones = [sg.const_value(sg.producer(pack, k)[0]) for k in (0, 3)]
     if any(v is None or v.size != 1 or int(v.reshape(-1)[0]) != 1 for v in ones):
         raise NotLayerNorm("cannot read the normalised axes: the reshape is not to [1, pre, inner, 1]")
-    (src_pre, lo_pre, hi_pre), (src_in, lo_in, hi_in) = (_prod_of_slice(sg, inside, sg.producer(pack, k)) for k in (1, 2))
+    (src_pre, lo_pre, hi_pre), (src_in, lo_in, hi_in) = (_prod_of_slice(sg, inside, sg.producer(pack, k))
+                                                         for k in (1, 2))
     if src_pre != src_in or lo_pre not in (None, 0) or hi_in is not None or hi_pre is None or hi_pre != lo_in:
         raise NotLayerNorm("cannot read the normalised axes: the reshape does not split the shape at one axis")
     shape = src_pre

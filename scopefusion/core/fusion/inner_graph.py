@@ -92,6 +92,7 @@ def _signature(node: InnerNode, attrs: Mapping[str, Any], fused_ops: Mapping[str
             raise Refused(f"inner node {node.name!r}: {'; '.join(problems)}")
         return declared.input_count(attrs), len(declared.outputs)
     op_def = tensorflow_op_def(node.op)
+    assert op_def is not None, node.op  # check_inner_structure refused an op TensorFlow does not know
     missing = [a.name for a in op_def.attr if not a.HasField("default_value") and a.name not in attrs]
     if missing:
         raise Refused(f"inner node {node.name!r} ({node.op}) lacks required attribute(s) {', '.join(missing)}")

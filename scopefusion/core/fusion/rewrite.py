@@ -141,7 +141,7 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     return node
 
 
-class NamesOf(Set):
+class NamesOf(Set[str]):
     """The names of some nodes of an index, read off the index's name table rather than held in
     a set of their own (a rewrite drops nodes by the hundred thousand)."""
 
@@ -149,7 +149,7 @@ class NamesOf(Set):
         self._index, self._nodes = index, nodes
 
     def __contains__(self, name: object) -> bool:
-        return self._index.index.get(name) in self._nodes  # type: ignore[arg-type]
+        return isinstance(name, str) and self._index.index.get(name) in self._nodes
 
     def __iter__(self) -> Iterator[str]:
         return map(self._index.names.__getitem__, self._nodes)
@@ -275,7 +275,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     return summary
 
 
-def _drop_stale_colocation(nodes: Iterable["NodeDef"], removed: set[str]) -> None:
+def _drop_stale_colocation(nodes: Iterable["NodeDef"], removed: AbstractSet[str]) -> None:
     """Forget colocation constraints naming removed nodes (TensorFlow refuses to import a node
     colocated with a node that does not exist; a TF1 cond's Switch is colocated with its input)."""
     for node in nodes:

@@ -83,7 +83,7 @@ def make_attr_value(value: Any, attr_type: str) -> "AttrValue":
     elif attr_type == "string":
         attr.s = value if isinstance(value, bytes) else str(value).encode()
     elif attr_type == "type":
-        attr.type = _dtype_enum(value)  # type: ignore[assignment]
+        attr.type = _dtype_enum(value)
     elif attr_type == "shape":
         for d in value:
             attr.shape.dim.add(size=-1 if d is None else int(d))

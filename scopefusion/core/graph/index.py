@@ -180,7 +180,8 @@ class GraphIndex:
         if self._order is not None:
             return self._order
         with no_gc():
-            readers = list(self.consumers)  # the edges the order follows, loop back edges taken out below
+            # the edges the order follows, loop back edges taken out below
+            readers: list[Sequence[tuple[int, int, int]]] = list(self.consumers)
             indegree = list(map(len, self.inputs))
             self._drop_loop_back_edges(readers, indegree)
             order = kahn_order_by_readers(indegree, readers, self.node_ids())
@@ -194,7 +195,7 @@ class GraphIndex:
         self._order = order
         return order
 
-    def _drop_loop_back_edges(self, readers: list[list[tuple[int, int, int]]], indegree: list[int]) -> None:
+    def _drop_loop_back_edges(self, readers: list[Sequence[tuple[int, int, int]]], indegree: list[int]) -> None:
         """Take every loop's back edge (NextIteration -> Merge, the only cycle allowed) out of
         ``readers`` (a copy of the consumers list; the lists changed are replaced) and ``indegree``."""
         ops = self.ops

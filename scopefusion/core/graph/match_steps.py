@@ -43,7 +43,7 @@ def step_of(expr: Any) -> Step:
     expression here (callers turn ``"$name"`` into a variable first): its step raises."""
     known = getattr(expr, "__dict__", {}).get("_step") if not isinstance(expr, str) else None
     if known is not None:
-        return known  # type: ignore[no-any-return]
+        return known
     if isinstance(expr, Op):
         step = _op_step(expr)
     elif isinstance(expr, Var):

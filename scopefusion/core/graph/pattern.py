@@ -257,7 +257,7 @@ class OpPattern:
 
     @property
     def root_port(self) -> int:
-        return self._root_port  # type: ignore[attr-defined, no-any-return]
+        return self._root_port  # type: ignore[attr-defined]
 
     @property
     def root_label(self) -> str | None:
@@ -281,7 +281,7 @@ class OpPattern:
         if cached is None:
             cached = _min_ops(self.root, self.defs, frozenset(), {})[0]
             object.__setattr__(self, "_op_count", cached)
-        return cached  # type: ignore[no-any-return]
+        return cached
 
 
 def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],

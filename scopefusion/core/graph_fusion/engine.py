@@ -11,6 +11,7 @@ graph is trained, does a pass whose class sets ``training_safe = False``.
 from __future__ import annotations
 
 import time
+from functools import partial
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -122,7 +123,7 @@ class GraphFusionEngine:
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
-            found = find_matches(view, pattern, lambda root, why, pattern=pattern: misses.add(pattern, root, why))
+            found = find_matches(view, pattern, partial(misses.add, pattern))
             matches.extend(_not_seen(found, matches))
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})

@@ -84,7 +84,8 @@ def _range_path(rules: CandidateRules, request: PartitionRequest) -> tuple[list[
     index = rules.index
     owner = in_out_ranges(index, request.pairs)
     n = len(index)
-    why, detail = [_DEVICE] * n, [None] * n
+    why = [_DEVICE] * n
+    detail: list[Any] = [None] * n
     for i, op in enumerate(index.ops):
         inside = owner[i]
         if request.device_ranges:

@@ -173,6 +173,7 @@ def plugin_entries(value: Iterable[Any], who: str) -> dict[str, OpSupport]:
     """What a plugin's ``scopefusion_supported_ops()`` returned: op type names, ``(name, flags)``
     pairs (a mapping in the file's format arrives as its items) or ``(name, OpSupport)`` pairs."""
     out: dict[str, OpSupport] = {}
+    flags: Any
     for item in value:
         if isinstance(item, str):
             op, flags = item, {}

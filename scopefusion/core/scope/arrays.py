@@ -76,7 +76,7 @@ class ScopeArrays:
         """Where no scope of the subtree can have ``feature`` (a required op type is absent)."""
         if not count_requires_presence(feature.num, feature.step):
             return np.zeros(len(self.end), dtype=bool)
-        return self.counts(feature.op_type) == -1  # type: ignore[no-any-return]
+        return self.counts(feature.op_type) == -1
 
     @staticmethod
     def is_static(feature: Feature) -> bool:
@@ -102,7 +102,7 @@ class ScopeArrays:
         holds = counts >= feature.num if feature.at_least else _counts_hold(counts, feature.num, feature.step)
         if feature.suffix or feature.sub_scope_mask:
             holds &= self.static_holds(ScopeFeature(suffix=feature.suffix, sub_scope_mask=feature.sub_scope_mask))
-        return holds  # type: ignore[no-any-return]
+        return holds
 
     def _compute(self, feature: Feature) -> np.ndarray:
         if isinstance(feature, NodeOpTypeFeature):
@@ -126,7 +126,7 @@ class ScopeArrays:
         """Where a scope's last name is ``last_name``."""
         codes, table = self._last_name_codes()
         code = self._code_of.get(last_name)
-        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code  # type: ignore[no-any-return]
+        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code
 
     def _last_name_codes(self) -> tuple[np.ndarray, list[str]]:
         if self._last_names is None:
@@ -148,5 +148,5 @@ class ScopeArrays:
 def _counts_hold(counts: np.ndarray, num: int, step: int) -> np.ndarray:
     """:func:`..patterns.count_holds` for every count at once (-1: nothing found)."""
     if step == 0:
-        return counts == num  # type: ignore[no-any-return]
-    return (counts != -1) & (counts % step == num)  # type: ignore[no-any-return]
+        return counts == num
+    return (counts != -1) & (counts % step == num)

@@ -61,7 +61,7 @@ def _cause_lines(message: str) -> str:
     after_node = next((k for k, line in enumerate(lines) if line.startswith("Node: ")), None)
     if after_node is not None:
         lines = lines[after_node + 1:]
-    kept = []
+    kept: list[str] = []
     for line in lines:
         text = line.strip()
         if text.startswith(("Original stack trace", "Detected at node", "File ", "[[")) or \

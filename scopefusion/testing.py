@@ -67,15 +67,15 @@ def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpD
 
     class _Extra:
         @hookimpl
-        def scopefusion_scope_passes(self) -> list[type[ScopeBasePass]]:
+        def scopefusion_scope_passes(self) -> list[PassClass]:  # those whose engine is scope
             return scope_passes
 
         @hookimpl
-        def scopefusion_graph_passes(self) -> list[type[PatternFusionBasePass]]:
+        def scopefusion_graph_passes(self) -> list[PassClass]:  # those whose engine is graph
             return graph_passes
 
         @hookimpl
-        def scopefusion_fused_ops(self) -> list[FusedOpDef]:
+        def scopefusion_fused_ops(self) -> Iterable[FusedOpDef]:
             return fused_ops
 
     if not passes and not fused_ops:
@@ -143,8 +143,8 @@ def _scope_names(result: FuseResult) -> set[str]:
     for p in result.report.passes:
         names.update(p.matched_scopes)
         names.update(r.name for r in p.near_misses)
-        for record in [*p.fused, *p.refused, *p.dropped]:
-            names.update(record.scopes)
+        names.update(s for record in p.fused for s in record.scopes)
+        names.update(s for record in [*p.refused, *p.dropped] for s in record.scopes)
     return names
 
 

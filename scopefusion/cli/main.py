@@ -95,7 +95,7 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other error, with status 2."""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+    def error(self, message: str) -> "NoReturn":
         self.exit(2, f"scopefusion: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 

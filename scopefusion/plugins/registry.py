@@ -308,7 +308,7 @@ def _plugin_filter(block: Sequence[str], only: Sequence[str] | None) -> Callable
 
 
 def _load_entry_points(pm: pluggy.PluginManager, registry: Registry,
-                       skipped: Callable[[str, str], bool]) -> list[_Loaded]:
+                       skipped: Callable[[str, str], str]) -> list[_Loaded]:
     """Import and register every plugin of the entry-point group that is not skipped."""
     loaded: list[_Loaded] = []
     for ep in discover_entry_points():

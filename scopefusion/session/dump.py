@@ -56,7 +56,7 @@ def write_npz(directory: str, stem: str, step: int, arrays: Mapping[str, "np.nda
     import numpy as np
 
     path = os.path.join(directory, f"{stem}.{step}.npz")
-    np.savez(path, **arrays)
+    np.savez(path, **arrays)  # type: ignore[arg-type]  # mypy matches the names against allow_pickle: bool too
     return path
 
 

@@ -61,7 +61,7 @@ def find_overflows(nodes: Sequence[FusedNode], step: int,
     for node in nodes:
         for name in node.outputs:
             counts = _non_finite(values[name])
-            if counts is not None and sum(counts):
+            if counts is not None and any(counts):
                 size = int(getattr(values[name], "size", 1))
                 records.append(OverflowRecord(node.name, node.type, step, port_of(name), sum(counts), *counts,
                                               size))

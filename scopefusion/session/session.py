@@ -135,7 +135,8 @@ class Session:
     ops (default: the built-ins and installed plugins)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Session:
-        return super().__new__(_with_session_interface(cls))
+        # a class is hashable; mypy checks the instances' __hash__ against Hashable instead
+        return super().__new__(_with_session_interface(cls))  # type: ignore[arg-type]
 
     def __init__(self, target: str = "", graph: Any = None, config: Any = None, *,
                  registry: Registry | None = None) -> None:

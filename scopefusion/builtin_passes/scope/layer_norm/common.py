@@ -9,6 +9,7 @@ from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers,
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 #: Symbols of the normalised part of the output (everything else is an atom).
@@ -58,7 +59,7 @@ def tensor_name(t: Tensor) -> str:
     return t[0] if t[1] == 0 else f"{t[0]}:{t[1]}"
 
 
-def result_node(scope: "Scope", inside: set[str], evaluator: Evaluator, statistics: Sequence[str]) -> str:
+def result_node(scope: "Scope | ScopePart", inside: set[str], evaluator: Evaluator, statistics: Sequence[str]) -> str:
     """The one node whose normalised value leaves the scope (read outside, or a graph sink)."""
     sg = scope.graph
     leaving = []
@@ -96,7 +97,8 @@ def _close(a: Poly, b: Poly) -> bool:
     return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=1e-6, abs_tol=1e-9) for k in a)
 
 
-def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str, base: Poly) -> tuple[Tensor, Tensor]:
+def scale_and_offset(scope: "Scope | ScopePart", evaluator: Evaluator, poly: Poly, lead: str,
+                     base: Poly) -> tuple[Tensor, Tensor]:
     """gamma and beta of ``poly == base * gamma + beta``; ``lead`` is the symbol gamma must scale."""
     names = {key: _short(scope, t) for key, t in evaluator.atoms.items()}
     text = render(poly, names)
@@ -129,7 +131,7 @@ def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str
     return evaluator.atoms[gamma], evaluator.atoms[beta]
 
 
-def _short(scope: "Scope", t: Tensor) -> str:
+def _short(scope: "Scope | ScopePart", t: Tensor) -> str:
     name = tensor_name(t)
     prefix = scope.name + "/"
     return name[len(prefix):] if name.startswith(prefix) else name

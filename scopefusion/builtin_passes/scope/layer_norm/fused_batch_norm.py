@@ -24,12 +24,13 @@ from .common import LayerNormMatch, params_axis, result_node, scale_and_offset, 
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 FUSED_BATCH_NORM = "FusedBatchNormV3"
 
 
-def analyse_fused_batch_norm(scope: "Scope") -> LayerNormMatch:
+def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
     sg = scope.graph
     inside = set(scope.node_names())
     fbns = [n.name for n in scope.nodes() if n.op == FUSED_BATCH_NORM]
@@ -66,7 +67,7 @@ def analyse_fused_batch_norm(scope: "Scope") -> LayerNormMatch:
 KERAS_TRICK = "tf_keras LayerNormalization (its FusedBatchNormV3 path)"
 
 
-def _keras_trick(scope: "Scope", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
+def _keras_trick(scope: "Scope | ScopePart", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
                  attr: Any) -> LayerNormMatch:
     sg = scope.graph
     rank = _rank(sg, shape, x)
@@ -142,7 +143,8 @@ def _prod_of_slice(sg: "ScopeGraph", inside: set[str], t: Tensor) -> tuple[Tenso
     if any(attr[m].i for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask") if m in attr):
         raise NotLayerNorm("cannot read the normalised axes: an unusual shape slice")
     begin, end, strides = (sg.const_value(sg.producer(ss, k)[0]) for k in (1, 2, 3))
-    if any(v is None or v.size != 1 for v in (begin, end, strides)) or int(strides.reshape(-1)[0]) != 1:
+    if begin is None or end is None or strides is None or any(v.size != 1 for v in (begin, end, strides)) \
+            or int(strides.reshape(-1)[0]) != 1:
         raise NotLayerNorm("cannot read the normalised axes: the shape slice is not constant with stride 1")
     start = None if attr["begin_mask"].i & 1 else int(begin.reshape(-1)[0])
     stop = None if attr["end_mask"].i & 1 else int(end.reshape(-1)[0])

@@ -62,7 +62,7 @@ class _Description:
                     wiring, tuple([key for key, _ in attrs]), reads,
                     tuple([self._outside_key(sg, j, port) for (j, port) in self.outside]))
 
-    def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
+    def _wiring(self, index: "GraphIndex") -> tuple[Hashable, tuple[int | tuple[int, ...], ...]]:
         """Each member's inputs and its outputs read outside the scope, with whether anything
         reads it at all.  The inputs come as one flat tuple: per member its input count, then
         per input a member's position and the port, or ``-1 - k`` for the ``k``-th tensor from
@@ -88,7 +88,7 @@ class _Description:
                     inside[k] += 1
                     add(k)
                     add(port)
-        reads: list[Hashable] = []
+        reads: list[int | tuple[int, ...]] = []
         for i, edges in zip(self.members, inside, strict=True):
             readers = consumers[i]
             if len(readers) == edges:

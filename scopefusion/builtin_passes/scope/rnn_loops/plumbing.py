@@ -197,7 +197,8 @@ def _is_rows_of(view: "GraphView", tensor: Tensor, x: Tensor) -> bool:
     attrs = index.nodes[node].attr
     masks = [attrs[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")]
     return all(v is not None and v.shape == (1,) for v in values) and \
-        [int(v[0]) for v in values] == [0, 1, 1] and not any(masks) and attrs["shrink_axis_mask"].i == 1
+        [int(v[0]) for v in values if v is not None] == [0, 1, 1] and \
+        not any(masks) and attrs["shrink_axis_mask"].i == 1
 
 
 def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:

@@ -340,5 +340,5 @@ class ScopeBatchMultiClassNMSPass(ScopeBasePass):
         by_index = [(index.index[name], port) for name, port in tensors]
         for reader, slots in input_slots(analysis.sg, inside, by_index).items():
             result.insert_inputs(scope.suffix_of(reader), slots)
-        for name, index in outputs.items():
-            result.insert_outputs(scope.suffix_of(name), [index])
+        for name, port in outputs.items():
+            result.insert_outputs(scope.suffix_of(name), [port])

@@ -53,6 +53,7 @@ from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate,
 from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.fusion.candidate import FusedInput
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 __all__ = ["INSTANCE_NORM", "ScopeInstanceNormPass", "instance_norm_reference"]
@@ -165,7 +166,7 @@ def _missing_params_inner_graph(result: FusionScopesResult, match: _Match) -> No
     t = {"T": T}
     if match.gamma is None and match.beta is not None:
         result.add_inner_node("scale", "OnesLike", [fi(1)], t)
-        args = [fi(0), "scale", fi(1)]
+        args: list[str | FusedInput] = [fi(0), "scale", fi(1)]
     elif match.beta is None and match.gamma is not None:
         result.add_inner_node("offset", "ZerosLike", [fi(1)], t)
         args = [fi(0), fi(1), "offset"]

@@ -27,6 +27,7 @@ from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.fusion.candidate import FusedInput
     from ....core.scope.results import FusionScopesResult
     from ....core.scope.scope_graph import Scope
 
@@ -72,7 +73,7 @@ def int32_const(value: Any) -> dict[str, Any]:
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=DT_INT32)}
 
 
-def zero_bias(result: "FusionScopesResult", recurrent_kernel: str, T: int) -> str:
+def zero_bias(result: "FusionScopesResult", recurrent_kernel: "str | FusedInput", T: int) -> str:
     """A cell without a bias (``use_bias=False``) is the fused cell with a zero bias, as long as a
     row of the recurrent kernel (one column per gate unit): ``zeros_like(recurrent_kernel[0])``."""
     for name, value in (("row_begin", [0]), ("row_end", [1]), ("row_strides", [1])):

@@ -26,6 +26,7 @@ from .core.graph.attrs import attr_value_to_python
 from .core.graph_fusion.base_pass import PatternFusionBasePass
 from .core.scope.base_pass import ScopeBasePass
 from .core.verify.verify import VerifyResult
+from .plugins.hookspecs import hookimpl
 from .plugins.registry import BUILTIN, Registry, load_registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +39,7 @@ def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
     Name the specs (``tf.TensorSpec([2, 8], tf.float32, "x")``) to name the
     Placeholders; name scopes opened inside ``fn`` become the graph's scopes.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     concrete = tf.function(fn, input_signature=list(specs), autograph=False).get_concrete_function()
@@ -59,8 +60,6 @@ def registry_with(passes: Iterable[PassClass] = (), fused_ops: Iterable[FusedOpD
     objects take its place instead of clashing with it. ``autoload=False``
     loads no installed plugin at all.
     """
-    from .plugins.hookspecs import hookimpl
-
     passes, fused_ops = list(passes), list(fused_ops)
     scope_passes = [p for p in passes if getattr(p, "engine", None) != "graph"]
     graph_passes = [p for p in passes if getattr(p, "engine", None) == "graph"]

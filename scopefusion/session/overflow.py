@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .probes import FusedNode, port_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
 
 OVERFLOW_DIRECTORY = "overflow"
 
@@ -45,8 +44,6 @@ class OverflowRecord:
 
 def _non_finite(value: "np.ndarray") -> tuple[int, int] | None:
     """``(inf, nan)`` counts of a floating-point array; None for other dtypes."""
-    import numpy as np
-
     array = np.asarray(value)
     if array.dtype.kind != "f" and array.dtype.name != "bfloat16":
         return None

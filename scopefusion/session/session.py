@@ -121,7 +121,7 @@ def _with_session_interface(cls: type) -> type:
     """``cls`` with TensorFlow's ``SessionInterface`` as a base too (``Saver`` checks
     for it); made at the first construction, so that importing scopefusion does not
     import TensorFlow."""
-    from tensorflow.python.client.session import SessionInterface
+    from tensorflow.python.client.session import SessionInterface  # deferred: TensorFlow costs seconds to import
 
     if issubclass(cls, SessionInterface):
         return cls
@@ -140,7 +140,7 @@ class Session:
 
     def __init__(self, target: str = "", graph: Any = None, config: Any = None, *,
                  registry: Registry | None = None) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         if target:
             raise ParameterError("target", f"{target!r}: only the local target '' is supported")
@@ -223,7 +223,7 @@ class Session:
 
     def as_default(self) -> Any:
         """A context manager making this the default session (for ``Tensor.eval()``)."""
-        from tensorflow.python.framework import stack
+        from tensorflow.python.framework import stack  # deferred: TensorFlow costs seconds to import
 
         return stack.default_session(self)
 
@@ -252,7 +252,7 @@ class Session:
     def _tracing(self, options: Any, run_metadata: Any) -> tuple[Any, Any]:
         if self._outputs.profiles is None:
             return options, run_metadata
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         traced = tf.compat.v1.RunOptions()
         if options is not None:
@@ -261,7 +261,7 @@ class Session:
         return traced, run_metadata if run_metadata is not None else tf.compat.v1.RunMetadata()
 
     def _run_plain(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         if self._plain is None:
             self._plain = tf.compat.v1.Session(graph=self._graph, config=self._config)

@@ -27,7 +27,7 @@ def _variables(graph: Any) -> list[Any]:
 
 def read_variables(session: Any) -> dict[str, "np.ndarray"]:
     """The values of the initialised variables of ``session``'s graph, by variable name."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     graph = session.graph
     variables = _variables(graph)
@@ -48,7 +48,7 @@ def read_variables(session: Any) -> dict[str, "np.ndarray"]:
 def write_variables(session: Any, values: Mapping[str, "np.ndarray"]) -> list[str]:
     """Assign ``values`` to the variables of the same name in ``session``'s graph;
     returns the names of the values that found no such variable."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     graph = session.graph
     by_name = {op.name: op for op in _variables(graph)}

@@ -63,6 +63,7 @@ def _dtype_enum(value: Any) -> int:
         return DTYPE_BY_NAME[value]
     if hasattr(value, "as_datatype_enum"):  # a tf.DType
         return int(value.as_datatype_enum)
+    # deferred: TensorFlow costs seconds to import
     import tensorflow as tf  # a tf.DType or a name only TensorFlow knows
 
     return int(tf.dtypes.as_dtype(value).as_datatype_enum)

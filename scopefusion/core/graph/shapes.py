@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
+import numpy as np
+
 from .index import GraphIndex
 from .vocabulary import CONTROL, parse_input
 
@@ -227,8 +229,6 @@ class RankInference:
         if t.int64_val:
             return list(t.int64_val)
         if t.tensor_content:
-            import numpy as np
-
             dtype = np.int64 if t.dtype == 9 else np.int32
             return np.frombuffer(t.tensor_content, dtype=dtype).tolist()
         shape = [d.size for d in t.tensor_shape.dim]

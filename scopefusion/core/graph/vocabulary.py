@@ -124,7 +124,7 @@ def numpy_dtype(enum: int) -> "np.dtype | None":
     """The numpy dtype of a DataType enum (bfloat16 through ml_dtypes), or None."""
     if enum == DT_BFLOAT16:
         try:
-            import ml_dtypes
+            import ml_dtypes  # deferred: start-up time (a native extension slower to load than a run; bfloat16 is rare)
         except ImportError:  # pragma: no cover - ml_dtypes comes with TensorFlow
             return None
         return np.dtype(ml_dtypes.bfloat16)

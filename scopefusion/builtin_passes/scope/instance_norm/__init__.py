@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
+import numpy as np
+
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import numpy_dtype
@@ -148,8 +150,6 @@ class ScopeInstanceNormPass(ScopeBasePass):
 
 # ---------------------------------------------------------------- inner graph
 def _const_attr(value: Any, dtype: int) -> dict[str, Any]:
-    import numpy as np
-
     proto = make_tensor_proto(np.asarray(value, dtype=numpy_dtype(dtype)))
     AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=dtype)}

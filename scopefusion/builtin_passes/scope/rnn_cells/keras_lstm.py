@@ -20,6 +20,8 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ....core.graph.pattern import Op, op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
@@ -66,8 +68,6 @@ def _wants_keras(scope: "Scope") -> bool:
 
 
 def int32_const(value: Any) -> dict[str, Any]:
-    import numpy as np
-
     proto = make_tensor_proto(np.asarray(value, dtype=np.int32))
     AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=DT_INT32)}

@@ -121,7 +121,7 @@ class _Reader:
 
 
 def _const_is(node: Any, number: int) -> bool:
-    from tensorflow.python.framework import tensor_util
+    from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
     if node is None or node.op != "Const" or "value" not in node.attr:
         return False
@@ -334,7 +334,7 @@ Bound = tuple[str, Any]
 def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Bound]:
     """What ``counter < n and time < m`` compare with: (n, m); n None when the condition is
     ``time < m`` alone (tf_keras's loops, whose counter has no bound); raises :class:`LoopRefused`."""
-    from tensorflow.python.framework import tensor_util
+    from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
     reader = _Reader(cond)
     bounds: dict[int, Bound] = {}

@@ -268,7 +268,7 @@ def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enabl
         outputs=parse_pass_list(outputs),
         strict=strict,
         fusion_switch_file=None if fusion_switch_file is None or isinstance(fusion_switch_file, FusionSwitch)
-        else os.fspath(fusion_switch_file),
+            else os.fspath(fusion_switch_file),
         pass_timeout=pass_timeout,
         training=_from_session("graph_run_mode", None, session, sources) == 1,
     )

@@ -299,8 +299,8 @@ def check_rewrite(
 
     ``full`` re-indexes it (names, inputs, cycles).  Otherwise the graph must hold as
     many nodes as the rewrite told, and only the nodes the rewrite touched are checked: their
-    inputs must name nodes that exist, and new names must be unique; untouched nodes kept their valid inputs, and
-    acyclicity was established before rewriting.
+    inputs must name nodes that exist, and new names must be unique; untouched nodes kept their
+    valid inputs, and acyclicity was established before rewriting.
     """
     if full or not plans:
         if full:

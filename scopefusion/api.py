@@ -280,7 +280,8 @@ def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enabl
               emit: str, outputs: Any, strict: bool, fusion_switch_file: SwitchLike, pass_timeout: float | None,
               registry: Registry | None, block_plugins: Sequence[str]) -> _Settings:
     """The run's settings; an argument wins over the session configuration's value."""
-    session, sources = request.session, {}
+    session = request.session
+    sources: dict[str, str] = {}
     shapes = _input_shapes(input_shapes, session, sources)
     enabled = _from_session("enable_scope_fusion_passes", enable_scope_fusion_passes, session, sources)
     fusion_switch_file = _from_session("fusion_switch_file", fusion_switch_file, session, sources)
@@ -289,7 +290,8 @@ def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enabl
         emit=emit,
         outputs=parse_pass_list(outputs),
         strict=strict,
-        fusion_switch_file=None if isinstance(fusion_switch_file, FusionSwitch) else fusion_switch_file,
+        fusion_switch_file=None if fusion_switch_file is None or isinstance(fusion_switch_file, FusionSwitch)
+            else os.fspath(fusion_switch_file),
         pass_timeout=pass_timeout,
         training=_from_session("graph_run_mode", None, session, sources) == 1,
     )

@@ -41,8 +41,10 @@ def graph_from_function(fn: Callable[..., Any], *specs: Any) -> "GraphDef":
     Name the specs (``tf.TensorSpec([2, 8], tf.float32, "x")``) to name the
     Placeholders; name scopes opened inside ``fn`` become the graph's scopes.
     """
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
+    from tensorflow.python.framework.convert_to_constants import (  # deferred: TensorFlow
+        convert_variables_to_constants_v2,
+    )
 
     concrete = tf.function(fn, input_signature=list(specs), autograph=False).get_concrete_function()
     return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
@@ -66,15 +68,15 @@ def registry_with(passes: Iterable["PassClass"] = (), fused_ops: Iterable["Fused
 
     class _Extra:
         @hookimpl
-        def scopefusion_scope_passes(self) -> list[type["ScopeBasePass"]]:
+        def scopefusion_scope_passes(self) -> list["PassClass"]:  # those whose engine is scope
             return scope_passes
 
         @hookimpl
-        def scopefusion_graph_passes(self) -> list[type["PatternFusionBasePass"]]:
+        def scopefusion_graph_passes(self) -> list["PassClass"]:  # those whose engine is graph
             return graph_passes
 
         @hookimpl
-        def scopefusion_fused_ops(self) -> list["FusedOpDef"]:
+        def scopefusion_fused_ops(self) -> Iterable["FusedOpDef"]:
             return fused_ops
 
     if not passes and not fused_ops:
@@ -99,7 +101,7 @@ def _same(actual: Any, expected: Any) -> bool:
         return math.isclose(float(actual), float(expected), rel_tol=1e-5, abs_tol=1e-30)
     if isinstance(expected, (list, tuple)):
         return isinstance(actual, (list, tuple)) and len(actual) == len(expected) and all(
-            _same(a, e) for a, e in zip(actual, expected))
+            _same(a, e) for a, e in zip(actual, expected, strict=True))
     return bool(actual == expected)
 
 
@@ -145,8 +147,8 @@ def _scope_names(result: "FuseResult") -> set[str]:
     for p in result.report.passes:
         names.update(p.matched_scopes)
         names.update(r.name for r in p.near_misses)
-        for record in [*p.fused, *p.refused, *p.dropped]:
-            names.update(record.scopes)
+        names.update(s for record in p.fused for s in record.scopes)
+        names.update(s for record in [*p.refused, *p.dropped] for s in record.scopes)
     return names
 
 
@@ -182,7 +184,8 @@ def assert_not_matched(result: "FuseResult", scope: str) -> str:
                              + (", ".join(repr(n) for n in similar) if similar else "none"))
     errors = _pass_errors(result)
     assert not errors, f"scope {scope!r} was not fused, but {_errors_text(errors)}"
-    refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused if scope in r.scopes or r.name == scope]
+    refused = [f"{p.name}: {r.reason}" for p in report.passes for r in p.refused
+               if scope in r.scopes or r.name == scope]
     refused += [f"{p.name}: {r.reason} (kept {r.winner})" for p in report.passes for r in p.dropped
                 if scope in r.scopes or r.name == scope]
     if refused:

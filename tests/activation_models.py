@@ -287,7 +287,7 @@ def keras_gelu(library: str, how: str, seed: int = 0) -> ActivationModel:
 
         def fn(x):
             return lib.activations.gelu(layers[0](x), approximate=how == "tanh")
-    for layer, width in zip(layers, widths):
+    for layer, width in zip(layers, widths, strict=True):
         layer.build((2, width))
     _randomize_keras(layers, seed)
     approximate = how == "tanh"
@@ -580,7 +580,7 @@ def keras_dense(library: str, rank: int, batch: int | None = 2, seed: int = 0) -
     lib.utils.set_random_seed(seed)
     layers = [lib.layers.Dense(16, name="dense_in"), lib.layers.Dense(8, name="dense_out")]
     shape = [batch, 8] if rank == 2 else [batch, 3, 8]
-    for layer, width in zip(layers, (8, 16)):
+    for layer, width in zip(layers, (8, 16), strict=True):
         layer.build(tuple(shape[:-1]) + (width,))
     _randomize_keras(layers, seed)
 

@@ -80,7 +80,7 @@ def keras_silu(library: str, dtype: str | None = None, seed: int = 0) -> PassMod
     kwargs = {"dtype": dtype} if dtype else {}
     layers = [lib.layers.Dense(16, activation="silu", name="gate", **kwargs),
               lib.layers.Dense(8, activation="swish", name="out", **kwargs)]
-    for layer, width in zip(layers, (8, 16)):
+    for layer, width in zip(layers, (8, 16), strict=True):
         layer.build((2, width))
     am._randomize_keras(layers, seed)
     model = am._traced(f"{library}_silu[{dtype or 'float32'}]", lambda x: layers[1](layers[0](x)),

@@ -65,7 +65,7 @@ def randomize(model: Any, batch_norm: type, seed: int, others: bool = True) -> N
             draw = {"gamma": lambda n: rng.uniform(0.5, 1.5, n), "beta": lambda n: rng.normal(0.0, 0.1, n),
                     "moving_mean": lambda n: rng.normal(0.0, 0.1, n),
                     "moving_variance": lambda n: rng.uniform(0.5, 2.0, n)}
-            layer.set_weights([draw[name](w.shape).astype(w.dtype) for name, w in zip(names, weights)])
+            layer.set_weights([draw[name](w.shape).astype(w.dtype) for name, w in zip(names, weights, strict=True)])
         elif weights and others:
             layer.set_weights([rng.normal(0.0, 0.5, w.shape).astype(w.dtype) for w in weights])
 

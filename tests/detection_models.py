@@ -284,7 +284,7 @@ def ssd_postprocess_graph(od: types.SimpleNamespace, *, batch: int | None = 2, a
                  logits: rng.normal(0.0, 2.0, size=(n, anchors, classes + 1)).astype(np.float32),
                  window: np.tile(np.array([[0.0, 0.0, 1.0, 1.0]], np.float32), (n, 1))}
         names = ("boxes", "scores", "classes")
-        outs = [tf.identity(t, name=f"detection_{k}") for k, t in zip(names, nmsed[:3])]
+        outs = [tf.identity(t, name=f"detection_{k}") for k, t in zip(names, nmsed[:3], strict=True)]
         return feeds, outs + [tf.identity(nmsed[5], name="num_detections")]
 
     return freeze(build)
@@ -360,7 +360,7 @@ def decode_lookalikes_graph(od: types.SimpleNamespace, *, n: int = 16, seed: int
                  kp_codes: rng.normal(0.0, 1.0, size=(n, 8)).astype(np.float32)}
         outs = [square, keypoint.get(), keypoint.get_field("keypoints"), swapped, renamed]
         names = ("square", "keypoint_boxes", "keypoints", "swapped", "renamed")
-        return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs)]
+        return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs, strict=True)]
 
     return freeze(build)
 

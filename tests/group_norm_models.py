@@ -19,7 +19,7 @@ def _conv_stack(norms: list, channels: int = 8, image: int = 6, data_format: str
     keras.utils.set_random_seed(4)
     convs = [keras.layers.Conv2D(channels, 3, padding="same", data_format=data_format) for _ in norms]
     shape = (2, image, image, channels) if data_format == "channels_last" else (2, channels, image, image)
-    for conv, norm in zip(convs, norms):
+    for conv, norm in zip(convs, norms, strict=True):
         conv.build(shape)
         norm.build(shape)
     am._randomize_keras(convs + norms, 4)
@@ -27,7 +27,7 @@ def _conv_stack(norms: list, channels: int = 8, image: int = 6, data_format: str
         norm.set_weights([w + (1.0 if k == 0 else 0.0) for k, w in enumerate(norm.get_weights())])
 
     def fn(x):
-        for conv, norm in zip(convs, norms):
+        for conv, norm in zip(convs, norms, strict=True):
             x = keras.activations.relu(norm(conv(x)))
         return x
 

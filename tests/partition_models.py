@@ -90,7 +90,8 @@ def detection_pipeline(od: types.SimpleNamespace, *, size: int = 16, anchors: in
             detection_boxes = tf.reshape(decoded, [1, anchors, 1, 4])
             scores = tf.slice(tf.sigmoid(tf.reshape(logits, [1, anchors, classes + 1])), [0, 0, 1], [-1, -1, -1])
             nmsed = od.post_processing.batch_multiclass_non_max_suppression(detection_boxes, scores, 0.1, 0.6, 4, 6)
-        outs = [tf.identity(t, name=f"detection_{k}") for k, t in zip(("boxes", "scores", "classes"), nmsed[:3])]
+        outs = [tf.identity(t, name=f"detection_{k}")
+                for k, t in zip(("boxes", "scores", "classes"), nmsed[:3], strict=True)]
         return {image_bytes: np.array(encoded, dtype=object)}, outs + [
             tf.identity(nmsed[5], name="num_detections")]
 

@@ -212,8 +212,10 @@ class InnerGraphPass(ScaleShiftPass):
         result.set_type("ScaleShiftGraph")
         result.insert_inputs(scope.suffix_of(mul), [0, None])
         result.insert_outputs(scope.suffix_of(add), [0])
-        result.add_inner_node("scale", "Const", [], {"value": scale_const.attr["value"], "dtype": AttrValue(type=dtype)})
-        result.add_inner_node("shift", "Const", [], {"value": shift_const.attr["value"], "dtype": AttrValue(type=dtype)})
+        result.add_inner_node("scale", "Const", [],
+                              {"value": scale_const.attr["value"], "dtype": AttrValue(type=dtype)})
+        result.add_inner_node("shift", "Const", [],
+                              {"value": shift_const.attr["value"], "dtype": AttrValue(type=dtype)})
         result.add_inner_node("scaled", "Mul", [result.fused_input(0), "scale"], {"T": AttrValue(type=dtype)})
         result.add_inner_node("shifted", "AddV2", ["scaled", "shift"], {"T": AttrValue(type=dtype)})
         result.set_inner_output(0, "shifted:0")

@@ -182,7 +182,7 @@ def test_batch_nms_is_fused_and_reproduces_every_output_exactly(od, registry, op
     # boxes, scores, classes and num_detections, in order, bit for bit
     verify(m, result, registry, exact=True)
     (boxes, num) = run_graph_def(m.graph_def, m.feeds, ["detection_boxes:0", "detection_num:0"])
-    assert 0 < num.min() and num.max() <= boxes.shape[1]  # real detections
+    assert num.min() > 0 and num.max() <= boxes.shape[1]  # real detections
     assert boxes.shape[1] == (min(max_total_size, 3 * 5) if options.get("use_static_shapes") else max_total_size)
 
 

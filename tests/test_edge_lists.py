@@ -76,7 +76,7 @@ def test_the_node_wrappers_are_the_graphs_own(graph_def):
     held = graph_def.node[empty]
     index = GraphIndex(graph_def)
     assert index.inputs[empty] == () and index.nodes[empty] is held
-    assert all(a is b for a, b in zip(index.nodes, graph_def.node))
+    assert all(a is b for a, b in zip(index.nodes, graph_def.node, strict=True))
     assert [node.name for node in index.nodes] == index.names
 
 

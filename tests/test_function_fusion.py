@@ -224,7 +224,7 @@ def test_a_tf_keras_lstm_step_is_fused_beside_the_loops_plumbing():
         (put,) = [n for n in after.node_def if n.op == "TensorListSetItem"]
         assert put.input[2] == f"{cell.name}:h:0"
         returned = {args.index(arg): nodes[after.ret[out.name].split(":")[0]].input[0]
-                    for arg, out in zip(args, after.signature.output_arg) if ":" in after.ret[out.name]}
+                    for arg, out in zip(args, after.signature.output_arg, strict=True) if ":" in after.ret[out.name]}
         assert returned[args.index(h)] == f"{cell.name}:h:0" and returned[args.index(c)] == f"{cell.name}:c:0"
         kept = {"TensorListGetItem": 1, "TensorListSetItem": 1, "AddV2": 2}  # the AddV2: time + 1, counter + 1
         assert {op: op_counts(after).get(op) for op in kept} == kept
@@ -266,7 +266,7 @@ def test_a_tf_keras_gru_step_is_fused_beside_the_loops_plumbing():
         (put,) = [n for n in after.node_def if n.op == "TensorListSetItem"]
         assert put.input[2] == f"{cell.name}:h:0"
         returned = {args.index(arg): nodes[after.ret[out.name].split(":")[0]].input[0]
-                    for arg, out in zip(args, after.signature.output_arg) if ":" in after.ret[out.name]}
+                    for arg, out in zip(args, after.signature.output_arg, strict=True) if ":" in after.ret[out.name]}
         assert returned[args.index(h)] == f"{cell.name}:h:0"
         assert not {"MatMul", "BiasAdd", "Sigmoid", "Tanh", "Mul", "Sub"} & set(op_counts(after))
     assert_verifies(m, fused)

@@ -74,7 +74,7 @@ def test_the_page_shows_every_fused_op_with_two_drawings(page):
     assert all(f["place"]["members"] for _, f in fused)  # the JSON report of an --html run holds the places
     sections = re.findall(r'<section class="item fused".*?</section>', text, flags=re.S)
     assert len(sections) == len(fused)
-    for section, (pass_name, f) in zip(sections, fused):
+    for section, (pass_name, f) in zip(sections, fused, strict=True):
         assert f"<code>{f['name']}</code>" in section and f"by {pass_name}" in section
         assert section.count("<svg") == 2  # what it replaced, and the fused node
         assert 'class="n n-fused"' in section and 'class="n n-member"' in section
@@ -93,7 +93,7 @@ def test_refusals_and_near_misses_are_drawn_with_the_failing_step_marked(page):
     assert any(r["name"] == "encoder/LayerNorm_1" for _, r in _items(report, "refused"))
     sections = re.findall(r'<section class="item (?:refused|dropped|near-miss)".*?</section>', text, flags=re.S)
     assert len(sections) == len(problems) >= 3
-    for section, (pass_name, r) in zip(sections, problems):
+    for section, (pass_name, r) in zip(sections, problems, strict=True):
         assert f"<code>{r['name']}</code> ({pass_name})" in section and section.count("<svg") == 1
     gelu = next(s for s in sections if "(GeluFusionPass)" in s and "head/mul_2" in s)
     assert "<mark>&#x27;head/truediv/y&#x27;</mark>" in gelu  # the reason's node, marked in the text

@@ -11,7 +11,7 @@ from scopefusion.core.verify.execute import run_graph_def
 
 
 def _max_err(a, b):
-    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
 
 
 def test_every_layer_norm_of_a_bert_encoder_is_fused(bert_encoder, registry):

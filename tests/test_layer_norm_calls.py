@@ -6,8 +6,9 @@ fuses each call as one ``LayerNorm``, named like the call's output node.
 Built with the real library: a shared layer applied three times in a traced function, a
 tf_keras layer (a "cell") that normalises six slices of its input with one sub-layer, and two
 parallel calls (batch unknown) whose results are added.  (In TF1 graph mode Keras gives each
-call a scope of its own, ``ln``, ``ln_1``: nothing to split there.)  Decoys: a shared ``BatchNormalization`` in inference, a shared layer norm
-without beta (each call refused with the reason), calls chained directly inside the scope
+call a scope of its own, ``ln``, ``ln_1``: nothing to split there.)  Decoys: a shared
+``BatchNormalization`` in inference, a shared layer norm without beta (each call refused with
+the reason), calls chained directly inside the scope
 (not split: refused as one piece, with the reason).
 """
 from __future__ import annotations

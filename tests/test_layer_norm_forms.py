@@ -280,7 +280,8 @@ def tf_keras_tf1_dynamic() -> dict[float, Built]:
         def build(epsilon=epsilon):
             x = tf1.placeholder(tf.float32, [None, 5, 16], name="x")
             model = tf_keras.Sequential([tf_keras.layers.Dense(16, name="dense"),
-                                         tf_keras.layers.LayerNormalization(epsilon=epsilon, name="layer_normalization")],
+                                         tf_keras.layers.LayerNormalization(epsilon=epsilon,
+                                                                            name="layer_normalization")],
                                         name="sequential")
             y = model(x)  # a graph output inside the fused scope: it stays fetchable by name
             return {x: np.random.default_rng(2).normal(size=(3, 5, 16)).astype(np.float32)}, [y]
@@ -486,7 +487,8 @@ def test_hand_written_look_alikes_are_refused_with_a_reason(registry):
     result = _fuse(m.graph_def, registry)
     assert sorted(_fused_nodes(result)) == ["model/ln_ok"]
     reasons = {r.name: r.reason for r in _ln_refusals(result)}
-    assert "divides by" in reasons["model/ln_std"] and "epsilon added to the standard deviation" in reasons["model/ln_std"]
+    assert "divides by" in reasons["model/ln_std"]
+    assert "epsilon added to the standard deviation" in reasons["model/ln_std"]
     assert "cannot tell the rank of 'x'" in reasons["model/ln_rank"]
 
 

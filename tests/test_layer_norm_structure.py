@@ -41,7 +41,7 @@ def chain(path: str, centered: tuple[bool, ...] = ()) -> nm.NormModel:
     centered = centered or (True,) * len(epsilons)
     rng = np.random.default_rng(3)
     layers = []
-    for k, (epsilon, center) in enumerate(zip(epsilons, centered)):
+    for k, (epsilon, center) in enumerate(zip(epsilons, centered, strict=True)):
         layer = tf_keras.layers.LayerNormalization(epsilon=epsilon, center=center, name=f"ln{k}")
         layer.build((2, 5, H))
         layer.set_weights([rng.uniform(0.5, 1.5, w.shape).astype(np.float32) for w in layer.get_weights()])
@@ -178,7 +178,7 @@ def test_attribute_keys_are_the_keys_built_node_by_node():
             after_originals = keys.built
         if i == len(originals) + len(renamed) - 1:
             assert keys.built == after_originals  # named otherwise, reading other inputs: looked up
-    for node, (renamed, others, changed) in zip(originals, variants):
+    for node, (renamed, others, changed) in zip(originals, variants, strict=True):
         assert all(attributes_key(copy) == attributes_key(node) for copy in renamed + others), node.name
         assert attributes_key(changed) != attributes_key(node), node.name
 
@@ -241,7 +241,7 @@ def test_the_wiring_is_the_one_looked_up_edge_by_edge():
         assert _wiring_read_off(wiring, len(described.members)) == refs, scope.name
         assert list(reads) == expected_reads, scope.name
         assert list(described.outside) == outside, scope.name
-        for i, read in zip(described.members, reads):
+        for i, read in zip(described.members, reads, strict=True):
             cs = sg.index.consumers[i]
             checked["outside reads"] += isinstance(read, tuple)
             checked["unread"] += read == 0

@@ -79,7 +79,7 @@ def test_a_graph_node_list_is_arranged_in_place():
     layout = NodeLayout.of(6, {1, 2}, {1: 1, 4: 1})
     layout.arrange(graph.node)
     assert [n.name for n in graph.node] == ["o0", "n1.0", "o3", "o4", "n4.0", "o5"]
-    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))
+    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:]), strict=True))
 
 
 class _Ids(list):
@@ -110,7 +110,7 @@ def test_a_node_list_is_arranged_on_the_index_s_int_objects_when_they_reach(drop
     ids = _Ids(range(6))
     layout.arrange(graph.node, ids)
     assert [n.name for n in graph.node] == expected
-    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:])))
+    assert all(a is b for a, b in zip(graph.node, layout.gather(held[:6], held[6:]), strict=True))
     assert (ids.reads > 0) is used
 
 

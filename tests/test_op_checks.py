@@ -58,9 +58,11 @@ def test_alike_candidates_share_one_answer_and_others_do_not():
     assert checks.check(_candidate({"T": 1, "scale": 0.5})) is a
     for other in ({"T": 1, "scale": -0.5}, {"T": 1, "scale": 0.5, "count": 2}, {"scale": 0.5, "T": 1}):
         assert checks.check(_candidate(other)) is not a
-    zero, negative_zero = checks.check(_candidate({"T": 1, "scale": 0.0})), checks.check(_candidate({"T": 1, "scale": -0.0}))
+    zero = checks.check(_candidate({"T": 1, "scale": 0.0}))
+    negative_zero = checks.check(_candidate({"T": 1, "scale": -0.0}))
     assert zero is not negative_zero and str(negative_zero.attr_values[0]["scale"].f) == "-0.0"
-    as_bool = checks.check(_candidate({"T": 1, "transpose_a": True}, "MatMulBiasAdd", {0: (0, 0), 1: (0, 0), 2: (0, 0)}))
+    as_bool = checks.check(_candidate({"T": 1, "transpose_a": True}, "MatMulBiasAdd",
+                                      {0: (0, 0), 1: (0, 0), 2: (0, 0)}))
     as_int = checks.check(_candidate({"T": 1, "transpose_a": 1}, "MatMulBiasAdd", {0: (0, 0), 1: (0, 0), 2: (0, 0)}))
     assert as_bool is not as_int
     assert attrs_key("Scaled", {"T": 1, "scale": [0.5]}) is None  # a list is checked every time

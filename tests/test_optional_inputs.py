@@ -111,7 +111,7 @@ def test_the_runnable_form_passes_none_for_a_left_out_input():
     with tf.compat.v1.Session(graph=graph) as session:
         values = session.run(["all:0", "shift_only:0", "none:0", "empty_list:0"], {"x:0": np.array([1.0, 2.0])})
     expected = [[12.0, 26.0], [11.0, 22.0], [1.0, 2.0], [1.0, 2.0]]
-    for got, want in zip(values, expected):
+    for got, want in zip(values, expected, strict=True):
         np.testing.assert_allclose(got, want)
 
 

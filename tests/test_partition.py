@@ -245,9 +245,9 @@ def test_standalone_segments_compute_what_the_graph_computes_between_their_borde
         GraphIndex(runnable)
         sources = run_graph_def(model.graph_def, model.inputs, [f"{t}:0" if ":" not in t else t
                                                                 for _, t, _ in graph.inputs])
-        feeds = {f"{holder}:0": value for (holder, _, _), value in zip(graph.inputs, sources)}
+        feeds = {f"{holder}:0": value for (holder, _, _), value in zip(graph.inputs, sources, strict=True)}
         got = run_graph_def(runnable, feeds, [f"{identity}:0" for identity, _, _ in graph.outputs])
         want = run_graph_def(model.graph_def, model.inputs, [f"{t}:0" if ":" not in t else t
                                                              for _, t, _ in graph.outputs])
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -26,7 +26,7 @@ def _run(passes, graph, **options):
 def _assert_same(original, fused, feeds, fetches):
     a = run_graph_def(original, feeds, fetches)
     b = run_graph_def(to_tf_runnable(fused, OPS), feeds, fetches)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.shape == y.shape
         assert np.max(np.abs(x - y)) <= 1e-5
 

@@ -191,7 +191,8 @@ def test_assert_not_matched_checks_the_scope_exists_and_says_why():
         "ScaleShiftPass: pattern ScaleShift: exactly 1 AddV2 node(s) wanted, 0 found")
     with pytest.raises(AssertionError, match=r"no scope named 'blkk' in the graph; scopes with a similar name: 'blk'"):
         assert_not_matched(near, "blkk")
-    with pytest.raises(AssertionError, match=r"no scope named 'nowhere' in the graph; scopes with a similar name: none"):
+    with pytest.raises(AssertionError,
+                       match=r"no scope named 'nowhere' in the graph; scopes with a similar name: none"):
         assert_not_matched(near, "nowhere")
 
     # a scope that exists but no pattern came near
@@ -209,7 +210,8 @@ def test_assert_not_matched_checks_the_scope_exists_and_says_why():
             return m + 1.0
 
     fused = tester.run(graph_from_function(nested, tf.TensorSpec([2], tf.float32, "x")))
-    with pytest.raises(AssertionError, match=r"scope 'blk/inner' lies inside scope 'blk', which was fused as ScaleShift"):
+    with pytest.raises(AssertionError,
+                       match=r"scope 'blk/inner' lies inside scope 'blk', which was fused as ScaleShift"):
         assert_not_matched(fused, "blk/inner")
 
     # matched and refused: the refusal reason

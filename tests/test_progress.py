@@ -58,7 +58,8 @@ def test_the_api_reports_each_step_and_progress_is_inert_off_a_terminal():
     result = scopefusion.fuse(EXAMPLE_MODEL, progress=steps.append)
     graph_passes = [s.name for s in scopefusion.load_registry().graph_passes if s.fusion_type == "GraphFusion"]
     assert steps == [
-        "indexing 234 nodes", "scope stage: matching (234 nodes)", "scope stage: ScopeLayerNormPass (1 of 1, 234 nodes)",
+        "indexing 234 nodes", "scope stage: matching (234 nodes)",
+        "scope stage: ScopeLayerNormPass (1 of 1, 234 nodes)",
         "scope stage: checking and applying 5 candidate(s)",
         "graph stage: indexing 169 nodes", "graph stage: matching (169 nodes)",
         *[f"graph stage: {name} ({k} of {len(graph_passes)}, 169 nodes)" for k, name in enumerate(graph_passes, 1)],

@@ -361,7 +361,8 @@ def test_enabled_plugin_passes_run_in_registration_order(use_plugins, enable):
     assert extra.origin == EXTRA_ORIGIN
     assert [(f.name, f.type) for f in extra.fused] == [("net/extra_block", "TestExtra")]
     late = report.passes[2]
-    assert late.fused == [] and [r.reason for r in late.refused] == ["rejected by the pass: TestExtraLatePass never fuses"]
+    assert late.fused == []
+    assert [r.reason for r in late.refused] == ["rejected by the pass: TestExtraLatePass never fuses"]
     nodes = {n.name: n for n in outcome.graph_def.node}
     assert nodes["net/extra_block"].op == "TestExtra"
     assert list(nodes["net/extra_block"].input) == ["x"]

@@ -51,7 +51,8 @@ def _same(updated: GraphIndex, graph_def) -> None:
     assert fresh.topological_order() == _kahn(fresh)
     assert updated.names == fresh.names and updated.ops == fresh.ops and updated.index == fresh.index
     assert updated.inputs == fresh.inputs
-    assert len(updated.nodes) == len(graph_def.node) and all(a is b for a, b in zip(updated.nodes, graph_def.node))
+    assert len(updated.nodes) == len(graph_def.node)
+    assert all(a is b for a, b in zip(updated.nodes, graph_def.node, strict=True))
     assert updated.topological_order() == fresh.topological_order()
     assert updated.consumers == fresh.consumers
     ids = updated.node_ids()  # one int object per node, the name table's, held by every edge and the order
@@ -127,7 +128,8 @@ def test_an_output_made_an_alias_by_the_last_stage_is_counted_as_one(checked):
 
     frozen, _, outputs = _freeze(build)
     output = outputs[0].split(":")[0]
-    switch = scopefusion.FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
+    switch = scopefusion.FusionSwitch.from_text(
+        '{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
     result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False, fusion_switch_file=switch)
     assert result.report.fused_count("LayerNorm") == 1 and not checked  # no stage after the scope stage
     ops = {n.name: n.op for n in result.fused_graph_def.node}

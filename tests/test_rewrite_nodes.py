@@ -27,7 +27,7 @@ def test_new_nodes_hold_their_plans_attributes(bert_encoder, monkeypatch):
     shared = 0
     for names, attr_values, built in seen:
         assert len(names) == len(attr_values)
-        for name, attrs in zip(names, attr_values):
+        for name, attrs in zip(names, attr_values, strict=True):
             wanted = {key: value.SerializeToString(deterministic=True) for key, value in attrs.items()}
             assert built[name] == wanted, name
             shared += bool(wanted)

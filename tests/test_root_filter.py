@@ -58,10 +58,10 @@ def test_find_matches_reports_the_same_failures_with_and_without_the_first_look(
     v = view(name)
     for _, pattern in patterns():
         fast: list = []
-        found = find_matches(v, pattern, lambda root, why: fast.append((root, why.progress, str(why))))
+        found = find_matches(v, pattern, lambda root, why, fast=fast: fast.append((root, why.progress, str(why))))
         monkeypatch.setattr(RootFilter, "may_match", lambda self, index, root: True)
         slow: list = []
-        assert [m.root for m in find_matches(v, pattern, lambda root, why: slow.append(
+        assert [m.root for m in find_matches(v, pattern, lambda root, why, slow=slow: slow.append(
             (root, why.progress, str(why))))] == [m.root for m in found]
         monkeypatch.undo()
         assert fast == slow, pattern.name

@@ -28,7 +28,7 @@ def _run(passes, graph, **options):
 def _same_outputs(original, fused, feeds, fetches):
     a = run_graph_def(original, feeds, fetches)
     b = run_graph_def(to_tf_runnable(fused, OPS), feeds, fetches)
-    assert all(np.allclose(x, y, atol=1e-6) for x, y in zip(a, b))
+    assert all(np.allclose(x, y, atol=1e-6) for x, y in zip(a, b, strict=True))
 
 
 def _const(name, value=2.0):
@@ -141,9 +141,8 @@ def test_a_refused_container_does_not_push_aside_what_it_contains():
     import tensorflow as tf
 
     def build(x):
-        with tf.name_scope("model"):
-            with tf.name_scope("blk"):
-                y = x * 2.0 + 1.0
+        with tf.name_scope("model"), tf.name_scope("blk"):
+            y = x * 2.0 + 1.0
         r = tf.nn.relu(y, name="outside")
         with tf.name_scope("model/"):
             t = tf.nn.relu6(r, name="tail")
@@ -393,7 +392,8 @@ def test_an_int_attribute_refuses_fractions_and_attr_values_of_another_kind(scal
 
     from scopefusion import AttrDef, FusedOpDef, TensorArg
 
-    int_scale = FusedOpDef("IntScale", inputs=(TensorArg("x", type_attr="T"),), outputs=(TensorArg("y", type_attr="T"),),
+    int_scale = FusedOpDef("IntScale", inputs=(TensorArg("x", type_attr="T"),),
+                           outputs=(TensorArg("y", type_attr="T"),),
                            attrs=(AttrDef("scale", "int"), AttrDef("T", "type")), reference=lambda x, *, scale, T: (x,))
     value = AttrValue(f=2.0) if scale == "attr-value" else scale
 

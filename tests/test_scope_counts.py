@@ -54,7 +54,7 @@ def test_op_type_features_ask_one_count_not_every_count_of_the_scope(graph):
         assert [f.match(s) for s in scopes] == [count_holds(n, f.num, f.step) for n in counts]
         assert [f.rules_out_subtree(s) for s in scopes] == [f.num != -1 and n == -1 for n in counts]
         assert all(f.explain(s).endswith(f" {f.op_type} node(s) wanted, {max(n, 0)} found")
-                   for s, n in zip(scopes, counts))
+                   for s, n in zip(scopes, counts, strict=True))
         assert [check_feature(f, s).found for s in scopes] == [str(max(n, 0)) for n in counts]
     assert any(f.match(s) for f in features for s in scopes) and not all(f.match(s) for f in features for s in scopes)
     assert all(s._op_counts is None for s in scopes)
@@ -95,7 +95,7 @@ def test_sub_scopes_from_the_arrays_are_those_walked(graph):
     walked = ScopeGraph(graph_def).tree  # no arrays: sub-scopes walked
     ranged = ScopeGraph(graph_def).tree
     assert len(ranged.arrays) == len(ranged.scopes) == len(walked.scopes) > 3 and walked._arrays is None
-    for a, b in zip(walked.scopes, ranged.scopes):
+    for a, b in zip(walked.scopes, ranged.scopes, strict=True):
         assert [s.name for s in a.all_sub_scopes()] == [s.name for s in b.all_sub_scopes()]
         assert a.all_node_indices() == b.all_node_indices()
     assert walked._arrays is None

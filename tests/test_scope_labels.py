@@ -17,7 +17,7 @@ def test_labellings_undone_but_where_kept_are_those_undone_one_scope_at_a_time()
         tree.clear_labels()
         expected: dict[int, str | None] = {k: None for k in range(n)}
         changes, log = [], []
-        for step in range(12):
+        for _ in range(12):
             positions = rng.sample(range(n), rng.randint(1, max(1, n // 3)))
             label = rng.choice(["a", "b", None])
             log.append([(k, expected[k]) for k in positions])
@@ -29,7 +29,7 @@ def test_labellings_undone_but_where_kept_are_those_undone_one_scope_at_a_time()
                 assert tree.labelled_positions(lb) == [k for k in range(n) if expected[k] == lb]
         keep = rng.sample([k for k in range(1, n) if expected[k] is not None], keep_count)  # labelled now
         kept = tree.layout.covered(keep) if keep else None
-        for change, before in zip(reversed(changes), reversed(log)):
+        for change, before in zip(reversed(changes), reversed(log), strict=True):
             tree.labels.undo(change, kept)
             for k, label in before:
                 if kept is None or not kept[k]:

@@ -119,7 +119,7 @@ def test_ancestors_are_the_scopes_a_name_lies_under(graph):
     for scope in tree.scopes:
         above = [s.is_ancestor_of(scope) for s in tree.scopes]
         assert all(type(answer) is bool for answer in above)
-        assert [s.name for s, answer in zip(tree.scopes, above) if answer] == [
+        assert [s.name for s, answer in zip(tree.scopes, above, strict=True) if answer] == [
             name for name in names if name != scope.name and (not name or scope.name.startswith(name + "/"))]
 
 

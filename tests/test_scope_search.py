@@ -29,7 +29,8 @@ class _Recorded(matcher.MatchStats):
         self.calls: list[tuple[str, object]] = []
 
     def missed(self, tree, pattern, positions, which) -> None:
-        self.calls.extend((tree.scope_at(k).name, pattern.features[f]) for k, f in zip(positions.tolist(), which.tolist()))
+        self.calls.extend((tree.scope_at(k).name, pattern.features[f])
+                          for k, f in zip(positions.tolist(), which.tolist(), strict=True))
         super().missed(tree, pattern, positions, which)
 
 
@@ -92,7 +93,7 @@ class _Written(_Recorded):
     """Recorded near misses with their reason written out at once, as the labels then are."""
 
     def missed(self, tree, pattern, positions, which) -> None:
-        for k, f in zip(positions.tolist(), which.tolist()):
+        for k, f in zip(positions.tolist(), which.tolist(), strict=True):
             scope, feature = tree.scope_at(k), pattern.features[f]
             by_name = isinstance(feature, ScopeFeature) and bool(feature.suffix) and scope.last_name != feature.suffix
             self.written.append((scope, f"pattern {pattern.sub_type}: {feature.explain(scope)}", by_name))

@@ -93,12 +93,11 @@ def test_seed_000_snippet_on_the_bert_encoder(bert_encoder, bert_graph, registry
     custom_op.parameter_map["enable_scope_fusion_passes"].s = tf.compat.as_bytes("ScopeDecodeBboxV2Pass")
     config.graph_options.rewrite_options.remapping = RewriterConfig.OFF
     feeds = bert_encoder.inputs
-    with bert_graph.as_default():
-        with scopefusion.Session(config=config, registry=registry) as sess:  # the default graph
-            layer_norm = sess.run(EMBEDDINGS_LN, feeds)  # sess.run(xx_name_scope)
-            output = sess.run(bert_encoder.outputs[0], feeds)
-            assert sess.graph is bert_graph
-            fused = sess.fused_graph_def
+    with bert_graph.as_default(), scopefusion.Session(config=config, registry=registry) as sess:  # the default graph
+        layer_norm = sess.run(EMBEDDINGS_LN, feeds)  # sess.run(xx_name_scope)
+        output = sess.run(bert_encoder.outputs[0], feeds)
+        assert sess.graph is bert_graph
+        fused = sess.fused_graph_def
     assert fused_types(sess).count("LayerNorm") == bert_encoder.layer_norms == 7
     assert sum(n.op == "LayerNorm" for n in fused.node) == 7
     assert sess.report.acted_on == ["use_off_line", "enable_scope_fusion_passes"]
@@ -124,7 +123,7 @@ def test_seed_000_snippet_on_a_detection_graph(od, registry):  # noqa: F811 - th
     expected = plain_run(graph, model.outputs, model.feeds)
     np.testing.assert_allclose(decoded, expected_decoded, atol=TOL, rtol=TOL)
     np.testing.assert_allclose(boxes, expected[0], atol=TOL, rtol=TOL)
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         np.testing.assert_allclose(got, want, atol=TOL, rtol=TOL)
     assert expected[3].min() > 0  # real detections
 
@@ -317,10 +316,10 @@ def test_options_only_a_device_uses_are_accepted_and_listed_as_not_acted_on(bert
 
 
 def test_a_fetch_that_is_neither_in_the_graph_nor_a_fused_op_is_named(bert_graph, registry):
-    with scopefusion.Session(graph=bert_graph, config=seed_config(), registry=registry) as sess:
-        with pytest.raises(scopefusion.ScopeFusionError, match=r"fetch 'bert/embeddings/LayerNom': the graph has "
-                                                                r"no op or tensor of that name.*LayerNorm"):
-            sess.run("bert/embeddings/LayerNom")
+    with scopefusion.Session(graph=bert_graph, config=seed_config(), registry=registry) as sess, \
+            pytest.raises(scopefusion.ScopeFusionError, match=r"fetch 'bert/embeddings/LayerNom': the graph has "
+                                                             r"no op or tensor of that name.*LayerNorm"):
+        sess.run("bert/embeddings/LayerNom")
 
 
 # --------------------------------------------------------------- variables and Saver

@@ -718,7 +718,8 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     wrong = tmp_path / "wrong.pbtxt"
     wrong.write_text("graph_options { rewrite_options { custom_optimizer { name: 'NpuOptimizer' } } }\n",
                      encoding="utf-8")
-    with pytest.raises(SessionOptionError, match=rf"^{re.escape(str(wrong))}: not a ConfigProto \(as text: 1:.*custom_optimizer.*"
+    with pytest.raises(SessionOptionError,
+                       match=rf"^{re.escape(str(wrong))}: not a ConfigProto \(as text: 1:.*custom_optimizer.*"
                        r"\); allowed: a ConfigProto in text \(\.pbtxt\) or binary form$"):
         read_npu_options(wrong)
     garbage = tmp_path / "garbage.pb"

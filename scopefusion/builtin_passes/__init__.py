@@ -75,7 +75,8 @@ def scopefusion_fused_ops() -> Sequence[FusedOpDef]:
 
 #: every built-in pass by name, for a plugin that extends one (subclass it and register the subclass
 #: under the same name to replace it); read-only
+_ALL_PASSES: tuple[type[ScopeBasePass] | type[PatternFusionBasePass], ...] = (*BUILTIN_PASSES, *BUILTIN_GRAPH_PASSES)
 BUILTIN_PASSES_BY_NAME: Mapping[str, type[ScopeBasePass] | type[PatternFusionBasePass]] = MappingProxyType(
-    {p.name: p for p in (*BUILTIN_PASSES, *BUILTIN_GRAPH_PASSES)})
+    {p.name: p for p in _ALL_PASSES})
 #: every built-in fused op by type name (its ``reference`` is the op's TensorFlow implementation); read-only
 BUILTIN_FUSED_OPS_BY_NAME: Mapping[str, FusedOpDef] = MappingProxyType({d.name: d for d in BUILTIN_FUSED_OPS})

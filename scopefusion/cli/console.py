@@ -13,6 +13,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.fusion.report import FusionReport, PassReport
     from ..core.graph_fusion.switch import FusionSwitch
@@ -28,8 +32,6 @@ PIPED_WIDTH = 120
 def console(stderr: bool = False) -> Any:
     """A rich console on standard output (or standard error, when standard
     output carries the fused graph)."""
-    from rich.console import Console
-
     stream = sys.stderr if stderr else sys.stdout
     # Piped output has no width to go by: give tables room, unless COLUMNS says otherwise.
     width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
@@ -53,8 +55,6 @@ PROSE_SQUEEZED = 6  # the narrowest any prose column is made
 
 
 def _plain(cell: str) -> str:
-    from rich.text import Text
-
     return Text.from_markup(cell).plain
 
 
@@ -85,8 +85,6 @@ def fit_columns(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) 
 
 def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> tuple[Any, list[str]]:
     """A rich table of the columns that fit ``width``; also the headers left out."""
-    from rich.table import Table
-
     keep, fits = fit_columns(cols, rows, width)
     table = Table(title=title)
     for i in keep:

@@ -25,14 +25,21 @@ from ..core.errors import OptionError, ScopeFusionError
 from .partition import (add_partition_arguments, add_run_partition_arguments, cmd_partition,
                             partition_options_from_args, write_run_partition)
 from ..core.fusion.options import parse_pass_list
-from ..core.graph.io import GRAPH_FORMATS, check_model_path, graph_payload
+from ..core.graph.io import GRAPH_FORMATS, check_model_path, graph_payload, load_model
 from ..core.graph.output_paths import Payload, write_outputs
 from ..core.native_output import import_tensorflow_quietly, native_stderr_quiet
 from .explain import add_explain_parser, cmd_explain
 from .list_ops import list_ops
 from ..report.html.report import html_report
 from .progress import Progress
-from .summary import add_summary_arguments
+from .summary import add_summary_arguments, print_run_summary
+from ..api import fuse, load_switch, switch_warnings
+from ..core.version import __version__
+from ..plugins.blocked import check_enabled_passes, installed_plugins
+from ..plugins.registry import autoload_disabled, load_registry
+from .config_check import config_check
+from .console import console, list_rows, print_list
+from .new_plugin import new_plugin
 
 EXAMPLE_MODEL = Path(__file__).parent.parent / "examples" / "bert_tiny.pb"
 
@@ -47,9 +54,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _registry(args: argparse.Namespace) -> Any:
-    from ..plugins.blocked import installed_plugins
-    from ..plugins.registry import autoload_disabled, load_registry
-
     only = parse_pass_list(args.only_plugins) if args.only_plugins is not None else None
     block = [name for value in args.block_plugins for name in parse_pass_list(value)]
     with native_stderr_quiet(not args.debug):  # a plugin may import TensorFlow
@@ -100,7 +104,7 @@ EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other error, with status 2."""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+    def error(self, message: str) -> "NoReturn":
         command = self.prog.partition(" ")[2]  # "scopefusion run" -> "run"; the top parser has none
         where = f"{command}: " if command else ""
         self.exit(EXIT_USAGE, f"scopefusion: error: {where}{message} (see '{self.prog} --help')\n")
@@ -217,17 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from ..core.version import __version__
-
     return __version__
 
 
 # ------------------------------------------------------------------------- list
 def cmd_list(args: argparse.Namespace) -> int:
-    from ..api import load_switch, switch_warnings
-    from .console import list_rows, print_list
-    from ..plugins.blocked import check_enabled_passes
-
     switch = load_switch(args.fusion_switch_file)
     registry = _registry(args)
     enabled = enabled_passes(args.enable)
@@ -256,8 +254,6 @@ def _check_signature(args: argparse.Namespace, model: Path, kind: str) -> None:
 def _load(path: Path, signature: str | None, debug: bool, needs_tensorflow: bool) -> Any:
     """Load a model; TensorFlow is imported (its start-up notices kept quiet) only when it is
     needed: to freeze a SavedModel, to emit the TensorFlow-runnable form, or to verify."""
-    from ..core.graph.io import load_model
-
     if not debug and needs_tensorflow:
         import_tensorflow_quietly()
     with native_stderr_quiet(not debug):  # SavedModel loading and freezing: CUDA and loader notices
@@ -267,9 +263,6 @@ def _load(path: Path, signature: str | None, debug: bool, needs_tensorflow: bool
 def cmd_run(args: argparse.Namespace) -> int:
     """Check every option, load, fuse, verify if asked; then write the output and the
     report together, atomically, and print what was done."""
-    from ..api import fuse, load_switch
-    from ..plugins.blocked import check_enabled_passes
-
     switch = load_switch(args.fusion_switch_file)  # read before any other work
     model = Path(args.model) if args.model else EXAMPLE_MODEL
     kind = check_model_path(model)
@@ -333,9 +326,6 @@ def _copy(graph_def: Any) -> Any:
 
 
 def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification: Any) -> int:
-    from .console import console
-    from .summary import print_run_summary
-
     # standard output carries the graph or the report (a dry run writes no graph)
     out = console(stderr=any(t is not None and t.is_stdout for t in (outputs.report, outputs.html))
                   or (outputs.graph.is_stdout and not args.dry_run))
@@ -364,8 +354,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:
-    from .new_plugin import new_plugin
-
     root = new_plugin(args.name, args.dir)
     print(f"wrote {root}: pip install {root} && python -m pytest {root / 'tests'}")
     return 0
@@ -373,9 +361,6 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- config
 def cmd_config(args: argparse.Namespace) -> int:
-    from .config_check import config_check
-    from .console import console
-
     with native_stderr_quiet(not args.debug):  # reading a ConfigProto imports TensorFlow
         return config_check(args.file, console=console(), as_json=args.json)
 

@@ -73,7 +73,7 @@ def partition_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword arguments of :func:`scopefusion.fuse` (and ``partition``) from the parsed options, all
     checked (the session configuration and the supported-ops file read) before any other work."""
     flag = getattr(args, "in_out_pair_flag", None)
-    options = {
+    options: dict[str, Any] = {
         "mix_compile_mode": getattr(args, "mix_compile_mode", None),
         "in_out_pair": getattr(args, "in_out_pair", None),
         "in_out_pair_flag": None if flag is None else parse_flag(flag, "--in_out_pair_flag"),

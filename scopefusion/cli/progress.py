@@ -13,6 +13,8 @@ import sys
 from types import TracebackType
 from typing import IO, Any
 
+from rich.console import Console
+
 
 def on_terminal() -> bool:
     try:
@@ -31,8 +33,6 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self.enabled:
-            from rich.console import Console
-
             sys.stderr.flush()
             self._stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
             console = Console(file=self._stream, stderr=True, highlight=False)

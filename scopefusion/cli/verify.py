@@ -10,6 +10,8 @@ from .options import VERIFY_OPTIONS, option_names
 from ..core.native_output import native_stderr_quiet
 from ..core.partition.request import session_options
 from ..core.options.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
+from ..core.verify.verify import verify
+from .console import print_verification
 
 
 def verification_shapes(args: argparse.Namespace) -> list[str | None]:
@@ -29,8 +31,6 @@ def verification_shapes(args: argparse.Namespace) -> list[str | None]:
 def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
                      int_range: tuple[int, int], shapes: str | None,
                      progress: Callable[[str], None] | None = None) -> Any:
-    from ..core.verify.verify import verify
-
     if progress is not None:
         progress("verifying: starting sessions")
     with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here
@@ -54,8 +54,6 @@ def verify_all(args: argparse.Namespace, original: Any, fused: Any, registry: An
 
 def print_verifications(results: list[tuple[str | None, Any]], out: Any = None) -> int:
     """Print each run's table; 0 when every run passed, else 1."""
-    from .console import print_verification
-
     failed = 0
     for label, result in results:
         for note in result.notes:

@@ -57,4 +57,5 @@ def import_tensorflow_quietly() -> None:
     if "tensorflow" in sys.modules:
         return
     with native_stderr_quiet():
+        # deferred: TensorFlow costs seconds to import
         import tensorflow  # noqa: F401

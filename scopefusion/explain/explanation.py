@@ -1,8 +1,9 @@
 """``explain``: every registered pass's verdict on one scope or node of a model.
 
 The model is fused once with every pass on (scope passes enabled, graph passes on whatever a
-switch file says; the switch file only shows in each pass's default state), and each pass's verdict at the place is read from that run: fused, refused
-(why), dropped in a conflict (to what), a near miss, or no match; with what it produced there (the
+switch file says; the switch file only shows in each pass's default state), and each pass's
+verdict at the place is read from that run: fused, refused (why), dropped in a conflict (to
+what), a near miss, or no match; with what it produced there (the
 fused op, its attributes, the tensors it reads and the ones it replaces).  Then, on the graph as
 given, each scope pass's patterns are checked at the place feature by feature (wanted / found),
 and each graph pass's patterns are tried with their root at the place's nodes (the step that fails).
@@ -128,7 +129,8 @@ class _Recording:
                 for (node, port), k in c.outputs.items():
                     outputs.setdefault(k, []).append(tensor_name(names[node], port))
                 self.produced.setdefault(c.pass_name, []).append(Produced(
-                    c.name, c.type, {k: _attr_text(v, _attr_type(self.fused_ops, c.type, k)) for k, v in c.attrs.items()},
+                    c.name, c.type,
+                    {k: _attr_text(v, _attr_type(self.fused_ops, c.type, k)) for k, v in c.attrs.items()},
                     [tensor_name(names[c.inputs[k][0]], c.inputs[k][1]) if k in c.inputs else "-"
                      for k in range(c.num_inputs())],
                     [", ".join(outputs.get(k, ["-"])) for k in range(c.num_outputs())]))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pluggy
+from importlib_metadata import entry_points
 
 from .. import builtin_passes  # the built-ins register through the same hooks as plugins
 from ..core.errors import PluginError
@@ -129,8 +130,6 @@ def autoload_disabled() -> bool:
 
 def discover_entry_points() -> list[Any]:
     """Entry points of the ``scopefusion`` group, sorted deterministically."""
-    from importlib_metadata import entry_points
-
     eps = list(entry_points(group=ENTRY_POINT_GROUP))
 
     def key(ep: Any) -> tuple[str, str]:
@@ -308,7 +307,7 @@ def _plugin_filter(block: Sequence[str], only: Sequence[str] | None) -> Callable
 
 
 def _load_entry_points(pm: pluggy.PluginManager, registry: Registry,
-                       skipped: Callable[[str, str], bool]) -> list[_Loaded]:
+                       skipped: Callable[[str, str], str]) -> list[_Loaded]:
     """Import and register every plugin of the entry-point group that is not skipped."""
     loaded: list[_Loaded] = []
     for ep in discover_entry_points():

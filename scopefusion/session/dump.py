@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .probes import FusedNode
 from ..core.options.syntax import StepRange
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
 
 
 def step_chosen(steps: Sequence[StepRange], step: int) -> bool:
@@ -45,18 +43,14 @@ def file_stems(nodes: Iterable[FusedNode]) -> dict[str, str]:
 
 def arrays_of(node: FusedNode, tensors: Sequence[str], values: Mapping[str, "np.ndarray"]) -> dict[str, "np.ndarray"]:
     """``input_<i>`` / ``output_<k>`` -> value, for the tensors of ``node`` among ``tensors``."""
-    import numpy as np
-
     wanted = set(tensors)
     return {label: np.asarray(values[name]) for label, name in node.labelled() if name in wanted}
 
 
 def write_npz(directory: str, stem: str, step: int, arrays: Mapping[str, "np.ndarray"]) -> str:
     """Write ``<directory>/<stem>.<step>.npz``; returns its path."""
-    import numpy as np
-
     path = os.path.join(directory, f"{stem}.{step}.npz")
-    np.savez(path, **arrays)
+    np.savez(path, **arrays)  # type: ignore[arg-type]  # mypy matches the names against allow_pickle: bool too
     return path
 
 

@@ -60,7 +60,7 @@ class FusedSessionGraph:
 
     def __init__(self, runnable: "GraphDef", fused: "GraphDef", report: FusionReport, version: int,
                  outputs: Iterable[str], original_ops: dict[str, str], config: Any) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         self.graph_def = runnable
         self.fused_graph_def = fused
@@ -103,13 +103,13 @@ class FusedSessionGraph:
 def fuse_session_graph(graph: Any, registry: Registry, switch: FusionSwitch, options: NpuOptions,
                        wanted: Wanted, config: Any) -> FusedSessionGraph:
     """Fuse the user's ``graph`` as it is now; see the module docstring."""
-    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.framework import graph_pb2  # deferred: TensorFlow costs seconds to import
 
     version = graph.version
     original = graph.as_graph_def()
     index = GraphIndex(original)
     state = state_nodes(index)
-    placeholders = {name for name, op in zip(index.names, index.ops) if op in PLACEHOLDER_OPS}
+    placeholders = {name for name, op in zip(index.names, index.ops, strict=True) if op in PLACEHOLDER_OPS}
     outputs = sorted({full_name(t) for t in sink_outputs(index, state)} | wanted.outputs)
     work = graph_pb2.GraphDef()
     work.CopyFrom(original)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .probes import FusedNode, port_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
 
 OVERFLOW_DIRECTORY = "overflow"
 
@@ -45,8 +44,6 @@ class OverflowRecord:
 
 def _non_finite(value: "np.ndarray") -> tuple[int, int] | None:
     """``(inf, nan)`` counts of a floating-point array; None for other dtypes."""
-    import numpy as np
-
     array = np.asarray(value)
     if array.dtype.kind != "f" and array.dtype.name != "bfloat16":
         return None
@@ -61,7 +58,7 @@ def find_overflows(nodes: Sequence[FusedNode], step: int,
     for node in nodes:
         for name in node.outputs:
             counts = _non_finite(values[name])
-            if counts is not None and sum(counts):
+            if counts is not None and any(counts):
                 size = int(getattr(values[name], "size", 1))
                 records.append(OverflowRecord(node.name, node.type, step, port_of(name), sum(counts), *counts,
                                               size))

@@ -33,7 +33,7 @@ class FusedNode:
 
     def labelled(self) -> list[tuple[str, str]]:
         """``(input_<slot> or output_<port>, tensor)`` for every tensor of the op."""
-        pairs = [(f"input_{slot}", name) for slot, name in zip(self.input_slots, self.inputs)]
+        pairs = [(f"input_{slot}", name) for slot, name in zip(self.input_slots, self.inputs, strict=True)]
         return pairs + [(f"output_{port_of(name)}", name) for name in self.outputs]
 
     def tensors(self, mode: str) -> tuple[str, ...]:

@@ -54,7 +54,7 @@ class Request:
     """The fetches and feeds of one run, resolved against the user's graph."""
 
     def __init__(self, graph: Any, fetches: Any, feed_dict: Mapping[Any, Any] | None) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         self.structure = fetches
         self.leaves = [_leaf(graph, f) for f in tf.nest.flatten(fetches)]
@@ -91,7 +91,7 @@ class Request:
 
     def pack(self, values: Mapping[str, Any]) -> Any:
         """The fetched values in the shape of the fetches (``None`` for ops)."""
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         flat: list[Any] = []
         for leaf in self.leaves:

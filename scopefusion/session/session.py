@@ -121,7 +121,7 @@ def _with_session_interface(cls: type) -> type:
     """``cls`` with TensorFlow's ``SessionInterface`` as a base too (``Saver`` checks
     for it); made at the first construction, so that importing scopefusion does not
     import TensorFlow."""
-    from tensorflow.python.client.session import SessionInterface
+    from tensorflow.python.client.session import SessionInterface  # deferred: TensorFlow costs seconds to import
 
     if issubclass(cls, SessionInterface):
         return cls
@@ -135,11 +135,12 @@ class Session:
     ops (default: the built-ins and installed plugins)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Session:
-        return super().__new__(_with_session_interface(cls))
+        # a class is hashable; mypy checks the instances' __hash__ against Hashable instead
+        return super().__new__(_with_session_interface(cls))  # type: ignore[arg-type]
 
     def __init__(self, target: str = "", graph: Any = None, config: Any = None, *,
                  registry: Registry | None = None) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         if target:
             raise ParameterError("target", f"{target!r}: only the local target '' is supported")
@@ -211,7 +212,7 @@ class Session:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             extra = {k: kwargs[k] for k in ("options", "run_metadata") if accept_options and k in kwargs}
-            return self.run(fetches, dict(zip(feeds, args)), **extra)
+            return self.run(fetches, dict(zip(feeds, args, strict=True)), **extra)
         return call
 
     def partial_run_setup(self, fetches: Any, feeds: Any = None) -> Any:
@@ -222,7 +223,7 @@ class Session:
 
     def as_default(self) -> Any:
         """A context manager making this the default session (for ``Tensor.eval()``)."""
-        from tensorflow.python.framework import stack
+        from tensorflow.python.framework import stack  # deferred: TensorFlow costs seconds to import
 
         return stack.default_session(self)
 
@@ -251,7 +252,7 @@ class Session:
     def _tracing(self, options: Any, run_metadata: Any) -> tuple[Any, Any]:
         if self._outputs.profiles is None:
             return options, run_metadata
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         traced = tf.compat.v1.RunOptions()
         if options is not None:
@@ -260,7 +261,7 @@ class Session:
         return traced, run_metadata if run_metadata is not None else tf.compat.v1.RunMetadata()
 
     def _run_plain(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         if self._plain is None:
             self._plain = tf.compat.v1.Session(graph=self._graph, config=self._config)
@@ -299,7 +300,7 @@ class Session:
         watched = [n for n in fused.watchable if n.name in executed] if step is not None else []
         names = list(dict.fromkeys(fetched + self._probe_tensors(watched, step)))
         results = fused.session.run(names + targets, request.feeds, options=options, run_metadata=run_metadata)
-        values = dict(zip(names, results))
+        values = dict(zip(names, results, strict=False))  # the targets' results (None) come last
         if step is not None:
             self._after_step(fused, watched, step, values)
             self._step += 1

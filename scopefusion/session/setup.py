@@ -33,7 +33,8 @@ class SessionOutputs:
     @classmethod
     def of(cls, options: NpuOptions) -> SessionOutputs:
         dump_path = os.path.realpath(options.dump_path) if options.dump_path else None
-        dump = DumpSettings(dump_path, options.dump_step, options.dump_mode) if options.enable_dump else None
+        dump = DumpSettings(dump_path, options.dump_step, options.dump_mode) \
+            if options.enable_dump and dump_path else None
         overflow = os.path.join(dump_path, OVERFLOW_DIRECTORY) if options.enable_dump_debug and dump_path else None
         return cls(dump, overflow, profile_directory(options))
 

@@ -53,7 +53,9 @@ def profile(step_stats: Any, run: int, step: int | None, graph_nodes: Mapping[st
     op's type for fused ops); ``fused``: fused op name -> fused op type."""
     stats = [(dev.device, ns) for dev in step_stats.dev_stats for ns in dev.node_stats]
     start = min((ns.all_start_micros for _, ns in stats), default=0)
-    nodes, per_fused, per_type = [], {}, {}
+    nodes: list[dict[str, Any]] = []
+    per_fused: dict[str, dict[str, Any]] = {}
+    per_type: dict[str, dict[str, int]] = {}
     for device, ns in sorted(stats, key=lambda item: item[1].all_start_micros):
         owner = _fused_owner(ns.node_name, graph_nodes, fused)
         op = _op_type(ns.node_name, ns.timeline_label, graph_nodes)
@@ -96,7 +98,7 @@ def write_profile(directory: str, times: Mapping[str, Any]) -> list[str]:
     """Write the op-times JSON and the Chrome trace of one run; returns their paths."""
     stem = os.path.join(directory, f"run_{times['run']}")
     paths = [f"{stem}.op_times.json", f"{stem}.trace.json"]
-    for path, content in zip(paths, (times, chrome_trace(times))):
+    for path, content in zip(paths, (times, chrome_trace(times)), strict=True):
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(content, handle, indent=1)
     return paths

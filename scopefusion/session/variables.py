@@ -27,7 +27,7 @@ def _variables(graph: Any) -> list[Any]:
 
 def read_variables(session: Any) -> dict[str, "np.ndarray"]:
     """The values of the initialised variables of ``session``'s graph, by variable name."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     graph = session.graph
     variables = _variables(graph)
@@ -38,17 +38,17 @@ def read_variables(session: Any) -> dict[str, "np.ndarray"]:
         checks = [raw.IsVariableInitialized(ref=op.outputs[0]) if op.type in REF_VARIABLES
                   else raw.VarIsInitializedOp(resource=op.outputs[0]) for op in variables]
         initialised = session.run(checks)
-        live = [op for op, ok in zip(variables, initialised) if ok]
+        live = [op for op, ok in zip(variables, initialised, strict=True) if ok]
         reads = [op.outputs[0] if op.type in REF_VARIABLES
                  else raw.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype")) for op in live]
     values = session.run(reads) if reads else []
-    return {op.name: value for op, value in zip(live, values)}
+    return {op.name: value for op, value in zip(live, values, strict=True)}
 
 
 def write_variables(session: Any, values: Mapping[str, "np.ndarray"]) -> list[str]:
     """Assign ``values`` to the variables of the same name in ``session``'s graph;
     returns the names of the values that found no such variable."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     graph = session.graph
     by_name = {op.name: op for op in _variables(graph)}

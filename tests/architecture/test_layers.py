@@ -7,7 +7,8 @@ leaf modules of ``core``.  ``scopefusion/__init__.py``, ``__main__.py`` and ``te
 public front and may import anything; nothing inside the package imports them.
 
 An import inside a function is allowed only to defer TensorFlow, and says so in a comment on its
-line or the line above (``# deferred: TensorFlow``).
+line or the line above (``# deferred: TensorFlow``); or, for a module that costs the command's
+start-up more than it is worth to load at once, ``# deferred: start-up time`` with the reason.
 """
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("core.graph",),
     ("core.errors", "core.parameters", "core.native_output", "core.version"),
 ]
-FRONT = {"", "__main__", "testing", "core", "examples"}  # core/__init__.py and examples/ hold no code  # scopefusion/__init__.py, __main__.py, testing.py
+#: scopefusion/__init__.py, __main__.py, testing.py; core/__init__.py and examples/ hold no code
+FRONT = {"", "__main__", "testing", "core", "examples"}
 #: leaf modules of the lowest layer may import each other (errors are raised everywhere)
 SHARED_LEAVES = {"core.errors", "core.parameters", "core.native_output", "core.version"}
-DEFERRED = re.compile(r"#.*\bdeferred\b.*\bTensorFlow\b", re.IGNORECASE)
+DEFERRED = re.compile(r"#.*\bdeferred\b.*(\bTensorFlow\b|\bstart-up time\b)", re.IGNORECASE)
 
 
 def _unit(module: str) -> str:
@@ -150,8 +152,9 @@ def test_every_import_points_downward():
 
 def test_imports_inside_functions_only_defer_tensorflow():
     problems = undeclared_deferred_imports()
-    assert not problems, ("imports inside functions without a '# deferred: TensorFlow ...' comment "
-                          "(move them to the top of the module):\n" + "\n".join(problems))
+    assert not problems, ("imports inside functions without a '# deferred: TensorFlow ...' or "
+                          "'# deferred: start-up time ...' comment (move them to the top of the module):\n"
+                          + "\n".join(problems))
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -180,3 +183,20 @@ def test_a_sibling_engine_import_is_caught(tmp_path):
     target.write_text(target.read_text() + "from ..graph_fusion.switch import FusionSwitch\n")
     problems = upward_imports(copy)
     assert any("core.partition imports core.graph_fusion, its sibling" in p for p in problems), problems
+
+
+def test_an_undeclared_import_inside_a_function_is_caught(tmp_path):
+    """The deferral rule itself: a function-level import without the comment is reported, one
+    saying ``deferred: TensorFlow`` or ``deferred: start-up time`` is not."""
+    import shutil
+
+    copy = tmp_path / "scopefusion"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pb"))
+    target = copy / "core" / "graph" / "vocabulary.py"
+    text = target.read_text()
+    added = ("\n\ndef _late():\n    import json\n\n\ndef _heavy():\n    import tensorflow  # deferred: TensorFlow\n"
+             "\n\ndef _slow():\n    # deferred: start-up time (a test)\n    import json\n")
+    target.write_text(text + added)
+    late = len((text + "\n\ndef _late():\n").splitlines()) + 1
+    problems = [p for p in undeclared_deferred_imports(copy) if "vocabulary.py" in p]
+    assert problems == [f"scopefusion/core/graph/vocabulary.py:{late}: import json"], problems

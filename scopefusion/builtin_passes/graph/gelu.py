@@ -32,7 +32,7 @@ from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionB
 
 def gelu_reference(x: Any, *, approximate: bool, T: Any) -> tuple[Any]:
     """GELU of ``x``: ``x * Phi(x)``, or its tanh approximation."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     return (tf.nn.gelu(x, approximate=approximate),)
 

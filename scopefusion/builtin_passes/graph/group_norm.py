@@ -58,7 +58,7 @@ def group_norm_reference(x: Any, gamma: Any, beta: Any, *, num_groups: int, epsi
                          T: Any) -> tuple[Any]:
     """Normalise each sample's channel groups over the group's channels and the spatial axes,
     then scale and shift per channel; float16 and bfloat16 statistics in float32."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     rank = tf.rank(x)  # the rank may be unknown when the function is traced
     channel = rank - 1 if data_format == NHWC else tf.constant(1)
@@ -200,7 +200,7 @@ def _group_norm(match: PatternMatch) -> FusedOp:
 
 
 def _compatible(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(p is None or q is None or p == q for p, q in zip(a, b))
+    return len(a) == len(b) and all(p is None or q is None or p == q for p, q in zip(a, b, strict=True))
 
 
 def _grouped_layout(match: PatternMatch, x_shape: list, axes: list[int]) -> tuple[int, int, str, list[int]]:

@@ -29,7 +29,7 @@ from .naming import common_scope
 def matmul_bias_add_reference(a: Any, b: Any, bias: Any, *, transpose_a: bool, transpose_b: bool,
                               T: Any) -> tuple[Any]:
     """``matmul(a, b) + bias``: a batched product when a or b has more than two dimensions."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     return (tf.nn.bias_add(tf.linalg.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias),)
 

@@ -143,7 +143,7 @@ def params_shape(match: PatternMatch, ref: str, expected: Sequence[int | None], 
     if None in shape:
         raise NotANorm(f"cannot tell the shape of {what} {name_of(match, ref)!r}: it is {show(shape)}")
     fits = len(shape) == len(expected) and all(
-        (e is None and s != 1) or s == e for s, e in zip(shape, expected))
+        (e is None and s != 1) or s == e for s, e in zip(shape, expected, strict=True))
     if not fits:
         raise NotANorm(f"{what} {name_of(match, ref)!r} has shape {show(shape)}, the op needs {show(expected)}")
     return shape

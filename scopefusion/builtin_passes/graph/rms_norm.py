@@ -46,7 +46,7 @@ from .norm_patterns import EPSILON, STD_EPSILON, mean_square, normaliser, scaled
 
 def rms_norm_reference(x: Any, gamma: Any, *, epsilon: float, axes: Sequence[int], T: Any) -> tuple[Any]:
     """``x / sqrt(mean(x ** 2 over axes) + epsilon) * gamma``, in the dtype of ``x``."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     mean_square_ = tf.reduce_mean(tf.square(x), [int(a) for a in axes], keepdims=True)
     return (x * tf.math.rsqrt(mean_square_ + tf.cast(epsilon, x.dtype)) * gamma,)

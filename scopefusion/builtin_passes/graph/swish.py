@@ -28,7 +28,7 @@ from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionB
 
 def swish_reference(x: Any, *, beta: float, T: Any) -> tuple[Any]:
     """``x * sigmoid(beta * x)``."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     return (x * tf.sigmoid(tf.cast(beta, x.dtype) * x),)
 

@@ -232,7 +232,7 @@ class _Analysis:
             if len(found) != 1:
                 raise NotBatchNMS(f"the {label} of the per-image NMS come from {len(found)} different tensors")
         tensors = [boxes.pop(), scores.pop(), self._untiled(windows.pop())]
-        for label, t in zip(("boxes", "scores"), tensors):
+        for label, t in zip(("boxes", "scores"), tensors, strict=False):
             if t[0] in self.inside:
                 raise NotBatchNMS(f"the {label} ({_tname(t)}) are computed inside the scope")
         # Every other value read from outside would be lost.
@@ -340,5 +340,5 @@ class ScopeBatchMultiClassNMSPass(ScopeBasePass):
         by_index = [(index.index[name], port) for name, port in tensors]
         for reader, slots in input_slots(analysis.sg, inside, by_index).items():
             result.insert_inputs(scope.suffix_of(reader), slots)
-        for name, index in outputs.items():
-            result.insert_outputs(scope.suffix_of(name), [index])
+        for name, port in outputs.items():
+            result.insert_outputs(scope.suffix_of(name), [port])

@@ -18,7 +18,7 @@ def _single_image_nms(boxes: Any, scores: Any, window: Any, *, score_threshold: 
                       max_size_per_class: int, max_total_size: int, change_coordinate_frame: bool,
                       use_static_shapes: bool) -> tuple:
     """Multi-class NMS of one image: boxes [N, q, 4], scores [N, C], window [4]."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     num_boxes = tf.shape(scores)[0]
     num_classes = tf.shape(scores)[1]
@@ -96,7 +96,7 @@ def batch_multiclass_nms_reference(
     With ``use_static_shapes`` the per-class NMS is padded to ``max_size_per_class``, no box is
     dropped (zero-area boxes score -1), and each image keeps ``min(max_total_size, C *
     max_size_per_class)`` entries (all of them when ``max_total_size`` is 0)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     # Its own name scope: when TensorFlow inlines the function, its nodes are named
     # "<fused node>/<node>", which must not collide with nodes kept under the fused scope.

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def clip_boxes_reference(boxes: Any, window: Any, *, filter_nonoverlapping: bool, T: Any) -> tuple[Any]:
     """Clip boxes [N, 4] ([ymin, xmin, ymax, xmax]) to ``window`` [4]; with
     ``filter_nonoverlapping`` keep only the clipped boxes of positive area."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     # Its own name scope: when TensorFlow inlines the function, its nodes are named
     # "<fused node>/<node>", which must not collide with nodes kept under the fused scope

@@ -39,7 +39,7 @@ Tensor = tuple[str, int]
 def decode_bbox_v2_reference(rel_codes: Any, anchors: Any, *, scales: Sequence[float], T: Any) -> tuple[Any]:
     """Decode Faster R-CNN box codes [N, 4] (ty, tx, th, tw) against anchors [N, 4]
     ([ymin, xmin, ymax, xmax]) into boxes [N, 4] ([ymin, xmin, ymax, xmax])."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     # Its own name scope: when TensorFlow inlines the function, its nodes are named
     # "<fused node>/<node>", which must not collide with nodes kept under the fused scope.

@@ -42,7 +42,8 @@ def _invariants(function: Any) -> set[int]:
     """Positions of the arguments a loop body returns unchanged."""
     args = [a.name for a in function.signature.input_arg]
     outs = [a.name for a in function.signature.output_arg]
-    return {k for k, (arg, out) in enumerate(zip(args, outs)) if function.ret.get(out) == arg}
+    # the graph's own function: a body whose outputs do not match its arguments is TensorFlow's to refuse
+    return {k for k, (arg, out) in enumerate(zip(args, outs, strict=False)) if function.ret.get(out) == arg}
 
 
 def _const_shape(producer: "NodeDef | None") -> Any:

@@ -66,11 +66,12 @@ def check_inner_signatures(candidate: FusionCandidate, attr_values: Sequence[Map
                            fused_ops: Mapping[str, FusedOpDef]) -> None:
     """Each inner node has the data inputs, outputs read and required attributes of its op."""
     outputs: dict[str, int | None] = {}
-    for node, attrs in zip(candidate.inner_nodes, attr_values):
+    for node, attrs in zip(candidate.inner_nodes, attr_values, strict=True):
         data = [ref for ref in node.inputs if isinstance(ref, FusedInput) or not ref.startswith("^")]
         expected, n_out = _signature(node, attrs, fused_ops)
         if expected is not None and len(data) != expected:
-            raise Refused(f"inner node {node.name!r} ({node.op}) has {len(data)} data input(s), its op takes {expected}")
+            raise Refused(f"inner node {node.name!r} ({node.op}) has {len(data)} data input(s), "
+                          f"its op takes {expected}")
         outputs[node.name] = n_out
     reads = [(node.name, ref) for node in candidate.inner_nodes for ref in node.inputs if isinstance(ref, str)]
     reads += [("a fused output", tensor) for tensor in candidate.inner_outputs.values()]
@@ -91,6 +92,7 @@ def _signature(node: InnerNode, attrs: Mapping[str, Any], fused_ops: Mapping[str
             raise Refused(f"inner node {node.name!r}: {'; '.join(problems)}")
         return declared.input_count(attrs), len(declared.outputs)
     op_def = tensorflow_op_def(node.op)
+    assert op_def is not None, node.op  # check_inner_structure refused an op TensorFlow does not know
     missing = [a.name for a in op_def.attr if not a.HasField("default_value") and a.name not in attrs]
     if missing:
         raise Refused(f"inner node {node.name!r} ({node.op}) lacks required attribute(s) {', '.join(missing)}")

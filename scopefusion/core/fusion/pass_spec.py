@@ -12,6 +12,7 @@ class PassSpec:
     version) and what it replaced.  The class says which engine runs it (``engine``)."""
 
     __slots__ = ("cls", "origin", "replaces")
+    cls: Any  # a ScopeBasePass or PatternFusionBasePass subclass (the engines sit above this module)
 
     def __init__(self, cls: Any, origin: str = "built-in", replaces: str | None = None) -> None:
         if not isinstance(cls, type) or getattr(cls, "engine", None) not in ENGINES:

@@ -219,7 +219,7 @@ class FusionPipeline:
         if accepted:  # the rewrite reads no order nor op table, only consumers (without one, the next stage reads them)
             index.release_tables(keep_consumers=True)
         summary = apply_plans(index, accepted)
-        for plan, place in zip(accepted, places):
+        for plan, place in zip(accepted, places, strict=True):
             c = plan.candidate  # its ``where`` list is the record's: nothing changes either
             reports[c.pass_name].fused.append(FusedRecord(
                 name=c.label, type=c.type, scopes=c.where, removed_nodes=len(plan.removed),

@@ -172,7 +172,7 @@ class FusionReport:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        for entry, p in zip(out["passes"], self.passes):
+        for entry, p in zip(out["passes"], self.passes, strict=True):
             entry["effect_times"] = p.effect_times
             for key in ("fused", "refused", "dropped", "near_misses"):
                 for item in entry[key]:

@@ -94,7 +94,7 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
         if inner_nodes:
             return [_new_node(add(), f"{res.name}/{inner.name}", inner.op, device,
                               [*(_inner_input(res.name, ref, inputs) for ref in inner.inputs), *controls], block)
-                    for inner, block in zip(inner_nodes, blocks_of)]
+                    for inner, block in zip(inner_nodes, blocks_of, strict=True)]
         return [_new_node(add(), res.name, res.type, device, inputs + controls if controls else inputs, blocks_of[0])]
 
     return build
@@ -132,7 +132,7 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     else:
         # IdentityN keeps port numbers: pad the ports that are not outputs.
         node.op = "IdentityN"
-        by_port = dict(zip(ports, fused_ports))
+        by_port = dict(zip(ports, fused_ports, strict=True))
         for p in range(max(ports) + 1):
             f = by_port.get(p, fused_ports[0])
             node.input.append(plan.output_tensor(f))
@@ -141,7 +141,7 @@ def _alias_node(plan: "FusionPlan", index: GraphIndex, d: int, ports: Sequence[i
     return node
 
 
-class NamesOf(Set):
+class NamesOf(Set[str]):
     """The names of some nodes of an index, read off the index's name table rather than held in
     a set of their own (a rewrite drops nodes by the hundred thousand)."""
 
@@ -149,7 +149,7 @@ class NamesOf(Set):
         self._index, self._nodes = index, nodes
 
     def __contains__(self, name: object) -> bool:
-        return self._index.index.get(name) in self._nodes  # type: ignore[arg-type]
+        return isinstance(name, str) and self._index.index.get(name) in self._nodes
 
     def __iter__(self) -> Iterator[str]:
         return map(self._index.names.__getitem__, self._nodes)
@@ -269,12 +269,13 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     if summary.dropped:
         kept = [index.nodes[i] for i in colocated if i not in summary.dropped]
         kept += [node for plan in plans  # a new node holds the attributes its plan wrote, and no others
-                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]]) if _COLOCATE in attrs]
+                 for attrs, node in zip(plan.attr_values, built_by_anchor[plan.removed[0]], strict=True)
+                 if _COLOCATE in attrs]
         _drop_stale_colocation(kept, summary.removed_names)
     return summary
 
 
-def _drop_stale_colocation(nodes: Iterable["NodeDef"], removed: set[str]) -> None:
+def _drop_stale_colocation(nodes: Iterable["NodeDef"], removed: AbstractSet[str]) -> None:
     """Forget colocation constraints naming removed nodes (TensorFlow refuses to import a node
     colocated with a node that does not exist; a TF1 cond's Switch is colocated with its input)."""
     for node in nodes:
@@ -297,9 +298,9 @@ def check_rewrite(
     """Check the rewritten graph.
 
     ``full`` re-indexes it (names, inputs, cycles).  Otherwise the graph must hold as
-    many nodes as the rewrite told, and only the nodes the rewrite touched are checked: their inputs must name nodes that exist,
-    and new names must be unique; untouched nodes kept their valid inputs, and
-    acyclicity was established before rewriting.
+    many nodes as the rewrite told, and only the nodes the rewrite touched are checked: their
+    inputs must name nodes that exist, and new names must be unique; untouched nodes kept their
+    valid inputs, and acyclicity was established before rewriting.
     """
     if full or not plans:
         if full:

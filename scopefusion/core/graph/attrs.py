@@ -45,7 +45,7 @@ def attr_equals(attr: Any, expected: Any) -> bool:
         if not isinstance(expected, (list, tuple)):
             return False
         return len(values) == len(expected) and all(
-            _scalar_equals(a, e) for a, e in zip(values, expected)
+            _scalar_equals(a, e) for a, e in zip(values, expected, strict=True)
         )
     if kind is None:
         return False
@@ -63,6 +63,7 @@ def _dtype_enum(value: Any) -> int:
         return DTYPE_BY_NAME[value]
     if hasattr(value, "as_datatype_enum"):  # a tf.DType
         return int(value.as_datatype_enum)
+    # deferred: TensorFlow costs seconds to import
     import tensorflow as tf  # a tf.DType or a name only TensorFlow knows
 
     return int(tf.dtypes.as_dtype(value).as_datatype_enum)
@@ -83,7 +84,7 @@ def make_attr_value(value: Any, attr_type: str) -> "AttrValue":
     elif attr_type == "string":
         attr.s = value if isinstance(value, bytes) else str(value).encode()
     elif attr_type == "type":
-        attr.type = _dtype_enum(value)  # type: ignore[assignment]
+        attr.type = _dtype_enum(value)
     elif attr_type == "shape":
         for d in value:
             attr.shape.dim.add(size=-1 if d is None else int(d))

@@ -36,7 +36,7 @@ def tensor_value(tensor: Any) -> "np.ndarray | None":
     try:
         return make_ndarray(tensor)
     except UnsupportedDtype:  # quantized and other rare dtypes: TensorFlow decodes them
-        from tensorflow.python.framework import tensor_util
+        from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
         try:
             return tensor_util.MakeNdarray(tensor)

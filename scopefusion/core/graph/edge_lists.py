@@ -56,7 +56,7 @@ def parse_inputs(nodes: Sequence, names: Sequence[str], index: Mapping[str, int]
     get = index.get
     inputs: Inputs = []
     append = inputs.append
-    for node, name in zip(nodes, names):
+    for node, name in zip(nodes, names, strict=True):
         texts = node.input
         if not texts:
             append(())
@@ -85,7 +85,7 @@ def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[in
     list first."""
     consumers: list = [()] * len(ids)
     collecting: list[int] = []
-    for c, ins in zip(ids, inputs):
+    for c, ins in zip(ids, inputs, strict=True):
         for slot, (p, port) in enumerate(ins):
             readers = consumers[p]
             if not readers:

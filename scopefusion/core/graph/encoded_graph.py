@@ -75,7 +75,8 @@ class EncodedGraph:
         if rest is None:
             yield _serialize(graph)
             return
-        heads, parts, size = _heads(), [], 0
+        parts: list[bytes] = []
+        heads, size = _heads(), 0
         append = parts.append
         for encoded in map(_serialize, graph.node):
             length = len(encoded)

@@ -71,7 +71,7 @@ class GraphIndex:
             self.nodes: list["NodeDef"] = list(graph_def.node)
             self.names: list[str] = list(map(_NAME, self.nodes))
             self.ops: list[str] = list(map(sys.intern, map(_OP, self.nodes)))  # one string per op type
-            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
+            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names)), strict=True))
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
             self.inputs: Inputs = self._parse_inputs()
@@ -139,7 +139,7 @@ class GraphIndex:
         if self._by_op is None:
             by_op: dict[str, list[int]] = {}
             with no_gc():
-                for i, o in zip(self.node_ids(), self.ops):
+                for i, o in zip(self.node_ids(), self.ops, strict=True):
                     bucket = by_op.get(o)
                     if bucket is None:
                         by_op[o] = [i]
@@ -180,7 +180,8 @@ class GraphIndex:
         if self._order is not None:
             return self._order
         with no_gc():
-            readers = list(self.consumers)  # the edges the order follows, loop back edges taken out below
+            # the edges the order follows, loop back edges taken out below
+            readers: list[Sequence[tuple[int, int, int]]] = list(self.consumers)
             indegree = list(map(len, self.inputs))
             self._drop_loop_back_edges(readers, indegree)
             order = kahn_order_by_readers(indegree, readers, self.node_ids())
@@ -194,7 +195,7 @@ class GraphIndex:
         self._order = order
         return order
 
-    def _drop_loop_back_edges(self, readers: list[list[tuple[int, int, int]]], indegree: list[int]) -> None:
+    def _drop_loop_back_edges(self, readers: list[Sequence[tuple[int, int, int]]], indegree: list[int]) -> None:
         """Take every loop's back edge (NextIteration -> Merge, the only cycle allowed) out of
         ``readers`` (a copy of the consumers list; the lists changed are replaced) and ``indegree``."""
         ops = self.ops
@@ -220,11 +221,11 @@ class GraphIndex:
     def position(self) -> list[int]:
         """Position of every node in :meth:`topological_order`."""
         pos = [0] * len(self.nodes)
-        for k, i in zip(self.node_ids(), self.topological_order()):
+        for k, i in zip(self.node_ids(), self.topological_order(), strict=True):
             pos[i] = k
         return pos
 
     def attr(self, name: str, key: str, default: Any = None) -> Any:
         """The raw AttrValue ``key`` of node ``name``, or ``default``."""
         node = self.node(name)
-        return node.attr[key] if key in node.attr else default
+        return node.attr.get(key, default)

@@ -66,7 +66,7 @@ def _merged(name: str, declared: list[int | None], graph: list[int | None] | Non
         raise ParameterError(PARAMETER, f"{name}:{shown} has rank {len(declared)}, the graph's {name} has rank "
                              f"{len(graph)} ({['?' if d is None else d for d in graph]})")
     merged = []
-    for d, g in zip(declared, graph):
+    for d, g in zip(declared, graph, strict=True):
         if d is not None and g is not None and d != g:
             raise ParameterError(PARAMETER, f"{name}:{shown} contradicts the graph's shape "
                                  f"{['?' if x is None else x for x in graph]}")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from google.protobuf import message, text_format
+
 from ..errors import GraphLoadError, OptionError
 from .encoded_graph import EncodedGraph
 from .output_paths import Payload, write_atomically
@@ -55,8 +57,6 @@ def looks_like_text(data: bytes) -> bool:
 
 def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", str]:
     """Parse binary or text GraphDef bytes; returns the graph and its format."""
-    from google.protobuf import message, text_format
-
     graph = new_graph_def()
     attempts = ["pbtxt", "pb"] if looks_like_text(data) else ["pb", "pbtxt"]
     errors: list[str] = []
@@ -191,8 +191,8 @@ def load_model(path: str | os.PathLike[str], signature: str | None = None) -> Lo
 
 def load_saved_model(path: Path, signature: str | None = None) -> LoadedModel:
     """Freeze one signature of a SavedModel into a GraphDef of constants."""
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import (
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
+    from tensorflow.python.framework.convert_to_constants import (  # deferred: TensorFlow costs seconds to import
         convert_variables_to_constants_v2,
     )
 
@@ -259,8 +259,6 @@ def allowed_extensions() -> str:
 
 def graph_bytes(graph_def: "GraphDef", fmt: str) -> bytes:
     """``graph_def`` serialised as ``"pb"`` (binary) or ``"pbtxt"`` (text)."""
-    from google.protobuf import text_format
-
     if fmt not in GRAPH_FORMATS:
         raise OptionError(f"fmt must be one of {', '.join(GRAPH_FORMATS)}, not {fmt!r}")
     if fmt == "pbtxt":

@@ -11,7 +11,7 @@ them, ``count + j`` for the ``j``-th new node (in the order the rewrite lists th
 from __future__ import annotations
 
 from functools import cached_property, partial
-from typing import AbstractSet, Any, Mapping, MutableSequence, Sequence, TypeVar
+from typing import AbstractSet, Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class NodeLayout:
     def __len__(self) -> int:
         return len(self._order)
 
-    def arrange(self, nodes: "MutableSequence[Any]", ids: Sequence[int] | None = None) -> None:
+    def arrange(self, nodes: Any, ids: Sequence[int] | None = None) -> None:
         """Put ``nodes`` (the old nodes, then the new ones appended) in the new order and cut the
         dropped ones off.  A repeated message field's sort moves the messages themselves, so
         wrappers held elsewhere still hold the same nodes.  ``ids``: the int objects ``0, 1, ...``

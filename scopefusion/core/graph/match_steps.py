@@ -43,7 +43,7 @@ def step_of(expr: Any) -> Step:
     expression here (callers turn ``"$name"`` into a variable first): its step raises."""
     known = getattr(expr, "__dict__", {}).get("_step") if not isinstance(expr, str) else None
     if known is not None:
-        return known  # type: ignore[no-any-return]
+        return known
     if isinstance(expr, Op):
         step = _op_step(expr)
     elif isinstance(expr, Var):
@@ -260,10 +260,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
         if count_problem(m, node, actual):
             return False
         name = m.index.names[node]
-        for order in orders(actual):
-            if _sequence(m, name, order, steps, 0, then):
-                return True
-        return False
+        return any(_sequence(m, name, order, steps, 0, then) for order in orders(actual))
     return inputs
 
 

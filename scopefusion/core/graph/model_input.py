@@ -49,9 +49,11 @@ def _from_tensorflow(model: Any) -> bool:
 def freeze_in_process(model: Any) -> LoadedModel:
     """Freeze a Keras model, a ``tf.function``, a concrete function or a ``tf.Module`` into a GraphDef
     of constants, with its inputs and outputs."""
-    # deferred: TensorFlow costs seconds to import; only a model already in TensorFlow gets here
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    # only a model already in TensorFlow gets here
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
+    from tensorflow.python.framework.convert_to_constants import (  # deferred: TensorFlow
+        convert_variables_to_constants_v2,
+    )
 
     concrete, source = _concrete_function(tf, model)
     try:
@@ -90,10 +92,9 @@ def _concrete_function(tf: Any, model: Any) -> tuple[Any, str]:
         raise ScopeFusionError(f"<Keras model {getattr(model, 'name', name)}>: its inputs are not known (a subclassed "
                                "model never called); call it once on example inputs, or pass "
                                "tf.function(model).get_concrete_function(tf.TensorSpec(...))")
-    call = getattr(type(model), "__call__", None)
-    bound = getattr(model, "__call__", None)
-    if bound is not None and hasattr(bound, "get_concrete_function") and call is not None:  # a tf.Module
-        return _concrete_function(tf, bound)[0], f"<tf.Module {getattr(model, 'name', name)}>"
+    method = getattr(model, "__call__", None)  # noqa: B004  (a tf.Module's __call__ may be a tf.function)
+    if hasattr(method, "get_concrete_function"):  # a tf.Module
+        return _concrete_function(tf, method)[0], f"<tf.Module {getattr(model, 'name', name)}>"
     raise ScopeFusionError(f"cannot fuse a {name}; {_IN_PROCESS_HELP}")
 
 

@@ -139,8 +139,8 @@ def op(
     )
 
 
-def const(value: Any = None, *, rtol: float | None = None, atol: float = 0.0, where: Callable[[Any], bool] | None = None,
-          label: str | None = None, description: str = "") -> Const:
+def const(value: Any = None, *, rtol: float | None = None, atol: float = 0.0,
+          where: Callable[[Any], bool] | None = None, label: str | None = None, description: str = "") -> Const:
     """A constant expression; ``value`` (if given) is compared with ``rtol``/``atol``.
 
     ``rtol=None`` compares at the precision of the constant's own dtype (1e-6 for
@@ -257,7 +257,7 @@ class OpPattern:
 
     @property
     def root_port(self) -> int:
-        return self._root_port  # type: ignore[attr-defined, no-any-return]
+        return self._root_port  # type: ignore[attr-defined]
 
     @property
     def root_label(self) -> str | None:
@@ -281,7 +281,7 @@ class OpPattern:
         if cached is None:
             cached = _min_ops(self.root, self.defs, frozenset(), {})[0]
             object.__setattr__(self, "_op_count", cached)
-        return cached  # type: ignore[no-any-return]
+        return cached
 
 
 def _required(expr: Any, defs: Mapping[str, Any], seen: set[str],

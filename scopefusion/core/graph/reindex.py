@@ -42,7 +42,7 @@ def reindex(old: GraphIndex, dropped: AbstractSet[int], changed: set[int],
         new.names = layout.gather(old.names, [node.name for node in fresh_nodes])
         new.ops = rewritten_ops(old, layout, fresh_nodes, changed)
         # the new positions 0, 1, ... as the layout's own int objects, which renumbered edges hold
-        new.index = dict(zip(new.names, layout.gather(layout.position, layout.fresh)))
+        new.index = dict(zip(new.names, layout.gather(layout.position, layout.fresh), strict=True))
         if validate and len(new.index) != len(new.names):
             new._raise_duplicates()
         if validate:
@@ -81,9 +81,9 @@ def _inputs(old: GraphIndex, new: GraphIndex, layout: NodeLayout, changed: set[i
     read = sorted([*(layout.position[i] for i in changed), *layout.fresh])  # in graph order, as errors list them
     nodes, names = new.nodes, new.names
     parsed = parse_inputs([nodes[k] for k in read], [names[k] for k in read], new.index, dangling)
-    for k, ins in zip(read, parsed):
+    for k, ins in zip(read, parsed, strict=True):
         inputs[k] = ins
-    renew_wrappers(nodes, new.graph_def.node, [k for k, ins in zip(read, parsed) if not ins])
+    renew_wrappers(nodes, new.graph_def.node, [k for k, ins in zip(read, parsed, strict=True) if not ins])
     if dangling:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(dangling)}")
     return inputs
@@ -102,7 +102,8 @@ def _colocated(old: GraphIndex, new: GraphIndex, position: list[int], fresh: lis
 def _check_count(old: GraphIndex, new: GraphIndex) -> None:
     """What a rewrite told must describe the graph: as many nodes."""
     if len(new.nodes) != len(old.graph_def.node):
-        raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, not the {len(new.nodes)} it told")
+        raise GraphValidationError(f"the rewrite left {len(old.graph_def.node)} nodes, "
+                                   f"not the {len(new.nodes)} it told")
 
 
 def _check_told(old: GraphIndex, dropped: AbstractSet[int], changed: set[int]) -> None:

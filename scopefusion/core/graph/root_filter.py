@@ -121,7 +121,7 @@ def root_filter(pattern: OpPattern) -> RootFilter:
     if known is None:
         known = RootFilter(pattern)
         object.__setattr__(pattern, "_root_filter", known)
-    return known  # type: ignore[no-any-return]
+    return known
 
 
 class FirstLevelFailure(MatchFailure):

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
+import numpy as np
+
 from .index import GraphIndex
 from .vocabulary import CONTROL, parse_input
 
@@ -26,13 +28,13 @@ LeakyRelu Gelu Softmax LogSoftmax Floor Ceil Round Rint Sin Cos IsNan IsFinite L
 BiasAdd BiasAddV1 Transpose Tile ZerosLike OnesLike FakeQuantWithMinMaxVars Mirror MirrorPad Pad
 PadV2 Reverse ReverseV2 Roll ClipByValue Cumsum Cumprod TopKV2 LRN Dropout FusedBatchNorm
 FusedBatchNormV2 FusedBatchNormV3 Slice StridedSliceGrad L2Loss EnsureShape
-""".split())
+""".split())  # noqa: SIM905 - an op table reads best as a block of names
 
 _BROADCAST = frozenset("""
 Add AddV2 Sub Mul Div RealDiv FloorDiv FloorMod TruncateDiv Maximum Minimum Pow SquaredDifference
 Less LessEqual Greater GreaterEqual Equal NotEqual LogicalAnd LogicalOr DivNoNan MulNoNan Atan2
 BatchMatMul BatchMatMulV2 BatchMatMulV3 SelectV2 AddN
-""".split())
+""".split())  # noqa: SIM905
 
 _REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm"})
 
@@ -227,8 +229,6 @@ class RankInference:
         if t.int64_val:
             return list(t.int64_val)
         if t.tensor_content:
-            import numpy as np
-
             dtype = np.int64 if t.dtype == 9 else np.int32
             return np.frombuffer(t.tensor_content, dtype=dtype).tolist()
         shape = [d.size for d in t.tensor_shape.dim]

@@ -66,7 +66,7 @@ def _numpy_type(dtype: int) -> np.dtype:
     found = numpy_dtype(dtype) if dtype in VALUE_FIELD and dtype != DT_STRING else None
     if found is None:
         raise UnsupportedDtype(f"tensors of dtype {dtype_name(dtype)} are not decoded here")
-    known = _NUMPY_TYPES[dtype] = np.dtype(found)  # type: ignore[call-overload]
+    known = _NUMPY_TYPES[dtype] = np.dtype(found)
     return known
 
 

@@ -16,7 +16,7 @@ from .op_cache import cached_op_defs
 def tensorflow_op_def(op: str) -> Any | None:
     """TensorFlow's ``OpDef`` for op type ``op``, or None when TensorFlow has no such op."""
     if "tensorflow" in sys.modules:
-        from tensorflow.python.framework import op_def_registry
+        from tensorflow.python.framework import op_def_registry  # deferred: TensorFlow costs seconds to import
 
         return op_def_registry.get(op)
     return cached_op_defs().get(op)

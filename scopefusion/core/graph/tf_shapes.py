@@ -57,7 +57,7 @@ class TensorFlowShapes:
     def _imported(self) -> Any:
         if self._graph is None and not self._failed:
             import_tensorflow_quietly()  # only a pass that asks for TensorFlow's shapes gets here
-            import tensorflow as tf
+            import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
             graph = tf.Graph()
             try:
@@ -71,7 +71,7 @@ class TensorFlowShapes:
 
     def _importable(self) -> "GraphDef":
         """A copy of the graph in which ops TensorFlow does not know are stand-ins."""
-        from tensorflow.core.framework import graph_pb2
+        from tensorflow.core.framework import graph_pb2  # deferred: TensorFlow costs seconds to import
 
         functions = {f.signature.name for f in self.index.graph_def.library.function}
         unknown = {i for i, op in enumerate(self.index.ops) if op not in functions and not is_tensorflow_op(op)}

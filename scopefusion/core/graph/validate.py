@@ -161,7 +161,7 @@ class _Validator:
         a node whose signature is another's has the same op type and problems.  Returns the
         positions of the nodes whose op type tells no output count above zero."""
         nodes, problems_of, silent = self.nodes, {}, set()
-        for signature, i in dict(zip(signatures, range(len(nodes)))).items():
+        for signature, i in dict(zip(signatures, range(len(nodes)), strict=True)).items():
             op = nodes[i].op
             rules = self.rules_of(op)
             problems = ([] if op else ["it has no op type"]) + self.attr_problems(nodes[i], rules)
@@ -270,7 +270,7 @@ class _Validator:
         read_silent = texts.intersection([names[i] for i in silent]) if silent else ()
         if not odd and not read_silent:
             return odd, {}
-        index = dict(zip(names, range(len(names))))
+        index = dict(zip(names, range(len(names)), strict=True))
         silent_set = set(silent)
         odd.update(name for name in read_silent if index[name] in silent_set)
         return odd, index

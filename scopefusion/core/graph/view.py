@@ -167,9 +167,9 @@ class GraphView:
             if "value" in node.attr:
                 value = self._decoded(node.attr["value"].tensor)
                 for k in reversed(chain[:-1]):
-                    value = _cast(value, self.index.nodes[k])
                     if value is None:
                         break
+                    value = _cast(value, self.index.nodes[k])
             if value is not None:
                 value.setflags(write=False)  # shared by every reader
         self._const_values[i] = value
@@ -216,7 +216,7 @@ class GraphView:
         node, port = tensor
         chain = self.constant_chain(node) if port == 0 else None
         if chain is not None and "value" in self.index.nodes[chain[-1]].attr:
-            return declared_shape(self.index.nodes[chain[-1]].attr["value"].tensor)  # no need to decode it
+            return list(declared_shape(self.index.nodes[chain[-1]].attr["value"].tensor))  # no need to decode it
         attrs = self.index.nodes[node].attr
         if "_output_shapes" in attrs:
             shapes = attrs["_output_shapes"].list.shape

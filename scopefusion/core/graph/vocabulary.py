@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 #: The "port" of a control edge (``^name``).
 CONTROL = -1
 
@@ -59,10 +61,9 @@ def dtype_enum(value: object) -> int:
     enum = getattr(value, "as_datatype_enum", None)  # a tf.DType
     if isinstance(enum, int):
         return enum
-    try:
+    if isinstance(value, str) and value in DTYPE_BY_NAME:
         return DTYPE_BY_NAME[value]
-    except KeyError:
-        raise ValueError(f"unknown dtype {value!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}") from None
+    raise ValueError(f"unknown dtype {value!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
 
 
 #: Node names TensorFlow accepts (its importer rejects any other).
@@ -119,13 +120,11 @@ def tensor_name(node_name: str, port: int) -> str:
     return node_name if port == 0 else f"{node_name}:{port}"
 
 
-def numpy_dtype(enum: int) -> "object | None":
+def numpy_dtype(enum: int) -> "np.dtype | None":
     """The numpy dtype of a DataType enum (bfloat16 through ml_dtypes), or None."""
-    import numpy as np
-
     if enum == DT_BFLOAT16:
         try:
-            import ml_dtypes
+            import ml_dtypes  # deferred: start-up time (a native extension slower to load than a run; bfloat16 is rare)
         except ImportError:  # pragma: no cover - ml_dtypes comes with TensorFlow
             return None
         return np.dtype(ml_dtypes.bfloat16)

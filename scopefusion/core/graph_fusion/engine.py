@@ -11,6 +11,7 @@ graph is trained, does a pass whose class sets ``training_safe = False``.
 from __future__ import annotations
 
 import time
+from functools import partial
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -73,7 +74,7 @@ class GraphFusionEngine:
         self.options = options or FusionOptions()
         self.switch = switch or FusionSwitch.default()
         mine = [s for s in specs if s.engine == "graph" and s.fusion_type == fusion_type]
-        priorities = dict(zip((s.name for s in mine), default_priorities(mine)))
+        priorities = dict(zip((s.name for s in mine), default_priorities(mine), strict=True))
         by_name = {s.name: s for s in mine}
         ordered = self.switch.order(fusion_type, [(s.name, priorities[s.name]) for s in mine])
         self.scheduled = [
@@ -120,7 +121,7 @@ class GraphFusionEngine:
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         for pattern in patterns:
-            found = find_matches(view, pattern, lambda root, why: misses.add(pattern, root, why))
+            found = find_matches(view, pattern, partial(misses.add, pattern))
             matches.extend(_not_seen(found, matches))
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})

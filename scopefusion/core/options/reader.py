@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import message, text_format
+
 from ..graph.protos import message_class
 from .errors import OPTIMIZER_NAME, SessionOptionError, bad_value
 from .options import NpuOptions, build_npu_options
@@ -50,8 +52,6 @@ def parse_config_proto(data: bytes, source: str = "<bytes>") -> Any:
     text are read as binary only when that yields an NpuOptimizer entry (short
     binary messages can look like text); otherwise their text error is the one
     reported."""
-    from google.protobuf import message, text_format
-
     if not data.strip():
         raise SessionOptionError(f"{source}: the file is empty; allowed: a ConfigProto in text or binary form")
     config = config_proto_class()()

@@ -161,6 +161,7 @@ def initial_verdicts(rules: CandidateRules, *, resource_rule: bool) -> tuple[lis
     why = [int(Why.DEVICE)] * n
     detail: list[Any] = [None] * n
     graph_phrase = rules.graph_rule() if resource_rule else None
+    code: int
     for i, op in enumerate(index.ops):
         if op in CONST_OPS:
             continue

@@ -87,9 +87,9 @@ def body_function(name: str, edges: EdgeTypes, boundary: SegmentBoundary, arg_ty
     rets = port_names(len(boundary.rets), "ret", inside_names)
     function = message_class("FunctionDef")()
     function.signature.name = name
-    for arg, dtype in zip(args, arg_types):
+    for arg, dtype in zip(args, arg_types, strict=True):
         function.signature.input_arg.add(name=arg, type=dtype)
-    for ret, dtype in zip(rets, ret_types):
+    for ret, dtype in zip(rets, ret_types, strict=True):
         function.signature.output_arg.add(name=ret, type=dtype)
     for i in body:
         node = function.node_def.add()
@@ -104,6 +104,6 @@ def body_function(name: str, edges: EdgeTypes, boundary: SegmentBoundary, arg_ty
             else:
                 node.input.append(args[boundary.arg_index[(p, port)]])
         _strip_colocation(node, inside_names)
-    for ret, (p, port) in zip(rets, boundary.rets):
+    for ret, (p, port) in zip(rets, boundary.rets, strict=True):
         function.ret[ret] = _inner_name(edges, p, port)
     return function

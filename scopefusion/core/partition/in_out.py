@@ -74,7 +74,7 @@ def pair_range(index: GraphIndex, pair: InOutPair, number: int) -> bytearray:
     if lost:
         raise PartitionError(f"in_out_pair pair {number}: {'; '.join(lost)}; allowed: in nodes from which a path "
                              "leads to the out nodes")
-    return bytearray(a & b for a, b in zip(after, before))
+    return bytearray(a & b for a, b in zip(after, before, strict=True))
 
 
 def in_out_ranges(index: GraphIndex, pairs: Sequence[InOutPair]) -> list[int]:

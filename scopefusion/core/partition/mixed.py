@@ -130,13 +130,13 @@ class MixedRun:
         runnable = None
         if to_runnable is not None:
             tf_graph = to_runnable(fused_graph)
-            by_name = dict(zip(seg.index.names, seg.segment_of))
+            by_name = dict(zip(seg.index.names, seg.segment_of, strict=True))
             tf_names = [n.name for n in tf_graph.node]
             tf_seg = self._segmenting(tf_graph, outputs, [by_name.get(n, -1) for n in tf_names], seg.names)
             runnable = cut(tf_seg, EdgeTypes(tf_seg.index, self.fused_ops), fused_form=False, attrs=attrs)
         graphs = [standalone_graph(seg, edges, k) for k in range(len(seg.names))] if segments else []
         summaries = [segment_summary(seg.index, name, bound, self.supported)
-                     for name, bound in zip(seg.names, seg.bounds)]
+                     for name, bound in zip(seg.names, seg.bounds, strict=True)]
         self.seconds["segments"] = time.perf_counter() - t0
         report = make_report(self.placement, summaries, len(self.placement.index))
         report.seconds.update(self.seconds)

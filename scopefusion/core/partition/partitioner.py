@@ -71,7 +71,7 @@ class Placement:
 
 
 def free_constants(index: GraphIndex) -> bytearray:
-    return bytearray(op in CONST_OPS and not ins for op, ins in zip(index.ops, index.inputs))
+    return bytearray(op in CONST_OPS and not ins for op, ins in zip(index.ops, index.inputs, strict=True))
 
 
 def _default_path(rules: CandidateRules, frames: LoopFrames) -> tuple[list[int], list[Any]]:
@@ -84,7 +84,8 @@ def _range_path(rules: CandidateRules, request: PartitionRequest) -> tuple[list[
     index = rules.index
     owner = in_out_ranges(index, request.pairs)
     n = len(index)
-    why, detail = [_DEVICE] * n, [None] * n
+    why = [_DEVICE] * n
+    detail: list[Any] = [None] * n
     for i, op in enumerate(index.ops):
         inside = owner[i]
         if request.device_ranges:
@@ -111,9 +112,9 @@ def _loop_constants(index: GraphIndex, why: list[int], detail: list[Any], free_c
     """A constant with inputs runs where one of the nodes it waits for runs (the reference's
     rule: a Const with a control input from a candidate is a candidate)."""
     for i in index.topological_order():
-        if index.ops[i] in CONST_OPS and not free_const[i] and why[i] == _DEVICE:
-            if not any(why[p] == _DEVICE for p, _ in index.inputs[i]):
-                why[i], detail[i] = int(Why.CONST), None
+        if index.ops[i] in CONST_OPS and not free_const[i] and why[i] == _DEVICE \
+                and not any(why[p] == _DEVICE for p, _ in index.inputs[i]):
+            why[i], detail[i] = int(Why.CONST), None
 
 
 def place(graph: "GraphDef | GraphIndex", supported: SupportedOps, request: PartitionRequest,
@@ -133,7 +134,7 @@ def place(graph: "GraphDef | GraphIndex", supported: SupportedOps, request: Part
     else:
         why, detail = _default_path(rules, frames)
     _loop_constants(index, why, detail, free_const)
-    on_device = [w == _DEVICE and not f for w, f in zip(why, free_const)]
+    on_device = [w == _DEVICE and not f for w, f in zip(why, free_const, strict=True)]
     if request.pairs:
         check_loops_whole(index, frames, on_device, free_const)
     seconds["candidates"] = time.perf_counter() - t0

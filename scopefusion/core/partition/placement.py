@@ -172,5 +172,5 @@ def build_report(placement: Placement, graph_outputs: Sequence[Tensor]) -> Parti
     clustering = placement.clustering
     names = segment_names(clustering.count, index.names)
     bounds = boundaries(index, clustering.segment_of, clustering.count, placement.free_const, graph_outputs)
-    segments = [segment_summary(index, name, b, placement.supported) for name, b in zip(names, bounds)]
+    segments = [segment_summary(index, name, b, placement.supported) for name, b in zip(names, bounds, strict=True)]
     return make_report(placement, segments, len(index))

@@ -70,7 +70,8 @@ def session_options(session: SessionLike) -> NpuOptions:
 
 
 def partition_request(*, mix_compile_mode: bool | str | None = None, in_out_pair: InOutPairLike = None,
-                      in_out_pair_flag: bool | str | None = None, supported_ops_file: str | None = None,
+                      in_out_pair_flag: bool | str | None = None,
+                      supported_ops_file: str | os.PathLike[str] | None = None,
                       session: SessionLike = None) -> PartitionRequest:
     """The request of a run: ``session`` (a configuration's options) with the explicit values
     laid over it, all checked again together by the session options' rules."""

@@ -181,8 +181,8 @@ class SegmentGraph:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "nodes": len(self.graph_def.node),
-                "inputs": [dict(zip(("placeholder", "tensor", "dtype"), i)) for i in self.inputs],
-                "outputs": [dict(zip(("identity", "tensor", "dtype"), o)) for o in self.outputs]}
+                "inputs": [dict(zip(("placeholder", "tensor", "dtype"), i, strict=True)) for i in self.inputs],
+                "outputs": [dict(zip(("identity", "tensor", "dtype"), o, strict=True)) for o in self.outputs]}
 
 
 def _free_name(stem: str, taken: set[str]) -> str:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..graph.tf_ops import tensorflow_op_def
 from ..graph.vocabulary import DT_STRING
 from .errors import PartitionError
 
@@ -73,8 +74,6 @@ class OpSupport:
 
 def _string_op(op: str) -> bool:
     """TensorFlow defines ``op`` with an input or output of type string."""
-    from ..graph.tf_ops import tensorflow_op_def
-
     op_def = tensorflow_op_def(op)
     if op_def is None:
         return False
@@ -173,6 +172,7 @@ def plugin_entries(value: Iterable[Any], who: str) -> dict[str, OpSupport]:
     """What a plugin's ``scopefusion_supported_ops()`` returned: op type names, ``(name, flags)``
     pairs (a mapping in the file's format arrives as its items) or ``(name, OpSupport)`` pairs."""
     out: dict[str, OpSupport] = {}
+    flags: Any
     for item in value:
         if isinstance(item, str):
             op, flags = item, {}

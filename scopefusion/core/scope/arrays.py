@@ -63,10 +63,7 @@ class ScopeArrays:
         if column is None:
             n = len(self.end)
             nodes = self._index.nodes_of_type(op_type)
-            if nodes:
-                column = self._tree.layout.range_counts(self.node_scope[nodes])
-            else:
-                column = np.zeros(n, dtype=np.int64)
+            column = self._tree.layout.range_counts(self.node_scope[nodes]) if nodes else np.zeros(n, dtype=np.int64)
             column[column == 0] = -1
             self._counts[op_type] = column
         return column
@@ -79,7 +76,7 @@ class ScopeArrays:
         """Where no scope of the subtree can have ``feature`` (a required op type is absent)."""
         if not count_requires_presence(feature.num, feature.step):
             return np.zeros(len(self.end), dtype=bool)
-        return self.counts(feature.op_type) == -1  # type: ignore[no-any-return]
+        return self.counts(feature.op_type) == -1
 
     @staticmethod
     def is_static(feature: Feature) -> bool:
@@ -105,7 +102,7 @@ class ScopeArrays:
         holds = counts >= feature.num if feature.at_least else _counts_hold(counts, feature.num, feature.step)
         if feature.suffix or feature.sub_scope_mask:
             holds &= self.static_holds(ScopeFeature(suffix=feature.suffix, sub_scope_mask=feature.sub_scope_mask))
-        return holds  # type: ignore[no-any-return]
+        return holds
 
     def _compute(self, feature: Feature) -> np.ndarray:
         if isinstance(feature, NodeOpTypeFeature):
@@ -129,12 +126,12 @@ class ScopeArrays:
         """Where a scope's last name is ``last_name``."""
         codes, table = self._last_name_codes()
         code = self._code_of.get(last_name)
-        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code  # type: ignore[no-any-return]
+        return np.zeros(len(self.end), dtype=bool) if code is None else codes == code
 
     def _last_name_codes(self) -> tuple[np.ndarray, list[str]]:
         if self._last_names is None:
             self._last_names = self._tree.layout.last_names()
-            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1]))))
+            self._code_of = dict(zip(self._last_names[1], range(len(self._last_names[1])), strict=True))
         return self._last_names
 
     def named_below(self, mask: str) -> np.ndarray:
@@ -151,5 +148,5 @@ class ScopeArrays:
 def _counts_hold(counts: np.ndarray, num: int, step: int) -> np.ndarray:
     """:func:`..patterns.count_holds` for every count at once (-1: nothing found)."""
     if step == 0:
-        return counts == num  # type: ignore[no-any-return]
-    return (counts != -1) & (counts % step == num)  # type: ignore[no-any-return]
+        return counts == num
+    return (counts != -1) & (counts % step == num)

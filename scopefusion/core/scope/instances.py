@@ -127,7 +127,7 @@ def _add_constants(index: "GraphIndex", constant: set[int], inside: set[int], pi
     """Give each constant node the piece of every node that reads it, when that is one piece."""
     readers: dict[int, set[int]] = {c: set() for c in constant}
     for i in inside:
-        for p, port in index.inputs[i]:
+        for p, _ in index.inputs[i]:
             if p in readers:
                 readers[p].add(i)
     owner: dict[int, int | None] = {}

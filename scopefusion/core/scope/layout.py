@@ -91,8 +91,8 @@ class ScopeLayout:
         distinct = dict.fromkeys(components)
         stripped = list(map(last_name_of, distinct))
         table = list(dict.fromkeys(["root", *stripped]))
-        code = dict(zip(table, range(len(table))))
-        of_component = dict(zip(distinct, map(code.__getitem__, stripped)))
+        code = dict(zip(table, range(len(table)), strict=True))
+        of_component = dict(zip(distinct, map(code.__getitem__, stripped), strict=True))
         codes = np.fromiter(map(of_component.__getitem__, components), dtype=np.int64, count=len(components))
         codes = codes[self.created]
         codes[0] = 0  # the root: "root"
@@ -108,14 +108,14 @@ class ScopeLayout:
         n = len(self.parent)
         running = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(positions, minlength=n), out=running[1:])
-        return running[self.end] - running[:n]  # type: ignore[no-any-return]
+        return running[self.end] - running[:n]
 
-    def covered(self, positions: Sequence[int]) -> np.ndarray:
+    def covered(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
         """Where a scope is one of ``positions`` or lies inside one of them."""
         n = len(self.parent)
         first = np.asarray(positions, dtype=np.int64)
         marks = np.bincount(first, minlength=n + 1) - np.bincount(self.end[first], minlength=n + 1)
-        return np.cumsum(marks[:n]) > 0  # type: ignore[no-any-return]
+        return np.cumsum(marks[:n]) > 0
 
     def direct_nodes(self, k: int) -> list[int]:
         """The nodes lying directly in scope ``k``, in graph order."""

@@ -105,7 +105,7 @@ def _related(tree: "ScopeTree", matches: list[int]) -> np.ndarray:
     if not matches:
         return np.zeros(len(tree.layout), dtype=bool)
     at = np.asarray(matches, dtype=np.int64)
-    return (tree.layout.range_counts(at) > 0) | tree.layout.covered(at)  # type: ignore[no-any-return]
+    return (tree.layout.range_counts(at) > 0) | tree.layout.covered(at)
 
 
 def _written(batch: _Missed, row: int) -> tuple[str, str]:

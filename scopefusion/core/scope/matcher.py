@@ -15,7 +15,7 @@ import numpy as np
 
 from .labels import Undo
 from .match_stats import MAX_NEAR_MISSES, MatchStats
-from .patterns import NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopePattern
+from .patterns import NodeAttrFeature, NodeOpTypeFeature, PatternSet, ScopeFeature, ScopePattern
 from .scope_graph import Scope, ScopeTree
 
 __all__ = ["MAX_NEAR_MISSES", "MatchStats", "match_pattern_set", "match_pattern_sets", "search"]
@@ -46,7 +46,8 @@ def search(tree: ScopeTree, pattern: ScopePattern, stats: MatchStats | None = No
         if arrays.is_static(feature):
             holds = arrays.static_holds(feature)
         else:  # a label count, under the labels of this moment
-            holds = arrays.label_holds(feature, tree.labelled_positions(feature.sub_type))  # type: ignore[union-attr]
+            assert isinstance(feature, ScopeFeature)  # only a scope feature counts labels
+            holds = arrays.label_holds(feature, tree.labelled_positions(feature.sub_type))
         failing += ~holds
         tests.append(holds)
     reached = ruled_out < prune_at  # counts only shrink downwards: a skipped subtree is skipped whole
@@ -84,7 +85,7 @@ def _inside(starts: Sequence[int], end: np.ndarray, n: int) -> np.ndarray:
     """Scopes strictly inside the subtrees rooted at ``starts`` (disjoint, as outermost matches are)."""
     first = np.asarray(starts, dtype=np.int64)
     marks = np.bincount(first + 1, minlength=n + 1) - np.bincount(end[first], minlength=n + 1)
-    return np.cumsum(marks[:n]) > 0  # type: ignore[no-any-return]
+    return np.cumsum(marks[:n]) > 0
 
 
 def match_pattern_set(tree: ScopeTree, pattern_set: PatternSet, stats: MatchStats | None = None) -> list[Scope]:

@@ -199,10 +199,7 @@ class ScopeFeature:
             count = scope.tree.count_labelled_below(scope, self.sub_type)
             if not self.counts(count):
                 return False
-        if self.sub_scope_mask:
-            if not any(self.sub_scope_mask in s.last_name for s in scope.all_sub_scopes()):
-                return False
-        return True
+        return not self.sub_scope_mask or any(self.sub_scope_mask in s.last_name for s in scope.all_sub_scopes())
 
     def rules_out_subtree(self, scope: "Scope") -> bool:
         return False

@@ -195,7 +195,7 @@ class ScopeTree:
         returns = [i for op in RETURN_OPS for i in self.index.nodes_of_type(op)]
         if not returns:
             return np.zeros(len(self.layout), dtype=bool)
-        return self.layout.range_counts(self.layout.node_scope[returns]) > 0  # type: ignore[no-any-return]
+        return self.layout.range_counts(self.layout.node_scope[returns]) > 0
 
     @property
     def arrays(self) -> ScopeArrays:

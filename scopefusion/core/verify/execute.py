@@ -17,8 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def session_config() -> Any:
     """A ConfigProto with numerics-changing graph rewrites disabled."""
-    import tensorflow as tf
-    from tensorflow.core.protobuf import rewriter_config_pb2
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
+    from tensorflow.core.protobuf import rewriter_config_pb2  # deferred: TensorFlow costs seconds to import
 
     config = tf.compat.v1.ConfigProto()
     config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
@@ -29,7 +29,7 @@ def run_graph_def(
     graph_def: "GraphDef", feeds: Mapping[str, "np.ndarray"], fetches: Sequence[str]
 ) -> list["np.ndarray"]:
     """Import ``graph_def`` into a fresh graph and fetch tensors by name."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     graph = tf.Graph()
     with graph.as_default():
@@ -61,7 +61,7 @@ def _cause_lines(message: str) -> str:
     after_node = next((k for k, line in enumerate(lines) if line.startswith("Node: ")), None)
     if after_node is not None:
         lines = lines[after_node + 1:]
-    kept = []
+    kept: list[str] = []
     for line in lines:
         text = line.strip()
         if text.startswith(("Original stack trace", "Detected at node", "File ", "[[")) or \
@@ -79,7 +79,7 @@ class GraphRunner:
     an error naming the graph and TensorFlow's cause."""
 
     def __init__(self, graph_def: "GraphDef", label: str) -> None:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         self.label = label
         self.graph = tf.Graph()

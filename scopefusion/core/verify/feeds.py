@@ -16,12 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from ..graph.input_shapes import parse_shape_spec
 from ..graph.vocabulary import parse_input
 from ..parameters import ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
 #: Size used for a dimension the graph leaves unknown and no spec gives.
@@ -105,13 +106,13 @@ def _input_shape(spec: InputSpec, given: Sequence[int] | None, notes: list[str])
         if spec.shape is not None and len(spec.shape) != len(given):
             raise ParameterError("input_shapes", f"gives {spec.name} rank {len(given)}, the graph says "
                                  f"{len(spec.shape)}")
-        for g, s in zip(given, spec.shape or given):
+        for g, s in zip(given, spec.shape or given, strict=True):
             if s is not None and g != -1 and s != g:
                 raise ParameterError("input_shapes", f"{spec.name}:{list(given)} contradicts the graph's shape "
                                      f"{spec.shape}")
         if -1 in given:  # dynamic: the graph's dimension if it has one, else the default
             dims = tuple((s if s is not None else DEFAULT_DIM) if g == -1 else g
-                         for g, s in zip(given, spec.shape or [None] * len(given)))
+                         for g, s in zip(given, spec.shape or [None] * len(given), strict=True))
             notes.append(f"input {spec.name}: dynamic dimensions (-1) set to {DEFAULT_DIM}: {list(dims)}")
             return dims
         return tuple(given)
@@ -141,8 +142,7 @@ def check_int_range(int_range: Sequence[int]) -> tuple[int, int]:
 
 def make_feeds(plan: FeedPlan, seed: int, int_range: tuple[int, int] = (0, 10)) -> dict[str, "np.ndarray"]:
     """Random values for every input: floats normal(0, 1), ints in ``int_range``, bools 50/50."""
-    import numpy as np
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -164,8 +164,6 @@ def make_feeds(plan: FeedPlan, seed: int, int_range: tuple[int, int] = (0, 10)) 
 
 def load_npz_feeds(path: str) -> dict[str, "np.ndarray"]:
     """Feeds from an ``.npz`` file whose keys are input names (``:0`` optional)."""
-    import numpy as np
-
     try:
         with np.load(path, allow_pickle=False) as data:
             return {(k if ":" in k else f"{k}:0"): data[k] for k in data.files}

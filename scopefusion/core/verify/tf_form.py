@@ -47,7 +47,7 @@ class _FunctionCache:
         self.by_key: dict[str, str] = {}
 
     def function_for(self, node: "NodeDef", op_def: FusedOpDef) -> tuple[str, list[int], list[int]]:
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         problems = op_def.check_optional_inputs(node.attr)
         if problems:
@@ -109,7 +109,7 @@ class _FunctionCache:
 def to_tf_runnable(graph_def: "GraphDef", fused_ops: Mapping[str, FusedOpDef]) -> "GraphDef":
     """A copy of ``graph_def`` in which every fused node, in the graph and in the bodies of its
     library's functions, calls its reference implementation."""
-    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.framework import graph_pb2  # deferred: TensorFlow costs seconds to import
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
@@ -147,7 +147,7 @@ def _function_to_calls(function: Any, fused_ops: Mapping[str, FusedOpDef], cache
 
 def _to_call(node: "NodeDef", op_def: FusedOpDef, cache: _FunctionCache) -> None:
     """Turn fused node ``node`` into a ``PartitionedCall`` of its reference implementation."""
-    from tensorflow.core.framework.attr_value_pb2 import AttrValue
+    from tensorflow.core.framework.attr_value_pb2 import AttrValue  # deferred: TensorFlow costs seconds to import
 
     try:
         fname, in_types, out_types = cache.function_for(node, op_def)

@@ -12,6 +12,8 @@ import numbers
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from ..errors import ScopeFusionError
 from ..graph.index import GraphIndex
 from ..graph.io import LoadedModel, load_model
@@ -35,7 +37,6 @@ from .feeds import (
 from .tf_form import to_tf_runnable
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
     from ..fusion.fused_ops import FusedOpDef
@@ -99,7 +100,7 @@ class VerifyResult:
                 ("pass" if o.passed else "FAIL") + (f" ({o.note})" if o.note else ""),
             ))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
     def assert_ok(self) -> None:
         """Raise ``AssertionError`` with the table when any output differs."""
@@ -264,8 +265,7 @@ def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[
                   present: Sequence[str], feed_runs: Sequence[Mapping[str, "np.ndarray"]], atol: float | None,
                   rtol: float | None, progress: Callable[[str], None] | None = None) -> None:
     """Run both graphs on every feed and compare the tensors both have."""
-    import numpy as np
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     if not present:
         return
@@ -278,7 +278,7 @@ def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[
                     progress(f"verification run {k} of {len(feed_runs)}: {len(present)} output(s)")
                 want = a.run(present, feed)
                 got = b.run(present, feed)
-                for name, x, y in zip(present, want, got):
+                for name, x, y in zip(present, want, got, strict=True):
                     _compare(comparisons[name], np.asarray(x), np.asarray(y), atol, rtol, tf)
         finally:
             b.close()
@@ -288,8 +288,6 @@ def _compare_runs(original: "GraphDef", fused: "GraphDef", comparisons: Mapping[
 
 def _compare(comp: TensorComparison, x: "np.ndarray", y: "np.ndarray", atol: float | None,
              rtol: float | None, tf: Any) -> None:
-    import numpy as np
-
     comp.shape = list(x.shape)
     dtype = tf.dtypes.as_dtype(x.dtype) if x.dtype != object else tf.string
     comp.dtype = dtype.name

@@ -84,7 +84,7 @@ def _reorder(rows: list[list[str]], neighbours: dict[str, list[str]], downward: 
         before = rows[k - 1] if downward else rows[k + 1]
         position = {n: i for i, n in enumerate(before)}
 
-        def centre(node: str, current: int) -> float:
+        def centre(node: str, current: int, position: dict[str, int] = position) -> float:
             near = [position[m] for m in neighbours[node] if m in position]
             return sum(near) / len(near) if near else float(current)
 

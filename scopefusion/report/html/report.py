@@ -62,10 +62,11 @@ def _anchors(ran: Sequence["PassReport"]) -> dict[tuple[str, str], str]:
     """``(pass, verdict) -> id`` of the first drawn item of that pass and verdict ("fused", "refused",
     "dropped", "near miss"), as :func:`fused_section` and :func:`problems_section` number them."""
     anchors: dict[tuple[str, str], str] = {}
-    for k, (p, _) in enumerate([(p, f) for p in ran for f in p.fused][:FUSED_DRAWN]):
-        anchors.setdefault((p.name, "fused"), f"fused-{k}")
-    for k, (verdict, p, _) in enumerate(list(_problems(ran))[:REFUSALS_DRAWN]):
-        anchors.setdefault((p.name, verdict), f"problem-{k}")
+    fused = [p.name for p in ran for _ in p.fused]
+    for k, name in enumerate(fused[:FUSED_DRAWN]):
+        anchors.setdefault((name, "fused"), f"fused-{k}")
+    for k, (verdict, owner, _) in enumerate(list(_problems(ran))[:REFUSALS_DRAWN]):
+        anchors.setdefault((owner.name, verdict), f"problem-{k}")
     return anchors
 
 

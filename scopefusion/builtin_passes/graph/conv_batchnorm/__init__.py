@@ -197,7 +197,7 @@ def _names(conv_name: str, output_name: str) -> tuple[str | None, str, str]:
     the output's name, under which the nodes get generic names."""
     conv_parts, output_parts = conv_name.split("/"), output_name.split("/")
     depth = 0
-    for a, b in zip(conv_parts[:-1], output_parts[:-1]):
+    for a, b in zip(conv_parts[:-1], output_parts[:-1], strict=False):
         if a != b:
             break
         depth += 1

@@ -44,7 +44,7 @@ def activation_attrs(node: "NodeDef") -> dict[str, Any]:
 
 def apply_activation(y: Any, activation: str, *, alpha: float, approximate: bool, beta: float) -> Any:
     """``activation`` of the tensor ``y``, in TensorFlow ops (for reference implementations)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     if activation == "Relu":
         return tf.nn.relu(y)

@@ -31,7 +31,7 @@ def conv2d_bias_add_activation_reference(x: Any, filter: Any, bias: Any, *, stri
                                          dilations: list[int], activation: str, alpha: float,
                                          approximate: bool, beta: float, T: Any) -> tuple[Any]:
     """``activation(bias_add(conv2d(x, filter), bias))`` with the Conv2D's own attributes."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     y = tf.raw_ops.Conv2D(input=x, filter=filter, strides=strides, padding=padding,
                           explicit_paddings=explicit_paddings or [], data_format=data_format, dilations=dilations)

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
+import numpy as np
+
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import numpy_dtype
@@ -53,6 +55,7 @@ from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate,
 from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.fusion.candidate import FusedInput
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 __all__ = ["INSTANCE_NORM", "ScopeInstanceNormPass", "instance_norm_reference"]
@@ -147,8 +150,6 @@ class ScopeInstanceNormPass(ScopeBasePass):
 
 # ---------------------------------------------------------------- inner graph
 def _const_attr(value: Any, dtype: int) -> dict[str, Any]:
-    import numpy as np
-
     proto = make_tensor_proto(np.asarray(value, dtype=numpy_dtype(dtype)))
     AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=dtype)}
@@ -165,7 +166,7 @@ def _missing_params_inner_graph(result: FusionScopesResult, match: _Match) -> No
     t = {"T": T}
     if match.gamma is None and match.beta is not None:
         result.add_inner_node("scale", "OnesLike", [fi(1)], t)
-        args = [fi(0), "scale", fi(1)]
+        args: list[str | FusedInput] = [fi(0), "scale", fi(1)]
     elif match.beta is None and match.gamma is not None:
         result.add_inner_node("offset", "ZerosLike", [fi(1)], t)
         args = [fi(0), fi(1), "offset"]

@@ -21,7 +21,7 @@ def instance_norm_reference(
 ) -> tuple[Any, Any, Any]:
     """Normalise every instance and channel of ``x`` over its spatial ``axes``,
     then scale by ``gamma`` and shift by ``beta`` (both per channel, shape [C])."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     axes = [int(a) for a in axes]
     rank = len(axes) + 2  # batch, channels, spatial axes

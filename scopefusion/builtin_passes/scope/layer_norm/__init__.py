@@ -60,7 +60,7 @@ CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
 _CORE_OPS = frozenset(CORE_OPS)
 
 
-def analyse(scope: "Scope") -> LayerNormMatch:
+def analyse(scope: "Scope | ScopePart") -> LayerNormMatch:
     """The layer norm in ``scope``, or :class:`NotLayerNorm` with the reason."""
     if scope.is_root:
         raise NotLayerNorm("the layer norm lies in no name scope")
@@ -156,7 +156,7 @@ class ScopeLayerNormPass(ScopeBasePass):
             result.insert_outputs(scope.suffix_of(match.variance), [2])
 
 
-def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult,
+def _insert_inputs(scope: "Scope | ScopePart", match: LayerNormMatch, result: FusionScopesResult,
                    facts: dict[str, Any] | None) -> None:
     """Every inner read of x, gamma and beta: which data input slot of which node reads which.
     They follow from the scope's wiring and where x, gamma and beta lie in it: found once per
@@ -170,7 +170,7 @@ def _insert_inputs(scope: "Scope", match: LayerNormMatch, result: FusionScopesRe
         result.insert_inputs(suffix, slots)
 
 
-def _input_slots(scope: "Scope", match: LayerNormMatch) -> list[tuple[str, tuple[int | None, ...]]]:
+def _input_slots(scope: "Scope | ScopePart", match: LayerNormMatch) -> list[tuple[str, tuple[int | None, ...]]]:
     """Per inner node reading x, gamma or beta (in graph order): its name relative to the scope
     and, per data input slot, the fused input it reads (None: another tensor)."""
     index = scope.graph.index
@@ -181,7 +181,7 @@ def _input_slots(scope: "Scope", match: LayerNormMatch) -> list[tuple[str, tuple
             for i in sorted(readers.intersection(scope.all_node_indices()))]
 
 
-def _cast_after(scope: "Scope", match: LayerNormMatch, result: FusionScopesResult) -> None:
+def _cast_after(scope: "Scope | ScopePart", match: LayerNormMatch, result: FusionScopesResult) -> None:
     """A layer norm computed in float32 and cast down to half or bfloat16 (Keras layers
     under a low-precision or mixed dtype policy): the scope becomes a float32 LayerNorm
     followed by the same Cast, under the Cast's own name, so numerics do not change.

@@ -9,6 +9,7 @@ from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers,
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 #: Symbols of the normalised part of the output (everything else is an atom).
@@ -58,7 +59,7 @@ def tensor_name(t: Tensor) -> str:
     return t[0] if t[1] == 0 else f"{t[0]}:{t[1]}"
 
 
-def result_node(scope: "Scope", inside: set[str], evaluator: Evaluator, statistics: Sequence[str]) -> str:
+def result_node(scope: "Scope | ScopePart", inside: set[str], evaluator: Evaluator, statistics: Sequence[str]) -> str:
     """The one node whose normalised value leaves the scope (read outside, or a graph sink)."""
     sg = scope.graph
     leaving = []
@@ -96,7 +97,8 @@ def _close(a: Poly, b: Poly) -> bool:
     return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=1e-6, abs_tol=1e-9) for k in a)
 
 
-def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str, base: Poly) -> tuple[Tensor, Tensor]:
+def scale_and_offset(scope: "Scope | ScopePart", evaluator: Evaluator, poly: Poly, lead: str,
+                     base: Poly) -> tuple[Tensor, Tensor]:
     """gamma and beta of ``poly == base * gamma + beta``; ``lead`` is the symbol gamma must scale."""
     names = {key: _short(scope, t) for key, t in evaluator.atoms.items()}
     text = render(poly, names)
@@ -105,7 +107,8 @@ def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str
             f"the output is {text}: it does not subtract the mean (RMS-style scaling), not a layer norm")
     leading = [mono for mono in poly if any(n == lead for n, _ in mono)]
     if len(leading) != 1:
-        raise NotLayerNorm(f"the output is {text}, not a layer norm's (x - mean) * rsqrt(variance + epsilon) * gamma + beta")
+        raise NotLayerNorm(f"the output is {text}, not a layer norm's "
+                           "(x - mean) * rsqrt(variance + epsilon) * gamma + beta")
     atoms = [(n, e) for n, e in leading[0] if n not in NORMALISED]
     if not atoms:
         if not [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]:
@@ -128,7 +131,7 @@ def scale_and_offset(scope: "Scope", evaluator: Evaluator, poly: Poly, lead: str
     return evaluator.atoms[gamma], evaluator.atoms[beta]
 
 
-def _short(scope: "Scope", t: Tensor) -> str:
+def _short(scope: "Scope | ScopePart", t: Tensor) -> str:
     name = tensor_name(t)
     prefix = scope.name + "/"
     return name[len(prefix):] if name.startswith(prefix) else name
@@ -149,9 +152,9 @@ def static_shape(sg: "ScopeGraph", tensor: Tensor) -> list[int | None] | None:
                 return [d.size if d.size >= 0 else None for d in shapes[port].dim]
         if op == "Const" and port == 0:
             return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
-        if op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") or op in VARIABLE_OPS:
-            if "shape" in node.attr and not node.attr["shape"].shape.unknown_rank:
-                return [d.size if d.size >= 0 else None for d in node.attr["shape"].shape.dim]
+        if (op in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") or op in VARIABLE_OPS) \
+                and "shape" in node.attr and not node.attr["shape"].shape.unknown_rank:
+            return [d.size if d.size >= 0 else None for d in node.attr["shape"].shape.dim]
         if op == "Reshape" and port == 0:
             target = sg.const_value(sg.producer(name, 1)[0])
             if target is not None and target.ndim <= 1:
@@ -214,7 +217,7 @@ def params_axis(sg: "ScopeGraph", x: Tensor, gamma: Tensor, beta: Tensor) -> int
     if xs is not None and len(xs) < k:
         raise NotLayerNorm(f"gamma of shape {_show(gs)} has more axes than x (rank {len(xs)})")
     trailing = xs[-k:] if xs is not None else [None] * k
-    for g, d in zip(gs, trailing):
+    for g, d in zip(gs, trailing, strict=False):  # a scalar gamma: k == 0, and xs[-0:] is all of xs
         # where x's size is unknown, broadcasting against x makes it g, unless g is 1
         if (d is None and g == 1) or (d is not None and d != g):
             raise NotLayerNorm(

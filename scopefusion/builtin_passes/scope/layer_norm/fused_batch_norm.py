@@ -24,12 +24,13 @@ from .common import LayerNormMatch, params_axis, result_node, scale_and_offset, 
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 FUSED_BATCH_NORM = "FusedBatchNormV3"
 
 
-def analyse_fused_batch_norm(scope: "Scope") -> LayerNormMatch:
+def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
     sg = scope.graph
     inside = set(scope.node_names())
     fbns = [n.name for n in scope.nodes() if n.op == FUSED_BATCH_NORM]
@@ -66,7 +67,7 @@ def analyse_fused_batch_norm(scope: "Scope") -> LayerNormMatch:
 KERAS_TRICK = "tf_keras LayerNormalization (its FusedBatchNormV3 path)"
 
 
-def _keras_trick(scope: "Scope", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
+def _keras_trick(scope: "Scope | ScopePart", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
                  attr: Any) -> LayerNormMatch:
     sg = scope.graph
     rank = _rank(sg, shape, x)
@@ -107,7 +108,8 @@ def _squeezed_shape(sg: "ScopeGraph", inside: set[str], pack: str, x: Tensor) ->
     ones = [sg.const_value(sg.producer(pack, k)[0]) for k in (0, 3)]
     if any(v is None or v.size != 1 or int(v.reshape(-1)[0]) != 1 for v in ones):
         raise NotLayerNorm("cannot read the normalised axes: the reshape is not to [1, pre, inner, 1]")
-    (src_pre, lo_pre, hi_pre), (src_in, lo_in, hi_in) = (_prod_of_slice(sg, inside, sg.producer(pack, k)) for k in (1, 2))
+    (src_pre, lo_pre, hi_pre), (src_in, lo_in, hi_in) = (_prod_of_slice(sg, inside, sg.producer(pack, k))
+                                                         for k in (1, 2))
     if src_pre != src_in or lo_pre not in (None, 0) or hi_in is not None or hi_pre is None or hi_pre != lo_in:
         raise NotLayerNorm("cannot read the normalised axes: the reshape does not split the shape at one axis")
     shape = src_pre
@@ -121,7 +123,7 @@ def _squeezed_shape(sg: "ScopeGraph", inside: set[str], pack: str, x: Tensor) ->
         if value is None or value.ndim != 1:
             raise NotLayerNorm("cannot read the normalised axes: the shape is neither Shape(x) nor a constant")
         if known is not None and (len(known) != value.size or any(
-                k is not None and k != int(v) for k, v in zip(known, value))):
+                k is not None and k != int(v) for k, v in zip(known, value, strict=True))):
             raise NotLayerNorm(f"the constant shape {value.tolist()} is not the input's shape")
     return shape, int(hi_pre)
 
@@ -141,7 +143,8 @@ def _prod_of_slice(sg: "ScopeGraph", inside: set[str], t: Tensor) -> tuple[Tenso
     if any(attr[m].i for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask") if m in attr):
         raise NotLayerNorm("cannot read the normalised axes: an unusual shape slice")
     begin, end, strides = (sg.const_value(sg.producer(ss, k)[0]) for k in (1, 2, 3))
-    if any(v is None or v.size != 1 for v in (begin, end, strides)) or int(strides.reshape(-1)[0]) != 1:
+    if begin is None or end is None or strides is None or any(v.size != 1 for v in (begin, end, strides)) \
+            or int(strides.reshape(-1)[0]) != 1:
         raise NotLayerNorm("cannot read the normalised axes: the shape slice is not constant with stride 1")
     start = None if attr["begin_mask"].i & 1 else int(begin.reshape(-1)[0])
     stop = None if attr["end_mask"].i & 1 else int(end.reshape(-1)[0])

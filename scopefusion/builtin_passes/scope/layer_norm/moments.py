@@ -23,12 +23,13 @@ from .common import (
 from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 NORMALISERS = ("Rsqrt", "Sqrt")
 
 
-def analyse_moments(scope: "Scope") -> LayerNormMatch:
+def analyse_moments(scope: "Scope | ScopePart") -> LayerNormMatch:
     sg = scope.graph
     inside = set(scope.node_names())
     norms = [n.name for n in scope.nodes() if n.op in NORMALISERS]
@@ -72,8 +73,10 @@ def analyse_moments(scope: "Scope") -> LayerNormMatch:
     # layer norm (tf.nn.moments) make a half LayerNorm of the input before its up-cast,
     # whose mean and variance are the casts back down.
     dtype = _dtype(sg, output) or _dtype(sg, mean)
+    if dtype is None:
+        raise NotLayerNorm(f"cannot tell the dtype of {output!r} from its attributes")
     low = x_low is not None and dtype in LOW_PRECISION
-    x_fused = x_low if low else x
+    x_fused = x_low if low and x_low is not None else x
     mean_out: str | None = mean
     variance_out: str | None = variance
     if low:

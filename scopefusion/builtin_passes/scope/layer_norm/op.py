@@ -10,7 +10,7 @@ def layer_norm_reference(
     x: Any, gamma: Any, beta: Any, *, begin_norm_axis: int, begin_params_axis: int, epsilon: float, T: Any
 ) -> tuple[Any, Any, Any]:
     """Normalise ``x`` over axes ``[begin_norm_axis, rank)``, then scale and shift."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     rank = tf.rank(x)
     start = begin_norm_axis if begin_norm_axis >= 0 else rank + begin_norm_axis

@@ -49,11 +49,11 @@ class _Description:
         index = sg.index
         self.attributes = attributes
         members = self.members = scope.all_node_indices()
-        self.position = dict(zip(members, range(len(members))))
+        self.position = dict(zip(members, range(len(members)), strict=True))
         self.outside: dict[tuple[int, int], int] = {}
         attrs = attributes.of_all(members)
         # node -> its value's bytes, taken only when asked
-        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs) if large}
+        self.large: dict[int, bytes | None] = {i: None for i, (_, large) in zip(members, attrs, strict=True) if large}
         start = len(scope.name) + 1 if scope.name else 0  # every member's name starts with the scope's
         names = tuple([name[start:] for name in map(index.names.__getitem__, members)])
         wiring, reads = self._wiring(index)
@@ -62,7 +62,7 @@ class _Description:
                     wiring, tuple([key for key, _ in attrs]), reads,
                     tuple([self._outside_key(sg, j, port) for (j, port) in self.outside]))
 
-    def _wiring(self, index: "GraphIndex") -> tuple[Hashable, Hashable]:
+    def _wiring(self, index: "GraphIndex") -> tuple[Hashable, tuple[int | tuple[int, ...], ...]]:
         """Each member's inputs and its outputs read outside the scope, with whether anything
         reads it at all.  The inputs come as one flat tuple: per member its input count, then
         per input a member's position and the port, or ``-1 - k`` for the ``k``-th tensor from
@@ -88,8 +88,8 @@ class _Description:
                     inside[k] += 1
                     add(k)
                     add(port)
-        reads: list[Hashable] = []
-        for i, edges in zip(self.members, inside):
+        reads: list[int | tuple[int, ...]] = []
+        for i, edges in zip(self.members, inside, strict=True):
             readers = consumers[i]
             if len(readers) == edges:
                 reads.append(1 if edges else 0)

@@ -63,8 +63,9 @@ def slice_columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
     stride 1; None when it is not such a slice."""
     index = sg.index
     attrs = index.nodes[node].attr
-    values = [sg.const_value_of(t[0]) for t in index.inputs[node][1:4]]
-    if any(v is None or v.shape != (2,) for v in values) or list(values[2]) != [1, 1]:
+    values = [v for v in (sg.const_value_of(t[0]) for t in index.inputs[node][1:4])
+              if v is not None and v.shape == (2,)]
+    if len(values) != 3 or list(values[2]) != [1, 1]:
         return None
     begin_mask, end_mask = attrs["begin_mask"].i, attrs["end_mask"].i
     if not begin_mask & 1 or not end_mask & 1 or (begin_mask | end_mask) & ~3:

@@ -33,6 +33,7 @@ from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellStep
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.fusion.candidate import FusedInput
     from ....core.scope.results import FusionScopesResult
     from ....core.scope.scope_graph import ScopeGraph
 
@@ -111,7 +112,7 @@ def keras_gru_reset_after_inner_graph(result: "FusionScopesResult", attrs: dict[
     result.add_inner_node("stacked_kernel", "ConcatV2", [fi(2), fi(3), "axis_0"], concat)
     result.add_inner_node("kernel_gates", "Split", ["axis_1", "stacked_kernel"], {"T": T, "num_split": 3})
     result.add_inner_node("gate_kernel", "ConcatV2", ["kernel_gates:1", "kernel_gates:0", "axis_1"], concat)
-    inputs = [fi(0), fi(1), "gate_kernel", "gate_bias", "kernel_gates:2", "bias_gates:2"]
+    inputs: list[str | FusedInput] = [fi(0), fi(1), "gate_kernel", "gate_bias", "kernel_gates:2", "bias_gates:2"]
     split = {"T": T, "num_split": 3}
     if bias == "none":
         result.add_inner_node("bias_gates", "Split", ["axis_0", zero_bias(result, fi(3), T)], split)
@@ -121,7 +122,7 @@ def keras_gru_reset_after_inner_graph(result: "FusionScopesResult", attrs: dict[
         return
     if bias == "rows":
         result.add_inner_node("bias_rows", "Unpack", [fi(4)], {"T": T, "num": 2, "axis": 0})
-        rows = ["bias_rows:0", "bias_rows:1"]
+        rows: list[str | FusedInput] = ["bias_rows:0", "bias_rows:1"]
     else:
         rows = [fi(4), fi(5)]
     # the gates add both rows; the candidate keeps the input row's h part and the recurrent row's apart

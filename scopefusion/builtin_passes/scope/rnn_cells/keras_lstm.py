@@ -20,6 +20,8 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ....core.graph.pattern import Op, op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
@@ -27,6 +29,7 @@ from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.fusion.candidate import FusedInput
     from ....core.scope.results import FusionScopesResult
     from ....core.scope.scope_graph import Scope
 
@@ -65,14 +68,12 @@ def _wants_keras(scope: "Scope") -> bool:
 
 
 def int32_const(value: Any) -> dict[str, Any]:
-    import numpy as np
-
     proto = make_tensor_proto(np.asarray(value, dtype=np.int32))
     AttrValue = message_class("AttrValue")
     return {"value": AttrValue(tensor=proto), "dtype": AttrValue(type=DT_INT32)}
 
 
-def zero_bias(result: "FusionScopesResult", recurrent_kernel: str, T: int) -> str:
+def zero_bias(result: "FusionScopesResult", recurrent_kernel: "str | FusedInput", T: int) -> str:
     """A cell without a bias (``use_bias=False``) is the fused cell with a zero bias, as long as a
     row of the recurrent kernel (one column per gate unit): ``zeros_like(recurrent_kernel[0])``."""
     for name, value in (("row_begin", [0]), ("row_end", [1]), ("row_strides", [1])):

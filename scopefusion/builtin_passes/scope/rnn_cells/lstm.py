@@ -30,7 +30,7 @@ ACTIVATIONS = tuple(ACTIVATION_NAMES)
 AXIS_1 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) in (1, -1), description="axis 1")
 
 
-def gates(x: str, h: str, w: str, b: str, label: str) -> Op:
+def gates(x: str, h: str | Op, w: str, b: str, label: str) -> Op:
     """``bias_add(concat([x, h], 1) @ w, b)``, the products of every rnn_cell gate."""
     return op("BiasAdd", op("MatMul", op("ConcatV2", x, h, AXIS_1, N=2, label=f"{label}_concat"), w,
                              transpose_a=False, transpose_b=False, label=f"{label}_matmul"), b,

@@ -55,7 +55,7 @@ ACTIVATION_NAMES: dict[str, str] = {v: k for k, v in ACTIVATION_OPS.items()}
 
 
 def _activation(name: str) -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     if name not in ACTIVATION_OPS:
         raise ValueError(f"activation {name!r} is not one of {', '.join(ACTIVATION_OPS)}")
@@ -66,7 +66,7 @@ def _activation(name: str) -> Any:
 
 
 def _gates(x: Any, h: Any, w: Any, b: Any) -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     return tf.nn.bias_add(tf.matmul(tf.concat([x, h], 1), w), b)
 
@@ -74,7 +74,7 @@ def _gates(x: Any, h: Any, w: Any, b: Any) -> Any:
 def basic_lstm_cell_reference(x: Any, h: Any, c: Any, w: Any, b: Any, *, forget_bias: float,
                               activation: str, T: Any) -> tuple[Any, Any]:
     """One LSTM step: (h', c') from input x [B, I], state h, c [B, H], w [I + H, 4H], b [4H]."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     act = _activation(activation)
     with tf.name_scope("basic_lstm_cell_reference"):
@@ -89,7 +89,7 @@ def gru_cell_reference(x: Any, h: Any, gate_kernel: Any, gate_bias: Any, candida
                        reset_after: bool = False, T: Any) -> tuple[Any]:
     """One GRU step: h' from x [B, I] and h [B, H], the reset before the candidate's matmul
     (TensorFlow's convention) or, with ``reset_after``, after its recurrent matmul (Keras's)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     act = _activation(activation)
     if candidate_recurrent_bias is not None and not reset_after:

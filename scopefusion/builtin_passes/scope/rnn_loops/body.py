@@ -121,7 +121,7 @@ class _Reader:
 
 
 def _const_is(node: Any, number: int) -> bool:
-    from tensorflow.python.framework import tensor_util
+    from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
     if node is None or node.op != "Const" or "value" not in node.attr:
         return False
@@ -231,10 +231,10 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
         cells.remove(cell)
         states, weight_slots, outs = CELLS[cell.op]
         data = reader.data(cell)
-        state = [reader.arg(data[k]) for k in states]
-        if any(p is None for p in state):
+        state = [p for p in (reader.arg(data[k]) for k in states) if p is not None]
+        if len(state) < len(states):
             raise LoopRefused(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
-        for position, out in zip(state, outs):
+        for position, out in zip(state, outs, strict=True):
             if _carried(rets, reader.names, copy, position) != f"{cell.name}:{out}:0":
                 raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
         weights = [data[k] for k in weight_slots]
@@ -258,7 +258,7 @@ def _optional_weights(cell: "NodeDef", data: list[str], required: int) -> dict[s
     if len(data) != required + len(listed):
         raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
                           f"{len(listed)} optional ones it lists")
-    return dict(zip(listed, data[required:]))
+    return dict(zip(listed, data[required:], strict=True))
 
 
 def _cell_attrs(cell: "NodeDef") -> dict[str, Any]:
@@ -334,20 +334,20 @@ Bound = tuple[str, Any]
 def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Bound]:
     """What ``counter < n and time < m`` compare with: (n, m); n None when the condition is
     ``time < m`` alone (tf_keras's loops, whose counter has no bound); raises :class:`LoopRefused`."""
-    from tensorflow.python.framework import tensor_util
+    from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
     reader = _Reader(cond)
     bounds: dict[int, Bound] = {}
     compared: dict[int, str] = {}  # position -> the Less node comparing it with its bound
     for node in cond.node_def:
         data = reader.data(node)
-        if node.op == "Less" and len(data) == 2 and reader.arg(data[0]) in (body.counter, body.time):
+        if node.op == "Less" and len(data) == 2 and (position := reader.arg(data[0])) in (body.counter, body.time):
             other, const = reader.arg(data[1]), reader.node(data[1])
             if other is not None:
-                bounds[reader.arg(data[0])] = ("arg", other)
+                bounds[position] = ("arg", other)
             elif const is not None and const.op == "Const":
-                bounds[reader.arg(data[0])] = ("value", tensor_util.MakeNdarray(const.attr["value"].tensor))
-            compared[reader.arg(data[0])] = node.name
+                bounds[position] = ("value", tensor_util.MakeNdarray(const.attr["value"].tensor))
+            compared[position] = node.name
             continue
         if node.op not in ("LogicalAnd", "Identity", "Const"):
             raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")

@@ -33,7 +33,7 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
     """``step(x_t, state) -> state'`` over the steps of ``x``: (y, final state...), y stacking
     every step's state[0] in ``x``'s layout; past ``seq_length[b]`` (when given) row ``b`` of y is
     zero and its state stays."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     if not time_major:
         x = tf.transpose(x, [1, 0, 2])
@@ -46,7 +46,7 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
         if seq_length is not None:
             done = tf.expand_dims(t >= seq_length, 1)  # [batch, 1]: this sequence has ended
             out = tf.where(done, tf.zeros_like(out), out)
-            new = tuple(tf.where(done, old, value) for old, value in zip(carried, new))
+            new = tuple(tf.where(done, old, value) for old, value in zip(carried, new, strict=True))
         return (t + 1, ys.write(t, out)) + new
 
     _, ys, *final = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), outputs) + state)
@@ -57,7 +57,7 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
 def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, seq_length: Any = None, *,
                           forget_bias: float, activation: str, time_major: bool, T: Any) -> tuple[Any, Any, Any]:
     """BasicLSTMCell over the steps of ``x`` (each sequence's first ``seq_length``): (y, h, c)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
         return basic_lstm_cell_reference(x_t, state[0], state[1], w, b, forget_bias=forget_bias,
@@ -74,7 +74,7 @@ def dynamic_gru_v2_reference(x: Any, gate_kernel: Any, gate_bias: Any, candidate
                              time_major: bool, T: Any) -> tuple[Any, Any]:
     """GRUCell (TensorFlow's convention, or Keras's with ``reset_after``) over the steps of ``x``
     (each sequence's first ``seq_length``): (y, h)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
         return gru_cell_reference(x_t, state[0], gate_kernel, gate_bias, candidate_kernel, candidate_bias,

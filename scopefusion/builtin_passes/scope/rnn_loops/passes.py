@@ -99,7 +99,8 @@ class ScopeDynamicRNNPass(ScopeBasePass):
                 groups.append(ScopesResult([scope]))
                 continue
             try:
-                found = self._read(scope_graph, loop, functions) if functional else _tf1(scope_graph, scope)
+                found = self._read(scope_graph, loop, functions) if functional and loop is not None \
+                    else _tf1(scope_graph, scope)
             except LoopRefused as why:
                 self._refused[outer.name] = str(why)
                 groups.append(ScopesResult([outer]))

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ....core.graph.vocabulary import CONTROL
 from .body import Bound, LoopBody, LoopRefused
 
@@ -75,8 +77,6 @@ def _is_time_bound(view: "GraphView", bound: Tensor, n: Tensor, lengths: Tensor 
 def value_of(view: "GraphView", tensor: Tensor, depth: int = 0) -> Any:
     """The value of a small constant expression (constants, Range, Max / Min, Maximum / Minimum, an
     element of a vector), or None."""
-    import numpy as np
-
     index = view.index
     value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
     op = index.ops[tensor[0]]
@@ -197,7 +197,8 @@ def _is_rows_of(view: "GraphView", tensor: Tensor, x: Tensor) -> bool:
     attrs = index.nodes[node].attr
     masks = [attrs[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")]
     return all(v is not None and v.shape == (1,) for v in values) and \
-        [int(v[0]) for v in values] == [0, 1, 1] and not any(masks) and attrs["shrink_axis_mask"].i == 1
+        [int(v[0]) for v in values if v is not None] == [0, 1, 1] and \
+        not any(masks) and attrs["shrink_axis_mask"].i == 1
 
 
 def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:
@@ -223,8 +224,6 @@ def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:
 
 def is_zeros(view: "GraphView", tensor: Tensor) -> bool:
     """``tensor`` is all zeros: a constant expression, ``Fill(shape, 0)`` or ``ZerosLike``."""
-    import numpy as np
-
     index = view.index
     value = value_of(view, tensor)
     if value is not None:
@@ -249,8 +248,6 @@ def check_lengths(view: "GraphView", lengths: Tensor, zeros: Tensor) -> None:
 
 def is_max_of(view: "GraphView", tensor: Tensor, lengths: Tensor) -> bool:
     """``tensor`` is ``Max(lengths)`` over its one axis (``reduce_max``)."""
-    import numpy as np
-
     index = view.index
     attrs = index.nodes[tensor[0]].attr
     if index.ops[tensor[0]] != "Max" or ("keep_dims" in attrs and attrs["keep_dims"].b):

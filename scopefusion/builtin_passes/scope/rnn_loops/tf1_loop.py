@@ -143,7 +143,9 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
     if not found:
         raise LoopRefused(LSTM_FORM.explain(scope) or "no BasicLSTMCell or GRUCell step in the TF1 loop")
     current_of = {(v.current, 0): k for k, v in enumerate(variables)}
-    layers, members, current = [], set(), start
+    layers: list[LoopLayer] = []
+    members: set[int] = set()
+    current = start
     while len(layers) < len(found):
         match = next((f for f in found if f[5].tensors["x"] == current), None)
         if match is None:
@@ -153,7 +155,7 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
         if reason:
             raise LoopRefused(reason)
         state = [current_of.get(step.tensors[s]) for s in states]
-        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs)):
+        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs, strict=True)):
             raise LoopRefused(f"the TF1 loop does not carry the {op} step's state into its next step"
                               + (" (through its sequence_length's Select)" if copy is not None else ""))
         names_of = []
@@ -195,7 +197,7 @@ def _bounds(sg: "ScopeGraph", frame: set[int], variables: list[_Var], counter: i
         for less in data_inputs(index, cond[0]):
             a, b = data_inputs(index, less[0]) if index.ops[less[0]] == "Less" else (None, None)
             for k in (counter, time):
-                if a == (variables[k].merge, 0):
+                if a == (variables[k].merge, 0) and b is not None:
                     bounds[k] = _outer(sg, b, "bound")
     if set(bounds) != {counter, time}:
         raise LoopRefused("the TF1 loop's condition is not counter < n and time < m")
@@ -256,6 +258,7 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     weights: list[Tensor] = []
     copy = _copy_through(sg, frame, variables[time], weights)
     layers, top, members = _layers(sg, scope, frame, variables, (read, 0), weights, copy)
+    written: Tensor | None  # None: the copy-through gives no value for it
     written = data_inputs(index, write)[2]
     if copy is not None:
         written = _copy_output(sg, copy, written, weights)

@@ -22,6 +22,7 @@ from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from .core.fusion.options import FusionOptions
 from .core.fusion.pass_spec import PassSpec
 from .core.fusion.pipeline import FusionOutcome, FusionPipeline
+from .core.fusion.refusal import Refused, fail
 from .core.fusion.report import FunctionRecord, FusedRecord, FusionReport, PassReport, Refusal
 from .core.graph.index import GraphIndex
 from .core.graph.io import LoadedModel, load_model, save_graph
@@ -53,10 +54,10 @@ __all__ = [
     "GraphFusionEngine", "GraphIndex", "GraphLoadError", "GraphValidationError", "GraphView", "InnerNode",
     "LoadedModel", "MatchFailure", "NodeAttrFeature", "NodeOpTypeFeature", "NotFused", "OpPattern",
     "OptionError", "PassError", "PassReport", "PassSpec", "PatternDefinitionError", "PatternFusionBasePass",
-    "PassVerdict", "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Registry", "Scope", "ScopeBasePass",
-    "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
+    "PassVerdict", "PatternMatch", "PatternMatcher", "PluginError", "Refusal", "Refused", "Registry", "Scope",
+    "ScopeBasePass", "ScopeFeature", "ScopeFusionError", "ScopeGraph", "ScopePassManager", "ScopePattern", "ScopeTree",
     "ScopesResult", "Session", "TensorArg", "TensorComparison", "VerifyResult", "__version__", "const", "explain",
-    "fuse",
+    "fail", "fuse",
     "fused_input", "hookimpl", "inner_node", "load_model", "load_registry", "one_of", "op", "partition", "save_graph",
     "var", "verify",
 ]

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imp
         ScopeFusionError,
     )
     from .core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+    from .core.fusion.refusal import Refused, fail
     from .core.fusion.report import FusionReport
     from .core.graph.io import load_model, save_graph
     from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
@@ -72,6 +73,8 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "AttrDef": ("scopefusion.core.fusion.fused_ops", "AttrDef"),
     "FusedOpDef": ("scopefusion.core.fusion.fused_ops", "FusedOpDef"),
     "TensorArg": ("scopefusion.core.fusion.fused_ops", "TensorArg"),
+    "Refused": ("scopefusion.core.fusion.refusal", "Refused"),
+    "fail": ("scopefusion.core.fusion.refusal", "fail"),
     "FusionReport": ("scopefusion.core.fusion.report", "FusionReport"),
     "load_model": ("scopefusion.core.graph.io", "load_model"),
     "save_graph": ("scopefusion.core.graph.io", "save_graph"),
@@ -120,8 +123,8 @@ __all__ = [
     # errors
     "ScopeFusionError", "GraphLoadError", "GraphValidationError", "OptionError", "PluginError", "PassError",
     "EmitError", "FusionSwitchError", "FusionPatternError", "PatternDefinitionError",
-    # writing a plugin: hooks, fused ops and the built-ins to extend
-    "hookimpl", "FusedOpDef", "AttrDef", "TensorArg", "BUILTIN_PASSES", "BUILTIN_FUSED_OPS",
+    # writing a plugin: hooks, fused ops, the one way to refuse, and the built-ins to extend
+    "hookimpl", "FusedOpDef", "AttrDef", "TensorArg", "fail", "Refused", "BUILTIN_PASSES", "BUILTIN_FUSED_OPS",
     # scope passes
     "ScopeBasePass", "ScopePattern", "ScopeFeature", "NodeOpTypeFeature", "NodeAttrFeature",
     "FusionScopesResult", "ScopesResult", "ScopeGraph", "Scope",

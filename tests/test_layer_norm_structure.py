@@ -289,7 +289,7 @@ def test_facts_are_shared_only_by_scopes_whose_match_is_recalled():
     first = cache.facts
     assert first == {} and cache.analysed == 1
     first["marked"] = True
-    with pytest.raises(ln_pass.NotLayerNorm):
+    with pytest.raises(scopefusion.Refused):
         cache.analyse(scopes["ln3"], ln_pass.analyse)
     assert cache.facts is None
     cache.analyse(scopes["ln5"], ln_pass.analyse)

@@ -63,7 +63,7 @@ and its declaration with a reference implementation.
 PASSES = '''"""{camel}ScaleShiftPass: ``scale_shift`` scopes computing x * a + b -> {camel}ScaleShift(x)."""
 from __future__ import annotations
 
-from scopefusion import AttrDef, FusedOpDef, FusionScopesResult, ScopeBasePass, ScopePattern, TensorArg
+from scopefusion import AttrDef, FusedOpDef, FusionScopesResult, ScopeBasePass, ScopePattern, TensorArg, fail
 
 
 def scale_shift_reference(x, *, scale, shift, T):
@@ -101,14 +101,12 @@ class {camel}ScaleShiftPass(ScopeBasePass):
         graph = scope.graph
         mul = scope.nodes_by_op("Mul")[0].name
         add = scope.nodes_by_op("AddV2")[0].name
-        if graph.producer(add, 0) != (mul, 0):
-            result.reject("the AddV2 does not add to the Mul's output")
-            return
+        if graph.producer(add, 0) != (mul, 0):  # fail() refuses the match, naming the nodes; the report shows why
+            fail("the AddV2 does not add to the Mul's output", add, mul)
         scale = graph.const_value(graph.producer(mul, 1)[0])
         shift = graph.const_value(graph.producer(add, 1)[0])
         if scale is None or shift is None or scale.size != 1 or shift.size != 1:
-            result.reject("scale or shift is not a scalar constant")
-            return
+            fail("scale or shift is not a scalar constant", mul, add)
         result.set_type("{camel}ScaleShift")
         result.set_attr("scale", float(scale.reshape(-1)[0]))
         result.set_attr("shift", float(shift.reshape(-1)[0]))

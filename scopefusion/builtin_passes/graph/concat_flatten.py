@@ -19,6 +19,7 @@ nesting: a chain ``concat(concat(concat(...)))`` loses one level per run.
 from __future__ import annotations
 
 from functools import cache, lru_cache
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import Alt, Const, OpPattern, const, one_of, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
@@ -82,7 +83,7 @@ class ConcatFlattenFusionPass(PatternFusionBasePass):
             inputs.extend(f"in{k}_{j}" for j in range(match.node(f"inner{k}").attr["N"].i))
             spliced += 1
         if not spliced:
-            return self.refuse("; ".join(reasons))
+            fail("; ".join(reasons))
         attrs = {"N": len(inputs), "T": concat.attr["T"].type, "Tidx": concat.attr["Tidx"].type}
         return FusedOp("ConcatV2", inputs=[*inputs, "axis"], attrs=attrs,
                        description=f"ConcatV2 with {spliced} inner concat(s) spliced in")

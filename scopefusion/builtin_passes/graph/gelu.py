@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
@@ -100,7 +101,7 @@ class GeluFusionPass(PatternFusionBasePass):
         root = match.view.lend(match.root)
         dtype = root.attr["T"].type if "T" in root.attr else None
         if dtype not in FLOAT_DTYPES:
-            return self.refuse(f"GELU of a non-float tensor (T = {'none' if dtype is None else dtype_name(dtype)})")
+            fail(f"GELU of a non-float tensor (T = {'none' if dtype is None else dtype_name(dtype)})")
         approximate = match.pattern.name == "GeluTanh"
         return FusedOp("Gelu", inputs=["x"], attrs={"approximate": approximate, "T": dtype},
                        description=f"Gelu ({'tanh' if approximate else 'erf'} form)")

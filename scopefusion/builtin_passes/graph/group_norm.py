@@ -39,12 +39,13 @@ from typing import Any
 import numpy as np
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from .norm_checks import (
-    NotANorm, epsilon_of, float_dtype, independent_of, inner_readers, known_shape, params_shape, positive_axes,
-    refusal, same_axes, show,
+    epsilon_of, float_dtype, independent_of, inner_readers, known_shape, params_shape, positive_axes,
+    same_axes, show,
 )
 from .norm_patterns import (
     EPSILON, MEAN_AXES, OUTPUT, SHAPE, STD_EPSILON, VARIANCE_AXES, WEIGHT_AXES, affine_forms, moments, normaliser,
@@ -162,20 +163,17 @@ class GroupNormFusionPass(PatternFusionBasePass):
         return _patterns()
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        try:
-            return _group_norm(match)
-        except NotANorm as why:
-            return refusal(why)
+        return _group_norm(match)
 
 
 def _group_norm(match: PatternMatch) -> FusedOp:
     if match.pattern.name == "GroupNormWithoutScaleOrOffset":
         params = ((GAMMA_GROUPED, "gamma (scale=False)"), (BETA_GROUPED, "beta (center=False)"))
         missing = [what for label, what in params if label not in match.nodes]
-        raise NotANorm(f"no {' and no '.join(missing)}: GroupNorm needs both a scale and an offset input")
+        fail(f"no {' and no '.join(missing)}: GroupNorm needs both a scale and an offset input")
     if STD_EPSILON in match.nodes:
-        raise NotANorm("epsilon is added to the standard deviation (sqrt(variance) + epsilon), "
-                       "GroupNorm adds it to the variance")
+        fail("epsilon is added to the standard deviation (sqrt(variance) + epsilon), "
+             "GroupNorm adds it to the variance")
     dtype = float_dtype(match.view.index.nodes[match.root], "a group norm")
     x_shape = known_shape(match, "x", "the input")
     axes = same_axes(match, (MEAN_AXES, VARIANCE_AXES, WEIGHT_AXES))
@@ -185,7 +183,7 @@ def _group_norm(match: PatternMatch) -> FusedOp:
         groups, per_group, layout, broadcast = _grouped_layout(match, x_shape, axes)
         out_shape = known_shape(match, OUTPUT, "the reshaped result")
         if not _compatible(out_shape, x_shape):
-            raise NotANorm(f"the result is reshaped to {show(out_shape)}, not back to the input's {show(x_shape)}")
+            fail(f"the result is reshaped to {show(out_shape)}, not back to the input's {show(x_shape)}")
     channels = groups * per_group
     for ref, grouped_ref, what in (("gamma", GAMMA_GROUPED, "gamma"), ("beta", BETA_GROUPED, "beta")):
         independent_of(match, ref, "x", what)
@@ -220,14 +218,14 @@ def _grouped_layout(match: PatternMatch, x_shape: list, axes: list[int]) -> tupl
         if layout:
             expected = [a for a in range(1, rank + 1) if a != channel]
             if positive_axes(axes, rank + 1) != expected:
-                raise NotANorm(f"the statistics reduce axes {axes} of the grouped input {show(g_shape)}, not "
-                               f"{expected} (every axis but the batch and group axes): not a group norm")
+                fail(f"the statistics reduce axes {axes} of the grouped input {show(g_shape)}, not "
+                     f"{expected} (every axis but the batch and group axes): not a group norm")
             groups, per_group = g_shape[channel], g_shape[channel + 1]
             broadcast = [1] * (rank + 1)
             broadcast[channel], broadcast[channel + 1] = groups, per_group
             return groups, per_group, layout, broadcast
-    raise NotANorm(f"the input {show(x_shape)} is reshaped to {show(g_shape)}, which does not split its channel "
-                   "axis (last or second) into groups")
+    fail(f"the input {show(x_shape)} is reshaped to {show(g_shape)}, which does not split its channel "
+         "axis (last or second) into groups")
 
 
 def _split(g_shape: list, axis: int, channels: int | None) -> bool:
@@ -240,10 +238,10 @@ def _per_channel_layout(x_shape: list, axes: list[int]) -> tuple[int, int, str, 
     rank = len(x_shape)
     channels = x_shape[-1]
     if rank < 3 or channels is None:
-        raise NotANorm(f"a per-channel normalization of an input of shape {show(x_shape)}: the group norm "
-                       "shortcut needs rank >= 3 and a known channel count")
+        fail(f"a per-channel normalization of an input of shape {show(x_shape)}: the group norm "
+             "shortcut needs rank >= 3 and a known channel count")
     spatial = list(range(1, rank - 1))
     if positive_axes(axes, rank) != spatial:
-        raise NotANorm(f"the statistics reduce axes {axes}, not the spatial axes {spatial} of the input "
-                       f"{show(x_shape)}: not a group norm with one channel per group")
+        fail(f"the statistics reduce axes {axes}, not the spatial axes {spatial} of the input "
+             f"{show(x_shape)}: not a group norm with one channel per group")
     return channels, 1, NHWC, [1] * (rank - 1) + [channels]

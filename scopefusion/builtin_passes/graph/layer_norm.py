@@ -42,14 +42,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.vocabulary import CONTROL
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from ..scope.layer_norm.op import LAYER_NORM
 from .norm_checks import (
-    NotANorm, epsilon_of, float_dtype, independent_of, inner_readers, input_rank, known_shape, name_of,
-    params_shape, refusal, same_axes, shape_of, trailing_dims, trailing_start,
+    epsilon_of, float_dtype, independent_of, inner_readers, input_rank, known_shape, name_of,
+    params_shape, same_axes, shape_of, trailing_dims, trailing_start,
 )
 from .norm_patterns import (
     ADD, CENTRE_AXES, DIV, EPSILON, INV, MEAN, MEAN_AXES, MUL, OUTPUT, STD_EPSILON, VARIANCE, VARIANCE_AXES,
@@ -111,19 +112,16 @@ class LayerNormFusionPass(PatternFusionBasePass):
         return _patterns()
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        try:
-            return _layer_norm(match)
-        except NotANorm as why:
-            return refusal(why)
+        return _layer_norm(match)
 
 
 def _layer_norm(match: PatternMatch) -> FusedOp:
     missing = _MISSING.get(match.pattern.name)
     if missing:
-        raise NotANorm(missing)
+        fail(missing)
     if STD_EPSILON in match.nodes:
-        raise NotANorm("epsilon is added to the standard deviation (sqrt(variance) + epsilon), "
-                       "LayerNorm adds it to the variance")
+        fail("epsilon is added to the standard deviation (sqrt(variance) + epsilon), "
+             "LayerNorm adds it to the variance")
     dtype = float_dtype(match.node(OUTPUT), "a layer norm")
     axes = same_axes(match, (MEAN_AXES, CENTRE_AXES, VARIANCE_AXES))
     x_shape = shape_of(match, "x")  # None: unknown (negative axes tell without a rank)
@@ -134,8 +132,8 @@ def _layer_norm(match: PatternMatch) -> FusedOp:
     independent_of(match, beta, "x", "beta", after=_added_to(match, beta))
     gamma_shape = known_shape(match, gamma, "gamma")
     if not gamma_shape:
-        raise NotANorm(f"gamma {name_of(match, gamma)!r} is a scalar; LayerNorm needs one of the input's "
-                       "trailing shape")
+        fail(f"gamma {name_of(match, gamma)!r} is a scalar; LayerNorm needs one of the input's "
+             "trailing shape")
     trailing = trailing_dims(x_shape, rank, len(gamma_shape))  # unknown sizes fit any gamma size but 1
     params_shape(match, gamma, trailing, "gamma")
     params_shape(match, beta, trailing, "beta")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
@@ -82,11 +83,12 @@ class MatMulBiasAddFusionPass(PatternFusionBasePass):
         for label in ("matmul", "reshape") if reshaped else ("matmul",):
             readers = self.outside_readers(match, label)
             if readers:
-                return self.refuse(f"the {'product' if label == 'matmul' else 'reshaped product'} "
-                                   f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it")
+                fail(f"the {'product' if label == 'matmul' else 'reshaped product'} "
+                     f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it",
+                     match.name(label), readers[0])
         problem = _bias_problem(match, reshaped)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         ta_key, tb_key = _TRANSPOSE_ATTRS.get(matmul.op, ("adj_x", "adj_y"))
         attrs = {
             "transpose_a": bool(matmul.attr[ta_key].b) if ta_key in matmul.attr else False,

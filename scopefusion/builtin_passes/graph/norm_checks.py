@@ -1,9 +1,8 @@
 """Checks the normalization graph passes make on a match before fusing it.
 
 Each check reads the graph through the match's :class:`GraphView` and returns a value,
-or raises :class:`NotANorm` with a reason in the user's terms (axes as the graph gives
-them, dtype names, shapes with ``?`` for unknown dimensions), which the pass turns into
-a refusal.
+or refuses the match (:func:`fail`) with a reason in the user's terms (axes as the graph
+gives them, dtype names, shapes with ``?`` for unknown dimensions).
 """
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from typing import TYPE_CHECKING, Collection, Sequence
 import numpy as np
 
 from ...core.fusion.plan import is_const_like
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.vocabulary import CONTROL, FLOAT_DTYPES, dtype_name, tensor_name
-from ...core.graph_fusion.base_pass import NotFused, PatternFusionBasePass
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -23,14 +22,6 @@ Shape = list  # of int | None
 
 #: How many nodes a dependence search looks at before giving up (and saying it depends).
 MAX_SEARCH = 10_000
-
-
-class NotANorm(Exception):
-    """A match the op cannot represent; the message is the reason."""
-
-
-def refusal(why: NotANorm) -> NotFused:
-    return PatternFusionBasePass.refuse(str(why))
 
 
 def show(shape: Sequence[int | None] | None) -> str:
@@ -59,7 +50,7 @@ def trailing_dims(shape: Shape | None, rank: int | None, count: int) -> list[int
     """The last ``count`` dimensions of a tensor (unknown ones as None); refused when the
     tensor has fewer axes."""
     if rank is not None and count > rank:
-        raise NotANorm(f"the parameters span {count} axes, more than the input's {rank}")
+        fail(f"the parameters span {count} axes, more than the input's {rank}")
     if shape is None:
         return [None] * count
     return list(shape[len(shape) - count:])
@@ -68,7 +59,7 @@ def trailing_dims(shape: Shape | None, rank: int | None, count: int) -> list[int
 def known_shape(match: PatternMatch, ref: str, what: str) -> Shape:
     shape = shape_of(match, ref)
     if shape is None:
-        raise NotANorm(f"cannot tell the shape of {what} {name_of(match, ref)!r}")
+        fail(f"cannot tell the shape of {what} {name_of(match, ref)!r}")
     return shape
 
 
@@ -76,7 +67,7 @@ def axes_of(match: PatternMatch, label: str) -> list[int]:
     """The reduction axes a constant of the match holds, as the graph gives them."""
     value = match.consts[label]
     if value.dtype.kind not in "iu":
-        raise NotANorm(f"the reduction axes {_short(value)} are not integers")
+        fail(f"the reduction axes {_short(value)} are not integers")
     return [int(a) for a in np.asarray(value).reshape(-1)]
 
 
@@ -87,7 +78,7 @@ def same_axes(match: PatternMatch, labels: Sequence[str]) -> list[int]:
     for label in present[1:]:
         other = axes_of(match, label)
         if sorted(other) != sorted(first):
-            raise NotANorm(f"the statistics reduce different axes ({first} and {other})")
+            fail(f"the statistics reduce different axes ({first} and {other})")
     return first
 
 
@@ -95,7 +86,7 @@ def positive_axes(axes: Sequence[int], rank: int) -> list[int]:
     """``axes`` counted from 0, sorted; out-of-range or repeated axes are refused."""
     out = sorted(a + rank if a < 0 else a for a in axes)
     if any(not 0 <= a < rank for a in out) or len(set(out)) != len(out):
-        raise NotANorm(f"reduction axes {list(axes)} do not fit an input of rank {rank}")
+        fail(f"reduction axes {list(axes)} do not fit an input of rank {rank}")
     return out
 
 
@@ -103,20 +94,20 @@ def trailing_start(axes: Sequence[int], rank: int | None, what: str) -> int:
     """The first of ``axes`` when they are the trailing axes of a rank-``rank`` input, as the
     graph counts it (negative when the graph gives negative axes); refused otherwise."""
     if not axes:
-        raise NotANorm("the statistics reduce no axis")
+        fail("the statistics reduce no axis")
     if all(a < 0 for a in axes):
         ordered = sorted(axes)
         if ordered != list(range(-len(axes), 0)):
-            raise NotANorm(f"reduction axes {list(axes)} are not the trailing axes of {what}")
+            fail(f"reduction axes {list(axes)} are not the trailing axes of {what}")
         if rank is not None and len(axes) > rank:
-            raise NotANorm(f"reduction axes {list(axes)} do not fit {what} of rank {rank}")
+            fail(f"reduction axes {list(axes)} do not fit {what} of rank {rank}")
         return ordered[0]
     if rank is None:
-        raise NotANorm(f"cannot tell the rank of {what}, to check that axes {list(axes)} are its trailing axes")
+        fail(f"cannot tell the rank of {what}, to check that axes {list(axes)} are its trailing axes")
     positive = positive_axes(axes, rank)
     if positive != list(range(rank - len(positive), rank)):
-        raise NotANorm(f"reduction axes {list(axes)} are not the trailing axes of {what} (rank {rank}), "
-                       "as the op needs: a normalization over other axes (an instance, group or batch norm?)")
+        fail(f"reduction axes {list(axes)} are not the trailing axes of {what} (rank {rank}), "
+             "as the op needs: a normalization over other axes (an instance, group or batch norm?)")
     return positive[0] if all(a >= 0 for a in axes) else positive[0] - rank
 
 
@@ -132,7 +123,7 @@ def float_dtype(node: "NodeDef", what: str) -> int:
     dtype = node.attr["T"].type if "T" in node.attr else None
     if dtype not in FLOAT_DTYPES:
         shown = dtype_name(dtype) if dtype is not None else "no dtype"
-        raise NotANorm(f"{what} of a {shown} tensor: the op takes float16, bfloat16, float32 or float64")
+        fail(f"{what} of a {shown} tensor: the op takes float16, bfloat16, float32 or float64")
     return dtype
 
 
@@ -141,11 +132,11 @@ def params_shape(match: PatternMatch, ref: str, expected: Sequence[int | None], 
     input fits any size but 1, which would broadcast)."""
     shape = known_shape(match, ref, what)
     if None in shape:
-        raise NotANorm(f"cannot tell the shape of {what} {name_of(match, ref)!r}: it is {show(shape)}")
+        fail(f"cannot tell the shape of {what} {name_of(match, ref)!r}: it is {show(shape)}")
     fits = len(shape) == len(expected) and all(
         (e is None and s != 1) or s == e for s, e in zip(shape, expected, strict=True))
     if not fits:
-        raise NotANorm(f"{what} {name_of(match, ref)!r} has shape {show(shape)}, the op needs {show(expected)}")
+        fail(f"{what} {name_of(match, ref)!r} has shape {show(shape)}, the op needs {show(expected)}")
     return shape
 
 
@@ -173,15 +164,15 @@ def independent_of(match: PatternMatch, ref: str, x: str, what: str, *, after: i
     start = match.tensor(ref)[0]
     found = reaches(match, start, target)
     if found is None:
-        raise NotANorm(f"cannot tell whether {what} {name_of(match, ref)!r} is computed from the input")
+        fail(f"cannot tell whether {what} {name_of(match, ref)!r} is computed from the input")
     if not found:
         return
     if after is not None and reaches(match, start, after):
         scaled = match.view.index.names[after]
-        raise NotANorm(f"no {what}: the normalization ends at {scaled!r}, and {name_of(match, ref)!r}, which is "
-                       f"added to it, is computed from that result (a residual connection), not an offset; "
-                       f"LayerNorm needs an offset input")
-    raise NotANorm(f"{what} {name_of(match, ref)!r} is computed from the input {name_of(match, x)!r}")
+        fail(f"no {what}: the normalization ends at {scaled!r}, and {name_of(match, ref)!r}, which is "
+             f"added to it, is computed from that result (a residual connection), not an offset; "
+             f"LayerNorm needs an offset input")
+    fail(f"{what} {name_of(match, ref)!r} is computed from the input {name_of(match, x)!r}")
 
 
 def inner_readers(match: PatternMatch, allowed: Collection[int]) -> None:
@@ -193,8 +184,8 @@ def inner_readers(match: PatternMatch, allowed: Collection[int]) -> None:
             continue
         for consumer, port, _ in index.consumers[node]:
             if consumer not in match.members and port != CONTROL:
-                raise NotANorm(f"the inner tensor {tensor_name(index.names[node], port)!r} is also read by "
-                               f"{index.names[consumer]!r}; fusing would lose it")
+                fail(f"the inner tensor {tensor_name(index.names[node], port)!r} is also read by "
+                     f"{index.names[consumer]!r}; fusing would lose it", index.names[node], index.names[consumer])
 
 
 def _short(value: np.ndarray) -> str:

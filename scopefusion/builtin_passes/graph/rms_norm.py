@@ -34,12 +34,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, one_of
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from .norm_checks import (
-    NotANorm, axes_of, epsilon_of, float_dtype, independent_of, inner_readers, input_rank, name_of, params_shape,
-    refusal, shape_of, trailing_dims, trailing_start,
+    axes_of, epsilon_of, float_dtype, independent_of, inner_readers, input_rank, name_of, params_shape,
+    shape_of, trailing_dims, trailing_start,
 )
 from .norm_patterns import EPSILON, STD_EPSILON, mean_square, normaliser, scaled_forms
 
@@ -85,16 +86,13 @@ class RMSNormFusionPass(PatternFusionBasePass):
         return [OpPattern("RMSNorm", one_of(*scaled_forms(X, norm, GAMMA)))]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        try:
-            return _rms_norm(match)
-        except NotANorm as why:
-            return refusal(why)
+        return _rms_norm(match)
 
 
 def _rms_norm(match: PatternMatch) -> FusedOp:
     if STD_EPSILON in match.nodes:
-        raise NotANorm("epsilon is added to the root mean square (sqrt(mean(x^2)) + epsilon), "
-                       "RMSNorm adds it to the mean square")
+        fail("epsilon is added to the root mean square (sqrt(mean(x^2)) + epsilon), "
+             "RMSNorm adds it to the mean square")
     dtype = float_dtype(match.view.index.nodes[match.root], "an RMS norm")
     _not_centred(match)
     axes = axes_of(match, AXES)
@@ -120,5 +118,5 @@ def _not_centred(match: PatternMatch) -> None:
         return
     first, second = (view.forwarded(index.data_input(node, k)[0]) for k in (0, 1))
     if index.ops[second] == "Mean" and view.forwarded(index.data_input(second, 0)[0]) == first:
-        raise NotANorm(f"the input {name_of(match, 'x')!r} is centred (x - mean(x)): normalising it by its "
-                       "root mean square is a layer norm, not an RMS norm")
+        fail(f"the input {name_of(match, 'x')!r} is centred (x - mean(x)): normalising it by its "
+             "root mean square is a layer norm, not an RMS norm")

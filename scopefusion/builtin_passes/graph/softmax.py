@@ -23,6 +23,7 @@ element twice, a layout choice the back end, which knows the data format, should
 """
 from __future__ import annotations
 
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
@@ -55,14 +56,15 @@ class SoftmaxFusionPass(PatternFusionBasePass):
     def fusion(self, match: PatternMatch) -> FusionAnswer:
         dtype = match.node("div").attr["T"].type
         if dtype not in FLOAT_DTYPES:  # exp(x) / sum(exp(x)) of complex numbers: no Softmax kernel
-            return self.refuse(f"a softmax of a {dtype_name(dtype)} tensor: Softmax takes floating-point input")
+            fail(f"a softmax of a {dtype_name(dtype)} tensor: Softmax takes floating-point input")
         for label in ("max", "shifted", "exp", "exp_again", "sum"):
             readers = self.outside_readers(match, label) if label in match.nodes else []
             if readers:
-                return self.refuse(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it")
+                fail(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it",
+                     match.name(label), readers[0])
         problem = _axis_problem(match)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         form = "max subtracted" if "max" in match.nodes else "no max subtracted"
         return FusedOp("Softmax", inputs=["x"], attrs={"T": dtype}, description=f"Softmax ({form})")
 

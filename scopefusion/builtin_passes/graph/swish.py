@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
@@ -83,7 +84,8 @@ class SwishFusionPass(PatternFusionBasePass):
         for label in inner:
             readers = self.outside_readers(match, label) if label in match.nodes else []
             if readers:
-                return self.refuse(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it")
+                fail(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it",
+                     match.name(label), readers[0])
         beta = float(match.consts["beta"].reshape(-1)[0]) if "beta" in match.consts else 1.0
         form = "tf.nn.silu" if "identity_n" in match.nodes else "x * sigmoid(beta * x)"
         # whatever dtype TensorFlow's Sigmoid took (floats, complex), Swish computes the same

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ...core.fusion.refusal import fail
 from ...core.graph.vocabulary import dtype_name
 from ...core.scope.base_pass import ScopeBasePass
 from ...core.scope.patterns import PatternSet, ScopePattern
@@ -56,10 +57,6 @@ V2_LOOP_OPS = ("While", "StatelessWhile")
 
 
 # --------------------------------------------------------------------- analysis
-class NotBatchNMS(Exception):
-    """The candidate cannot be represented by the fused op; the message says why."""
-
-
 FORWARD_OPS = frozenset({"Identity", "Enter", "Reshape", "Slice", "Squeeze", "ExpandDims"})
 OUTPUT_FORWARD_OPS = frozenset({"Identity", "Enter", "Exit", "Reshape", "Slice", "Pad", "GatherV2"})
 
@@ -88,14 +85,14 @@ class _Analysis:
         for _ in range(64):
             name = tensor[0]
             if name not in self.inside:
-                raise NotBatchNMS(f"{_tname(tensor)} comes from outside the scope without a batch split")
+                fail(f"{_tname(tensor)} comes from outside the scope without a batch split")
             op = sg.op_of(name)
             if op == "Unpack" and name in self.direct:
                 return sg.producer(name, 0)
             if op == "TensorArrayReadV3":
                 scatter = self._through_enter(sg.producer(name, 2))[0]
                 if scatter not in self.inside or sg.op_of(scatter) != "TensorArrayScatterV3":
-                    raise NotBatchNMS(f"{name!r} does not read a scattered batch")
+                    fail(f"{name!r} does not read a scattered batch")
                 return sg.producer(scatter, 2)
             if op in FORWARD_OPS or op == "Unpack":
                 tensor = sg.producer(name, 0)
@@ -103,8 +100,8 @@ class _Analysis:
             if op in ("Select", "SelectV2") and sg.op_of(sg.producer(name, 0)[0]) == "Less":
                 tensor = sg.producer(name, 1)  # where(i < num_valid_boxes, scores, float32 min)
                 continue
-            raise NotBatchNMS(f"{_tname(tensor)} ({op}) is computed inside the scope, not split from a batch")
-        raise NotBatchNMS(f"cannot trace {_tname(tensor)} to a batch split")
+            fail(f"{_tname(tensor)} ({op}) is computed inside the scope, not split from a batch")
+        fail(f"cannot trace {_tname(tensor)} to a batch split")
 
     def output_source(self, tensor: Tensor) -> tuple[str, str]:
         """Follow a batched output back to where its per-image values are computed."""
@@ -119,42 +116,42 @@ class _Analysis:
                 writes = [n.name for n in self.scope.nodes_by_op("TensorArrayWriteV3")
                           if self._through_enter(sg.producer(n.name, 0))[0] == array]
                 if len(writes) != 1:
-                    raise NotBatchNMS(f"{name!r}: expected one TensorArrayWriteV3 to {array!r}, found {len(writes)}")
+                    fail(f"{name!r}: expected one TensorArrayWriteV3 to {array!r}, found {len(writes)}")
                 tensor = sg.producer(writes[0], 2)
             elif op in OUTPUT_FORWARD_OPS:
                 tensor = sg.producer(name, 0)
             else:
                 return name, op
             if tensor[0] not in self.inside:
-                raise NotBatchNMS(f"an output is read straight from outside ({_tname(tensor)})")
-        raise NotBatchNMS(f"cannot trace output {_tname(tensor)}")
+                fail(f"an output is read straight from outside ({_tname(tensor)})")
+        fail(f"cannot trace output {_tname(tensor)}")
 
     def const_scalar(self, tensor: Tensor, what: str) -> float:
         value = self.sg.const_value(tensor[0]) if tensor[1] == 0 else None
         if value is None or value.size != 1:
-            raise NotBatchNMS(f"{what} ({_tname(tensor)}) is not a scalar constant")
+            fail(f"{what} ({_tname(tensor)}) is not a scalar constant")
         return value.reshape(-1)[0].item()
 
     # -- the parts -------------------------------------------------------------------
     def nms_nodes(self) -> list[str]:
         loops = [n.name for op in V2_LOOP_OPS for n in self.scope.nodes_by_op(op)]
         if loops:
-            raise NotBatchNMS(
+            fail(
                 f"the per-image NMS runs in the body function of a TF2 {self.sg.op_of(loops[0])} loop "
                 f"({self.scope.suffix_of(loops[0])}), which the pass does not look into; freeze the model "
                 "with TF1 control flow or a static batch size")
         raw = [n.name for op in PADDED_NMS_OPS for n in self.scope.nodes_by_op(op)]
         if raw:
-            raise NotBatchNMS(
+            fail(
                 f"{self.sg.op_of(raw[0])} ({self.scope.suffix_of(raw[0])}) is not supported: the padded "
                 "per-class NMS of TF 1 graphs or soft NMS")
         padded = [n.name for n in self.scope.nodes_by_op("PartitionedCall")
                   if PADDED_NMS_FUNCTION in n.attr["f"].func.name]
         plain = [n.name for n in self.scope.nodes_by_op("NonMaxSuppressionV3")]
         if padded and plain:
-            raise NotBatchNMS("both padded and unpadded per-class NMS nodes")
+            fail("both padded and unpadded per-class NMS nodes")
         if not padded and not plain:
-            raise NotBatchNMS("no NonMaxSuppressionV3 node")
+            fail("no NonMaxSuppressionV3 node")
         return padded or plain
 
     def static_shapes(self, nms: list[str]) -> bool:
@@ -171,20 +168,20 @@ class _Analysis:
             if static_shapes:
                 per_class.add(int(self.const_scalar(sg.producer(n, 2), "max_size_per_class")))
                 if len(sg.input_names(n)) != 8:
-                    raise NotBatchNMS(f"{self.scope.suffix_of(n)} does not take the 8 inputs of the padded NMS")
+                    fail(f"{self.scope.suffix_of(n)} does not take the 8 inputs of the padded NMS")
                 options = tuple(self.const_scalar(sg.producer(n, k), "padded NMS option") for k in (5, 6, 7))
                 if options != PADDED_NMS_DEFAULTS:
-                    raise NotBatchNMS(f"{self.scope.suffix_of(n)} is not non_max_suppression_padded with its "
-                                      f"default options {PADDED_NMS_DEFAULTS}: {options}")
+                    fail(f"{self.scope.suffix_of(n)} is not non_max_suppression_padded with its "
+                         f"default options {PADDED_NMS_DEFAULTS}: {options}")
                 continue
             size = self._through_enter(sg.producer(n, 2))
             if sg.op_of(size[0]) != "Minimum":
-                raise NotBatchNMS(f"the max output size of {n!r} is not min(max_size_per_class, num_boxes)")
+                fail(f"the max output size of {n!r} is not min(max_size_per_class, num_boxes)")
             size_nodes.add(size[0])
             per_class.add(self._const_operand(size[0], "max_size_per_class"))
         if len(iou) != 1 or len(score) != 1 or len(per_class) != 1:
-            raise NotBatchNMS("the per-class NMS nodes disagree on iou_threshold, score_threshold or "
-                              "max_size_per_class")
+            fail("the per-class NMS nodes disagree on iou_threshold, score_threshold or "
+                 "max_size_per_class")
         totals = set()
         for node in self.scope.nodes_by_op("Minimum"):
             if node.name in size_nodes or self.sg.scope_of(node.name).last_name == "ClipToWindow":
@@ -193,10 +190,10 @@ class _Analysis:
             if any(sg.const_value(t[0]) is not None for t in ins):
                 totals.add(self._const_operand(node.name, "max_total_size"))
         if len(totals) > 1:
-            raise NotBatchNMS(f"more than one max_total_size: {sorted(totals)}")
+            fail(f"more than one max_total_size: {sorted(totals)}")
         subs = [s.last_name for s in self.scope.all_sub_scopes()]
         if "ClipToWindow" not in subs:
-            raise NotBatchNMS("no ClipToWindow scope: not the clipping batch_multiclass_non_max_suppression")
+            fail("no ClipToWindow scope: not the clipping batch_multiclass_non_max_suppression")
         return {
             "score_threshold": float(score.pop()),
             "iou_threshold": float(iou.pop()),
@@ -214,7 +211,7 @@ class _Analysis:
                 if value.size != 1:
                     break
                 return int(value.reshape(-1)[0])
-        raise NotBatchNMS(f"{what} ({node!r}) is not min(constant, ...)")
+        fail(f"{what} ({node!r}) is not min(constant, ...)")
 
     def inputs(self, nms: list[str]) -> list[Tensor]:
         sg = self.sg
@@ -226,22 +223,22 @@ class _Analysis:
                 continue
             unpacks = scope.nodes_by_op("Unpack", direct=True)
             if len(unpacks) != 1:
-                raise NotBatchNMS(f"{scope.name!r} does not unstack one window")
+                fail(f"{scope.name!r} does not unstack one window")
             windows.add(self.batch_source(sg.producer(unpacks[0].name, 0)))
         for label, found in (("boxes", boxes), ("scores", scores), ("clip window", windows)):
             if len(found) != 1:
-                raise NotBatchNMS(f"the {label} of the per-image NMS come from {len(found)} different tensors")
+                fail(f"the {label} of the per-image NMS come from {len(found)} different tensors")
         tensors = [boxes.pop(), scores.pop(), self._untiled(windows.pop())]
         for label, t in zip(("boxes", "scores"), tensors, strict=False):
             if t[0] in self.inside:
-                raise NotBatchNMS(f"the {label} ({_tname(t)}) are computed inside the scope")
+                fail(f"the {label} ({_tname(t)}) are computed inside the scope")
         # Every other value read from outside would be lost.
         for name in self.scope.node_names():
             for k in range(len(sg.input_names(name))):
                 t = sg.producer(name, k)
                 if t[0] in self.inside or t in tensors or sg.const_value(t[0]) is not None:
                     continue
-                raise NotBatchNMS(
+                fail(
                     f"{self.scope.suffix_of(name)} reads {_tname(t)} from outside, which is neither boxes, "
                     "scores nor clip window (num_valid_boxes, masks and additional_fields are not supported)")
         return tensors
@@ -276,7 +273,7 @@ class _Analysis:
             if dtype == 3:  # int32
                 index = 3
             elif dtype != 1:
-                raise NotBatchNMS(f"output {name!r} has dtype {dtype_name(dtype)}, not float32 or int32")
+                fail(f"output {name!r} has dtype {dtype_name(dtype)}, not float32 or int32")
             elif source_op in ("Select", "SelectV2"):
                 index = 1
             elif source_op == "ConcatV2":
@@ -286,16 +283,16 @@ class _Analysis:
                 axis = self.const_scalar(sg.producer(source, n_values), "concat axis")
                 index = 0 if axis in (1, -1) else 2
             else:
-                raise NotBatchNMS(
+                fail(
                     f"output {self.scope.suffix_of(name)} is computed by {source_op} "
                     f"{self.scope.suffix_of(source)}: masks or additional fields are not supported")
             if index in found:
                 label = BATCH_MULTICLASS_NMS.outputs[index].name
-                raise NotBatchNMS(f"two outputs look like {label}: {found[index]!r} and {name!r} "
-                                  "(masks or additional fields are not supported)")
+                fail(f"two outputs look like {label}: {found[index]!r} and {name!r} "
+                     "(masks or additional fields are not supported)")
             found[index] = name
         if not found:
-            raise NotBatchNMS("no batched output (stack or TensorArray gather) found")
+            fail("no batched output (stack or TensorArray gather) found")
         return {name: index for index, name in found.items()}
 
 
@@ -322,14 +319,10 @@ class ScopeBatchMultiClassNMSPass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]
         analysis = _Analysis(scope)
-        try:
-            nms = analysis.nms_nodes()
-            attrs = analysis.attributes(nms)
-            tensors = analysis.inputs(nms)
-            outputs = analysis.outputs()
-        except NotBatchNMS as why:
-            result.reject(str(why))
-            return
+        nms = analysis.nms_nodes()
+        attrs = analysis.attributes(nms)
+        tensors = analysis.inputs(nms)
+        outputs = analysis.outputs()
         result.set_type(BATCH_MULTICLASS_NMS.name)
         loop = "dynamic" if scope.count("TensorArrayScatterV3") else "static"
         result.set_description(f"batch multi-class NMS ({loop} batch, {len(nms)} per-class NMS nodes)")

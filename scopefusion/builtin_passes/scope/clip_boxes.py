@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ...core.scope.base_pass import ScopeBasePass
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.scope.patterns import PatternSet, ScopePattern
 from ...core.scope.results import FusionScopesResult
 from ...core.graph.matching import MatchFailure, PatternMatcher
@@ -119,8 +120,7 @@ class ScopeClipBoxesPass(ScopeBasePass):
         try:
             m.match((at[concat], 0), "$clipped")
         except MatchFailure as why:
-            result.reject(f"not a clip to a window: {why}")
-            return
+            fail(f"not a clip to a window: {why}")
         outputs = [concat]
         gathers = scope.nodes_by_op("GatherV2")
         filtering = bool(gathers) or scope.count("Where") > 0
@@ -135,22 +135,18 @@ class ScopeClipBoxesPass(ScopeBasePass):
                     m.match(sg.index.data_input(at[g.name], 1), "$keep")
                     m.match(sg.index.data_input(at[g.name], 2), const(0))
                 except MatchFailure as why:
-                    result.reject(f"the non-overlapping filter is not gather(clipped, where(area > 0)): {why}")
-                    return
+                    fail(f"the non-overlapping filter is not gather(clipped, where(area > 0)): {why}")
                 m.members.add(at[g.name])
                 outputs.append(g.name)
             if fields:
-                result.reject(
+                fail(
                     f"filter_nonoverlapping also gathers {len(fields)} extra box-list field(s) "
-                    f"({scope.suffix_of(fields[0])}, ...); ClipBoxes outputs only the boxes")
-                return
+                    f"({scope.suffix_of(fields[0])}, ...); ClipBoxes outputs only the boxes", *fields)
             if not outputs:
-                result.reject("the non-overlapping filter gathers no clipped boxes")
-                return
+                fail("the non-overlapping filter gathers no clipped boxes")
         extra = unmatched_nodes(scope, m.members)
         if extra:
-            result.reject(f"the scope computes more than the clip: {', '.join(extra[:3])}")
-            return
+            fail(f"the scope computes more than the clip: {', '.join(extra[:3])}", *extra[:3])
         result.set_type(CLIP_BOXES.name)
         result.set_description("ClipBoxes" + (" dropping boxes of zero area" if filtering else ""))
         result.set_attr("filter_nonoverlapping", filtering)

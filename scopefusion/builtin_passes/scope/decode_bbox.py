@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ...core.scope.base_pass import ScopeBasePass
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ...core.fusion.refusal import fail
 from ...core.scope.patterns import PatternSet, ScopePattern
 from ...core.scope.results import FusionScopesResult
 from ...core.graph.matching import MatchFailure, PatternMatcher
@@ -136,25 +137,21 @@ class ScopeDecodeBboxV2Pass(ScopeBasePass):
         pack = scope.nodes_by_op("Pack")[0].name
         outs = [c for c in sg.consumer_names(pack) if c in names and sg.op_of(c) == "Transpose"]
         if len(outs) != 1:
-            result.reject("the stacked corners are not transposed once into the output")
-            return
+            fail("the stacked corners are not transposed once into the output")
         out = outs[0]
         m = PatternMatcher(sg, inside=inside, defs=_decode_defs())
         try:
             m.match((sg.index.index[out], 0), "$boxes")
         except MatchFailure as why:
-            result.reject(f"not the Faster R-CNN decode: {why}")
-            return
+            fail(f"not the Faster R-CNN decode: {why}")
         extra = unmatched_nodes(scope, m.members)
         if extra:
-            result.reject(f"the scope computes more than the decode: {', '.join(extra[:3])}")
-            return
+            fail(f"the scope computes more than the decode: {', '.join(extra[:3])}", *extra[:3])
         scales = []
         for k in range(4):
             value = m.consts.get(f"scale{k}")
             if value is not None and value.size != 1:
-                result.reject(f"scale factor {k} is not a scalar")
-                return
+                fail(f"scale factor {k} is not a scalar")
             scales.append(1.0 if value is None else float(value.reshape(-1)[0]))
         result.set_type(DECODE_BBOX_V2.name)
         result.set_description(f"DecodeBboxV2 with scales {scales}")

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..graph.attrs import infer_attr_type, make_attr_value
 from ..graph.tf_ops import tensorflow_attr_types
-from .candidate import FusionCandidate, Refused
+from .candidate import FusionCandidate
 from .fused_ops import FusedOpDef
+from .refusal import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue

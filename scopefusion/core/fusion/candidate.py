@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .refusal import Refused
+
+__all__ = ["FusedInput", "FusionCandidate", "InnerInput", "InnerNode", "Refused", "Tensor"]
+
 Tensor = tuple[int, int]  # (node index, port)
-
-
-class Refused(Exception):
-    """A candidate cannot be applied; the message is the reason shown in the report."""
 
 
 @dataclass(frozen=True)

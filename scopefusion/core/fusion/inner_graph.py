@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..graph.tf_ops import tensorflow_op_def
 from ..graph.toposort import kahn_order, on_cycles
 from ..graph.vocabulary import CONTROL, is_valid_node_name, parse_input
-from .candidate import FusedInput, FusionCandidate, InnerNode, Refused
+from .candidate import FusedInput, FusionCandidate, InnerNode
 from .fused_ops import FusedOpDef
+from .refusal import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue

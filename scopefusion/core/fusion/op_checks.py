@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 from ..graph.tf_ops import is_tensorflow_op
 from .attr_values import written_attrs
-from .candidate import FusionCandidate, Refused
+from .candidate import FusionCandidate
 from .fused_ops import FusedOpDef
 from .inner_graph import check_inner_signatures, check_inner_structure
+from .refusal import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue

@@ -22,13 +22,14 @@ from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionEr
 from ..graph.index import GraphIndex, no_gc
 from ..graph.reindex import layout_of, reindex, rewritten_ops
 from ..graph.vocabulary import CONTROL, NON_OUTPUT_SINKS, parse_input, tensor_name
-from .candidate import FusionCandidate, Refused
+from .candidate import FusionCandidate
 from .conflicts import Conflict, select_plans
 from .fused_ops import FusedOpDef
 from .op_checks import OpChecks
 from .options import FusionOptions
 from .places import Place, PlaceRecorder
 from .plan import FusionPlan, make_plan
+from .refusal import Refused
 from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .rewrite import RewriteSummary, apply_plans, check_rewrite
 
@@ -248,7 +249,7 @@ class FusionPipeline:
                 plans.append(make_plan(context.index, candidate, fused_ops=self.fused_ops,
                                        graph_outputs=context.graph_outputs, ops=ops))
             except Refused as why:
-                _refuse(reports, candidate, str(why), recorder)
+                _refuse(reports, candidate, why.reason, recorder, why.nodes)
         return plans
 
     def _check_fusible(self, index: GraphIndex, candidate: FusionCandidate) -> None:
@@ -259,7 +260,7 @@ class FusionPipeline:
         outside = [index.names[m] for m in sorted(candidate.members) if index.names[m] not in allowed]
         if outside:
             raise Refused(f"{outside[0]!r}{f' and {len(outside) - 1} more' if len(outside) > 1 else ''} "
-                          "lie outside the nodes the back end runs")
+                          "lie outside the nodes the back end runs", outside[0])
 
     def _output_tensors(self, index: GraphIndex) -> list[tuple[str, int]]:
         """The graph outputs (``--outputs``, else the sinks), by name: every stage keeps them fetchable."""
@@ -320,7 +321,7 @@ def _outputs_by_index(index: GraphIndex, outputs: Sequence[tuple[str, int]]) -> 
 
 
 def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reason: str,
-            recorder: PlaceRecorder | None = None) -> None:
+            recorder: PlaceRecorder | None = None, nodes: Sequence[str] = ()) -> None:
     """Record why ``candidate`` was not applied: lost to another result (:class:`Conflict`), or refused."""
     report = reports[candidate.pass_name]
     place = recorder.of_members(sorted(candidate.members)) if recorder is not None else None
@@ -328,7 +329,8 @@ def _refuse(reports: Mapping[str, PassReport], candidate: FusionCandidate, reaso
         report.dropped.append(Refusal(candidate.label, str(reason), list(candidate.where), winner=reason.winner,
                                       place=place))
     else:
-        report.refused.append(Refusal(candidate.label, reason, list(candidate.where), place=place))
+        report.refused.append(Refusal(candidate.label, reason, list(candidate.where), place=place,
+                                      nodes=list(nodes)))
 
 
 #: near misses listed per pass (all that remain are counted)
@@ -370,5 +372,5 @@ def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],
     for p in reports:
         for r in [*p.refused, *p.near_misses]:
             if r.place is None:
-                r.place = recorder.of_names(r.scopes or [r.name], r.reason)
+                r.place = recorder.of_names(r.scopes or [r.name], r.reason, r.nodes)
     return [recorder.of_members(plan.removed, plan.inputs) for plan in accepted]

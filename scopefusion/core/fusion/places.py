@@ -82,12 +82,12 @@ class PlaceRecorder:
         place.fused_inputs = [tensor_name(index.names[n], p) for n, p in fused_inputs]
         return place
 
-    def of_names(self, names: Sequence[str], reason: str = "") -> Place:
+    def of_names(self, names: Sequence[str], reason: str = "", nodes: Sequence[str] = ()) -> Place:
         """The place of scopes or nodes by name: a scope and every node under it; a node (a graph
-        pattern's root) and what feeds it in its scope, nearest first, up to :data:`ROOT_DEPTH` steps.  Nodes
-        the ``reason`` quotes by name (where a pattern failed) come first."""
+        pattern's root) and what feeds it in its scope, nearest first, up to :data:`ROOT_DEPTH` steps.  The
+        ``nodes`` a refusal names and those the ``reason`` quotes by name (where a pattern failed) come first."""
         lookup = self.index.index
-        members = [lookup[q] for q in _QUOTED.findall(reason) if q in lookup]
+        members = [lookup[q] for q in (*nodes, *_QUOTED.findall(reason)) if q in lookup]
         for name in names:
             node = lookup.get(name)
             members += self._upward(node) if node is not None else sorted(self._under(name))

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
-from .candidate import FusionCandidate, Refused
+from .candidate import FusionCandidate
 from .fused_ops import FusedOpDef
 from .op_checks import OpChecks, check_op
+from .refusal import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue

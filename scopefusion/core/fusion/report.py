@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from .places import Place
 
@@ -44,6 +44,9 @@ class Refusal:
     place: Place | None = None
     #: the library function whose body holds it ("" for the graph itself)
     function: str = ""
+    #: the nodes the refusal names (:class:`~.refusal.Refused`), by their names in the graph it was
+    #: refused in (for a function's body, those of the body, as the reason and the place give them)
+    nodes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -84,8 +87,8 @@ class PassReport:
     error: str | None = None
     seconds: float = 0.0
 
-    def refuse(self, name: str, reason: str, scopes: list[str] | None = None) -> None:
-        self.refused.append(Refusal(name, reason, list(scopes or [])))
+    def refuse(self, name: str, reason: str, scopes: list[str] | None = None, nodes: Sequence[str] = ()) -> None:
+        self.refused.append(Refusal(name, reason, list(scopes or []), nodes=list(nodes)))
 
     @property
     def effect_times(self) -> int:
@@ -178,6 +181,8 @@ class FusionReport:
                 for item in entry[key]:
                     if item.get("place") is None:
                         del item["place"]  # places are kept only when a run asks for them
+                    if not item.get("nodes", True):
+                        del item["nodes"]  # only refusals that name nodes have them
         return out
 
     def to_json(self, indent: int = 2) -> str:

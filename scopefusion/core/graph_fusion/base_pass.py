@@ -1,4 +1,9 @@
-"""The base class every graph fusion pass derives from, and what its ``fusion`` returns."""
+"""The base class every graph fusion pass derives from, and what its ``fusion`` returns.
+
+A pass refuses a match by raising :class:`~scopefusion.core.fusion.refusal.Refused`, most simply
+through ``fail(reason, *nodes)``, from ``fusion`` or anything it calls.  Returning
+:class:`NotFused` (or ``self.refuse(reason)``) is the older spelling, still understood.
+"""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -43,7 +48,11 @@ class FusedOp:
 
 @dataclass(frozen=True)
 class NotFused:
-    """A match the pass declines, with the reason (shown in the report)."""
+    """A match the pass declines, with the reason (shown in the report).
+
+    The older spelling of a refusal, still understood: raise ``Refused`` instead
+    (``fail(reason, *nodes)``), which also names the nodes and works from any depth.
+    """
 
     reason: str
 
@@ -72,8 +81,9 @@ class PatternFusionBasePass(ABC):
 
     * :meth:`define_patterns`: the patterns (:class:`OpPattern` or built
       :class:`FusionPattern`), tried in order, each over the whole graph;
-    * :meth:`fusion`: what one match becomes (:class:`FusedOp`) or why not
-      (:class:`NotFused`).
+    * :meth:`fusion`: what one match becomes (:class:`FusedOp`); a match it declines, it
+      refuses with ``fail(reason, *nodes)`` (raises ``Refused``), there or in any check
+      it calls.
     """
 
     name: ClassVar[str] = ""
@@ -96,11 +106,12 @@ class PatternFusionBasePass(ABC):
 
     @abstractmethod
     def fusion(self, match: "PatternMatch") -> FusionAnswer:
-        """The fused op for ``match``, or :class:`NotFused` with the reason."""
+        """The fused op for ``match``; ``fail(reason, *nodes)`` refuses it."""
 
     # -- helpers for fusion() --------------------------------------------------------
     @staticmethod
     def refuse(reason: str) -> NotFused:
+        """``return self.refuse(reason)``: the older spelling of ``fail(reason)``, still understood."""
         return NotFused(reason)
 
     @staticmethod

@@ -15,12 +15,13 @@ from functools import partial
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..fusion.candidate import FusionCandidate, Refused, Tensor
+from ..fusion.candidate import FusionCandidate, Tensor
 from ..fusion.fused_ops import FusedOpDef, shape_rules
 from ..fusion.op_checks import attrs_key
 from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import StageContext, contained, reject_if_changed
+from ..fusion.refusal import Refused, warn_older_spelling
 from ..fusion.report import FusionReport, PassReport, Refusal
 from ..graph.matching import MatchFailure, PatternMatch, find_matches
 from ..graph.pattern import OpPattern
@@ -132,10 +133,18 @@ class GraphFusionEngine:
         pr.near_misses = misses.kept  # all of them: the pipeline drops those on parts other passes fused, then cuts
         candidates = []
         attr_sets: dict[Any, dict[str, Any]] = {}
+        older = False  # the pass refused through NotFused (said once)
         for j, match in enumerate(matches):
             matches[j] = None  # type: ignore[call-overload]  # each match goes once its candidate is made
-            answer = instance.fusion(match)
+            try:
+                answer = instance.fusion(match)
+            except Refused as why:
+                pr.refuse(match.root_name, f"rejected by the pass: {why.reason}", [match.root_name], why.nodes)
+                continue
             if isinstance(answer, NotFused):
+                if not older:
+                    older = True
+                    warn_older_spelling(spec.name, "fusion() returning NotFused")
                 pr.refuse(match.root_name, f"rejected by the pass: {answer.reason}", [match.root_name])
                 continue
             if not isinstance(answer, FusedOp):
@@ -144,7 +153,7 @@ class GraphFusionEngine:
                 candidates.append(to_candidate(match, answer, pass_name=spec.name, order=order * ORDER_STRIDE + j,
                                                attr_sets=attr_sets))
             except Refused as why:
-                pr.refuse(match.root_name, str(why), [match.root_name])
+                pr.refuse(match.root_name, why.reason, [match.root_name], why.nodes)
         return candidates
 
 

@@ -19,7 +19,8 @@ class ScopeBasePass(ABC):
     (one line shown by ``scopefusion list``), and implement:
 
     * :meth:`define_patterns`: pattern sets, each a list of batches of patterns;
-    * :meth:`generate_fusion_result`: fill in the fused op for one result.
+    * :meth:`generate_fusion_result`: fill in the fused op for one result, or refuse it with
+      ``fail(reason, *nodes)`` (raises ``Refused``), there or in any check it calls.
 
     :meth:`last_match_scopes_and_ops` groups matched scopes into results; the
     default makes one result per matched scope.  :meth:`may_fuse` says whether
@@ -46,7 +47,7 @@ class ScopeBasePass(ABC):
 
     @abstractmethod
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
-        """Describe the fused op for ``scopes`` in ``result``, or ``result.reject(reason)``."""
+        """Describe the fused op for ``scopes`` in ``result``; ``fail(reason, *nodes)`` refuses it."""
 
     def may_fuse(self, op_types: AbstractSet[str]) -> bool:
         """Whether the pass can fuse anything in a graph whose nodes (function bodies included)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..fusion.candidate import FusionCandidate, Refused, Tensor
+from ..fusion.candidate import FusionCandidate, Tensor
+from ..fusion.refusal import Refused
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import CONTROL, tensor_name
 from .results import FusionScopesResult

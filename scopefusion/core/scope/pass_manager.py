@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Mapping, Sequence, Union
 
 import numpy as np
 
-from ..fusion.candidate import FusionCandidate, Refused
+from ..fusion.candidate import FusionCandidate
 from ..fusion.fused_ops import FusedOpDef, shape_rules
 from ..fusion.options import FusionOptions, check_pass_names
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import FusionOutcome, FusionPipeline, StageContext, contained, reject_if_changed
+from ..fusion.refusal import Refused, warn_older_spelling
 from ..fusion.report import FusionReport, PassReport, Refusal
 from .base_pass import ScopeBasePass
 from .candidates import to_candidate
@@ -114,18 +115,27 @@ class ScopePassManager:
         pr.matches = len(groups) + len(left)
         for scope in left:  # matched, but the pass made no result of it: say so
             pr.refuse(scope.name, "the pass made no result of this match", [scope.name])
+        older = False  # the pass refused through result.reject (said once)
         for j, group in enumerate(groups):
             result = FusionScopesResult(instance.result_name(group.scopes), group.scopes, group.nodes, group.part)
-            instance.generate_fusion_result(group.scopes, result)
+            try:
+                instance.generate_fusion_result(group.scopes, result)
+            except Refused as why:
+                pr.refuse(result.name, f"rejected by the pass: {why.reason}", [s.name for s in result.scopes],
+                          why.nodes)
+                continue
             scopes = [s.name for s in result.scopes]
             if result.rejected:
+                if not older:
+                    older = True
+                    warn_older_spelling(spec.name, "result.reject()")
                 pr.refuse(result.name, f"rejected by the pass: {result.rejection}", scopes)
                 continue
             try:
                 candidates.append(to_candidate(scope_graph.index, result, pass_name=spec.name,
                                                order=order * ORDER_STRIDE + j))
             except Refused as why:
-                pr.refuse(result.name, str(why), scopes)
+                pr.refuse(result.name, why.reason, scopes, why.nodes)
         if candidates:
             _check_may_fuse(instance, spec, scope_graph, len(candidates), warnings)
         return candidates

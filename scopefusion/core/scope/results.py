@@ -95,9 +95,10 @@ class FusionScopesResult:
     def has_inner_graph(self) -> bool:
         return bool(self.inner_nodes)
 
-    # -- rejection ----------------------------------------------------------------
+    # -- rejection (the older spelling) --------------------------------------------
     def reject(self, reason: str) -> None:
-        """Refuse this result; nothing in the graph changes for it."""
+        """Refuse this result; nothing in the graph changes for it.  The older spelling of
+        ``fail(reason, *nodes)`` (which raises ``Refused``), still understood."""
         self.rejection = reason
 
     @property

@@ -83,14 +83,14 @@ def fused(record: "FusedRecord") -> Drawing:
 
 
 def highlighted(refusal: "Refusal") -> set[str]:
-    """The nodes of the place the reason names (quoted), else those of the op type of the scope
-    feature that failed."""
+    """The nodes of the place the refusal names (its ``nodes``, and those its reason quotes), else
+    those of the op type of the scope feature that failed."""
     place = refusal.place
     if place is None:
         return set()
     nodes: list["PlaceNode"] = [*place.members, *place.producers, *place.consumers]
     names = {n.name for n in nodes}
-    quoted = {node_name(q) for q in _QUOTED.findall(refusal.reason)} & names
+    quoted = ({node_name(q) for q in _QUOTED.findall(refusal.reason)} | set(refusal.nodes)) & names
     if quoted:
         return quoted
     ops = set(_FEATURE_OP.findall(refusal.reason))

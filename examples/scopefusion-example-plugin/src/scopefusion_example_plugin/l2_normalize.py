@@ -7,7 +7,7 @@ TensorFlow writes ``Square``, ``Sum``, ``Maximum`` and ``Rsqrt`` inside the
 from __future__ import annotations
 
 from scopefusion import (
-    AttrDef, FusedOpDef, FusionScopesResult, ScopeBasePass, ScopePattern, ScopesResult, TensorArg,
+    AttrDef, FusedOpDef, FusionScopesResult, ScopeBasePass, ScopePattern, ScopesResult, TensorArg, fail,
 )
 
 
@@ -66,13 +66,11 @@ class ScopeL2NormalizePass(ScopeBasePass):
         x = graph.producer(square, 0)
         output = scope.name  # the Mul named like the scope
         if x not in (graph.producer(output, 0), graph.producer(output, 1)):
-            result.reject("the output Mul does not scale the normalised input")
-            return
+            fail("the output Mul does not scale the normalised input", output)
         axis = graph.const_value(graph.producer(total, 1)[0])
         epsilon = graph.const_value(graph.producer(maximum, 1)[0])
         if axis is None or epsilon is None or epsilon.size != 1:
-            result.reject("axis or epsilon is not a constant")
-            return
+            fail("axis or epsilon is not a constant", total, maximum)
         x_slot = 0 if graph.producer(output, 0) == x else 1
         result.set_type("L2Normalize")
         result.set_attr("axis", [int(a) for a in axis.reshape(-1)])

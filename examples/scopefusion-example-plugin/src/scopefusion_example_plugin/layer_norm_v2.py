@@ -32,9 +32,7 @@ class ScopeLayerNormPass(BuiltinLayerNormPass):
     description = "layer_norm scopes -> LayerNormV2(x, gamma, beta) -> y (scopefusion-example-plugin)"
 
     def generate_fusion_result(self, scopes, result):
-        super().generate_fusion_result(scopes, result)
-        if result.rejected:
-            return
+        super().generate_fusion_result(scopes, result)  # a match it refuses raises: nothing below runs
         attrs = result.attrs
         result.attrs = {"begin_axis": attrs["begin_norm_axis"], "epsilon": attrs["epsilon"], "T": attrs["T"]}
         result.set_type("LayerNormV2")

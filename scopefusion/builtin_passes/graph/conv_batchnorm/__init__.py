@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from ....core.graph.pattern import OpPattern
 from ....core.graph.vocabulary import FLOAT_DTYPES, dtype_name, numpy_dtype
@@ -67,27 +68,27 @@ class ConvBatchnormFusionPass(PatternFusionBasePass):
     def fusion(self, match: PatternMatch) -> FusionAnswer:
         problem = _training_problem(match) or _constant_problem(match) or _shared_output_problem(match)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         conv = match.node("conv")
         if conv.attr["T"].type not in FLOAT_DTYPES or numpy_dtype(conv.attr["T"].type) is None:
-            return self.refuse(f"the convolution computes in {dtype_name(conv.attr['T'].type)}; only "
-                               "floating-point convolutions are folded")
+            fail(f"the convolution computes in {dtype_name(conv.attr['T'].type)}; only "
+                 "floating-point convolutions are folded")
         data_format = _data_format(conv)
         problem = _format_problem(match, data_format)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         filter_value = match.consts["filter"]
         if filter_value.ndim != OUTPUT_RANK:
-            return self.refuse(f"the convolution's filter has shape {list(filter_value.shape)}, not rank 4")
+            fail(f"the convolution's filter has shape {list(filter_value.shape)}, not rank 4")
         channels = output_channels(filter_value.shape, conv.op == "DepthwiseConv2dNative")
         vectors = _vectors(match, CHANNEL_AXIS[data_format], channels)
         if isinstance(vectors, str):
-            return self.refuse(vectors)
+            fail(vectors)
         epsilon = _epsilon(match)
         bad = nonpositive_channel(vectors["variance"], epsilon)
         if bad is not None:
-            return self.refuse(f"variance + epsilon is not positive in channel {bad} "
-                               f"({float(vectors['variance'][bad])} + {epsilon})")
+            fail(f"variance + epsilon is not positive in channel {bad} "
+                 f"({float(vectors['variance'][bad])} + {epsilon})")
         folded = fold(filter_value, depthwise=conv.op == "DepthwiseConv2dNative", epsilon=epsilon, **vectors)
         return _folded_result(match, folded, data_format)
 

@@ -21,6 +21,7 @@ convolution's (it would add the bias along another axis).
 """
 from __future__ import annotations
 
+from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from ....core.graph.pattern import Op, OpPattern, op
 from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
@@ -58,8 +59,8 @@ class EpilogueFusionPass(PatternFusionBasePass):
                             ("conv", "convolution"), ("bias_add", "pre-activation")):
             readers = self.outside_readers(match, label) if label in match.nodes else []
             if readers:
-                return self.refuse(f"the {what} {match.name(label)!r} is also read by {readers[0]!r}; "
-                                   "fusing would lose it")
+                fail(f"the {what} {match.name(label)!r} is also read by {readers[0]!r}; "
+                     "fusing would lose it", match.name(label), readers[0])
         act = match.node("act")
         if "conv" in match.nodes:
             return self._conv(match, activation_attrs(act))
@@ -80,8 +81,8 @@ class EpilogueFusionPass(PatternFusionBasePass):
         conv_format = conv.attr["data_format"].s.decode() if "data_format" in conv.attr else "NHWC"
         bias_format = bias_add.attr["data_format"].s.decode() if "data_format" in bias_add.attr else "NHWC"
         if conv_format != bias_format:
-            return self.refuse(f"the BiasAdd {match.name('bias_add')!r} adds in data format {bias_format} to a "
-                               f"{conv_format} convolution: the bias lies along another axis than the channels")
+            fail(f"the BiasAdd {match.name('bias_add')!r} adds in data format {bias_format} to a "
+                 f"{conv_format} convolution: the bias lies along another axis than the channels")
         attrs: dict[str, object] = {key: conv.attr[key] for key in CONV_ATTRS if key in conv.attr}
         attrs.update(activation)
         attrs["T"] = conv.attr["T"].type

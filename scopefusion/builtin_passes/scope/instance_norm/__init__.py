@@ -45,14 +45,16 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
 import numpy as np
 
+from ....core.fusion.refusal import Refused, fail
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import numpy_dtype
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
-from .analysis import NotInstanceNorm, OtherNormalization, _analyse, _Candidate, _Match, _slots_of
+from .analysis import _analyse, _Candidate, _Match, _slots_of
 from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
+from .reads import OTHER_NORMALIZATION
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.fusion.candidate import FusedInput
@@ -100,13 +102,13 @@ class ScopeInstanceNormPass(ScopeBasePass):
             slim_named = parent.last_name == "InstanceNorm"
             try:
                 match = _analyse(m, alone=siblings[id(parent)] == 1)
-            except OtherNormalization as why:  # refused, so that every match has its reason
-                name = parent.name if slim_named else m.name
-                candidate = _Candidate(m, name, rejection=f"not an instance normalization: {why}")
-                groups.append(ScopesResult([m]))
-            except NotInstanceNorm as why:
-                name = parent.name if parent.name and siblings[id(parent)] == 1 else m.name
-                candidate = _Candidate(m, name, rejection=str(why))
+            except Refused as why:
+                if why.kind == OTHER_NORMALIZATION:  # refused, so that every match has its reason
+                    name = parent.name if slim_named else m.name
+                    candidate = _Candidate(m, name, rejection=f"not an instance normalization: {why.reason}")
+                else:
+                    name = parent.name if parent.name and siblings[id(parent)] == 1 else m.name
+                    candidate = _Candidate(m, name, rejection=why.reason)
                 groups.append(ScopesResult([m]))
             else:
                 candidate = _Candidate(m, match.name, match=match)
@@ -117,12 +119,10 @@ class ScopeInstanceNormPass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         candidate = self._candidates.get(id(scopes[0]))
         if candidate is None:  # pragma: no cover - only results of last_match_scopes_and_ops arrive
-            result.reject("not a candidate of this pass")
-            return
+            fail("not a candidate of this pass")
         result.set_name(candidate.name)
         if candidate.match is None:
-            result.reject(candidate.rejection or "not an instance normalization")
-            return
+            fail(candidate.rejection or "not an instance normalization")
         match = candidate.match
         result.set_type(INSTANCE_NORM.name)
         result.set_description(

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -11,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from .op import ADD_OPS, NHWC, NCHW, DT_HALF, DT_FLOAT
 from .reads import (
-    NotInstanceNorm, OtherNormalization, _data_consumers, _inputs, _other_input, _other_input_or, _reduction_axes,
+    OTHER_NORMALIZATION, _data_consumers, _inputs, _other_input, _other_input_or, _reduction_axes,
     _spatial_layout, _tensor, _within,
 )
 
@@ -74,7 +75,7 @@ def _param(
                 and sg.rank(_tensor(source)) == 1):
             size = sg.const_value(source[0])
             if size is not None and int(shape[channel]) not in (-1, size.size):
-                raise NotInstanceNorm(f"{what} has {size.size} values but is reshaped to {shape.tolist()}")
+                fail(f"{what} has {size.size} values but is reshaped to {shape.tolist()}")
             extra = [node]
             if sg.op_of(shape_node) == "Const" and _within(owner, sg.scope_of(shape_node)):
                 extra.append(shape_node)
@@ -84,17 +85,18 @@ def _param(
         return _Param(reader, slot, tensor)
     value = sg.const_value(node)
     if value is not None and value.ndim == rank and all(d == 1 for i, d in enumerate(value.shape) if i != channel):
-        raise NotInstanceNorm(
+        fail(
             f"{what} is per channel but has shape {list(value.shape)}; InstanceNorm takes it as [C]"
         )
     if data_format == NCHW and param_rank is not None and 1 <= param_rank <= rank - 2:
         # it spans the trailing (normalised) axes: a layer norm's parameter
-        raise OtherNormalization(
+        fail(
             f"{what} {_tensor(tensor)!r} (rank {param_rank}) spans the normalised trailing axes, "
-            f"as a layer normalization's does, not the channels"
+            f"as a layer normalization's does, not the channels",
+            kind=OTHER_NORMALIZATION,
         )
     described = "of unknown rank" if param_rank is None else f"of rank {param_rank}"
-    raise NotInstanceNorm(
+    fail(
         f"{what} {_tensor(tensor)!r} is a tensor {described}, not a per-channel vector [C] "
         f"for {data_format} input"
     )
@@ -151,7 +153,7 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
     x_readers = [m.cast_in, n.x_mul] if m.cast_in is not None else [m.mean, m.squared_difference, n.x_mul]
     dtype = sg.node(n.out_add).attr["T"].type
     if m.cast_in is None and sg.node(m.mean).attr["T"].type != dtype:
-        raise NotInstanceNorm("the moments and the output have different types")
+        fail("the moments and the output have different types")
     if alone and not parent.is_root:
         name = parent.name
     elif not n.scope.is_root and n.scope is not parent:
@@ -167,15 +169,15 @@ def _analyse(moments: "Scope", *, alone: bool) -> _Match:
 
 
 def _read_moments(moments: "Scope") -> _Moments:
-    """The statistics in ``moments``; :class:`OtherNormalization` when they are not an instance
-    normalization's (other axes), :class:`NotInstanceNorm` when the op cannot take them."""
+    """The statistics in ``moments``; refused of kind :data:`OTHER_NORMALIZATION` when they are not
+    an instance normalization's (other axes), refused plainly when the op cannot take them."""
     sg = moments.graph
     in_moments = set(moments.node_names())
     means = [n.name for n in moments.nodes_by_op("Mean")]
     variance = next((m for m in means if sg.op_of(sg.producer(m, 0)[0]) == "SquaredDifference"), None)
     mean = next((m for m in means if m != variance), None)
     if variance is None or mean is None:
-        raise OtherNormalization("the moments are not Mean(x) and Mean(SquaredDifference(x, mean))")
+        fail("the moments are not Mean(x) and Mean(SquaredDifference(x, mean))", kind=OTHER_NORMALIZATION)
     squared_difference = sg.producer(variance, 0)[0]
     moments_in = sg.producer(mean, 0)
     cast_in = None
@@ -185,20 +187,20 @@ def _read_moments(moments: "Scope") -> _Moments:
         x = sg.producer(cast_in, 0)
     _, centre = _other_input_or(sg, squared_difference, moments_in)
     if centre is None or sg.resolve_forwarding(centre[0]) != mean:
-        raise OtherNormalization("the SquaredDifference does not subtract the mean of the same input")
+        fail("the SquaredDifference does not subtract the mean of the same input", kind=OTHER_NORMALIZATION)
     raw_axes = _reduction_axes(sg, mean)
     if sorted(_reduction_axes(sg, variance)) != sorted(raw_axes):
-        raise OtherNormalization("mean and variance reduce different axes")
+        fail("mean and variance reduce different axes", kind=OTHER_NORMALIZATION)
     rank = sg.rank(_tensor(x))
     data_format, axes = _spatial_layout(raw_axes, rank, _tensor(x))
     assert rank is not None
     for name in (mean, variance):
         node = sg.node(name)
         if "keep_dims" not in node.attr or not node.attr["keep_dims"].b:
-            raise NotInstanceNorm(f"{name!r} does not keep the reduced dimensions")
+            fail(f"{name!r} does not keep the reduced dimensions")
     mean_out, variance_out = _cast_back(sg, in_moments, cast_in, mean, variance)
     if moments.nodes_by_op("Squeeze"):
-        raise NotInstanceNorm("the moments squeeze the reduced dimensions")
+        fail("the moments squeeze the reduced dimensions")
     return _Moments(mean, variance, squared_difference, centre, cast_in, x, axes, data_format, rank,
                     1 if data_format == NCHW else rank - 1, mean_out, variance_out)
 
@@ -210,12 +212,12 @@ def _cast_back(sg: "ScopeGraph", in_moments: set[str], cast_in: str | None, mean
         return mean, variance
     src, dst = sg.node(cast_in).attr["SrcT"].type, sg.node(cast_in).attr["DstT"].type
     if (src, dst) != (DT_HALF, DT_FLOAT):
-        raise NotInstanceNorm("the moments cast their input to another type (only float16 -> float32 is taken)")
+        fail("the moments cast their input to another type (only float16 -> float32 is taken)")
     casts = {}
     for m in (mean, variance):
         back = [c for c in _data_consumers(sg, m, ("Cast",)) if c in in_moments]
         if len(back) != 1 or sg.node(back[0]).attr["DstT"].type != DT_HALF:
-            raise NotInstanceNorm(f"the float32 moment {m!r} is not cast back to float16 once")
+            fail(f"the float32 moment {m!r} is not cast back to float16 once")
         casts[m] = back[0]
     return casts[mean], casts[variance]
 
@@ -229,14 +231,14 @@ def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "S
         if value is not None and value.size == 1:
             eps_add, eps_value = add, float(value.reshape(-1)[0])
     if eps_add is None or eps_value is None:
-        raise NotInstanceNorm("no constant epsilon is added to the variance")
+        fail("no constant epsilon is added to the variance")
     rsqrts = _data_consumers(sg, eps_add, ("Rsqrt",))
     if len(rsqrts) != 1:
-        raise NotInstanceNorm("variance + epsilon does not feed one Rsqrt")
+        fail("variance + epsilon does not feed one Rsqrt")
     rsqrt = rsqrts[0]
     bn_scope = sg.scope_of(rsqrt)
     if not _within(parent, bn_scope) or _within(moments, bn_scope):
-        raise NotInstanceNorm(f"the batch normalization ({bn_scope.name!r}) lies outside {parent.name!r}")
+        fail(f"the batch normalization ({bn_scope.name!r}) lies outside {parent.name!r}")
     neg_means = _data_consumers(sg, m.mean_out, ("Neg",))
 
     def is_centre(t: tuple[str, int]) -> bool:
@@ -247,7 +249,7 @@ def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "S
         slot, other = _other_input(sg, mul, (rsqrt, 0))
         if other != m.x and not is_centre(other):
             if scale_mul is not None:
-                raise NotInstanceNorm("Rsqrt is multiplied by more than one scale")
+                fail("Rsqrt is multiplied by more than one scale")
             scale_mul, gamma_slot = mul, slot
     inv = scale_mul or rsqrt
     products: dict[str, str | None] = {"x": None, "mean": None, "neg": None}
@@ -258,7 +260,7 @@ def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "S
             products[kind] = mul
     x_mul = products["x"]
     if x_mul is None:
-        raise NotInstanceNorm("x is not multiplied by rsqrt(variance + epsilon) [* gamma]")
+        fail("x is not multiplied by rsqrt(variance + epsilon) [* gamma]")
     sub, beta_slot, out_add = _offset(sg, x_mul, products["mean"], products["neg"])
     return _Normaliser(eps_add, eps_value, rsqrt, bn_scope, scale_mul, gamma_slot, x_mul, products["mean"],
                        products["neg"], sub, beta_slot, out_add, inv)
@@ -271,16 +273,16 @@ def _offset(sg: "ScopeGraph", x_mul: str, mean_mul: str | None,
     if mean_mul is not None:
         subs = [s for s in _data_consumers(sg, mean_mul, ("Sub",)) if sg.producer(s, 1) == (mean_mul, 0)]
         if len(subs) != 1:
-            raise NotInstanceNorm("the offset is not beta - mean * inv")
+            fail("the offset is not beta - mean * inv")
         sub, beta_slot = subs[0], 0
         shift = sub
     elif neg_mul is not None:
         shift = neg_mul
     else:
-        raise NotInstanceNorm("the mean is not multiplied by rsqrt(variance + epsilon) [* gamma]")
+        fail("the mean is not multiplied by rsqrt(variance + epsilon) [* gamma]")
     out_add = next((a for a in _data_consumers(sg, x_mul, ADD_OPS) if (shift, 0) in _inputs(sg, a)), None)
     if out_add is None:
-        raise NotInstanceNorm("the output is not x * inv + (beta - mean * inv)")
+        fail("the output is not x * inv + (beta - mean * inv)")
     return sub, beta_slot, out_add
 
 
@@ -307,14 +309,15 @@ def _params(sg: "ScopeGraph", m: _Moments, n: _Normaliser, parent: "Scope") -> t
         beta = _param(sg, "beta", n.sub, n.beta_slot, m.data_format, m.rank, m.channel, parent)
     slim_named = parent.last_name == "InstanceNorm" or n.scope.last_name == "instancenorm"
     if m.data_format == NCHW and gamma is None and beta is None and not slim_named:
-        raise OtherNormalization(
+        fail(
             f"moments over the trailing axes {m.axes} without per-channel gamma or beta: "
-            f"the same as a layer normalization"
+            f"the same as a layer normalization",
+            kind=OTHER_NORMALIZATION,
         )
     if gamma is not None and beta is not None:
         g_value, b_value = (sg.const_value(p.tensor[0]) for p in (gamma, beta))
         if g_value is not None and b_value is not None and g_value.size != b_value.size:
-            raise NotInstanceNorm(f"gamma has {g_value.size} values and beta {b_value.size}")
+            fail(f"gamma has {g_value.size} values and beta {b_value.size}")
     return gamma, beta
 
 
@@ -325,7 +328,7 @@ def _members(sg: "ScopeGraph", moments: "Scope", parent: "Scope", bn_scope: "Sco
     bn_nodes = core - in_moments
     outside = sorted(n for n in bn_nodes if not _within(bn_scope, sg.scope_of(n)))
     if outside:
-        raise NotInstanceNorm(f"the batch normalization is spread over several scopes: {outside[0]!r}")
+        fail(f"the batch normalization is spread over several scopes: {outside[0]!r}")
     reads = _param_reads(sg, params)
     extra: list[str] = [node for p in params if p is not None for node in p.extra_nodes]
     scopes = [moments]
@@ -373,6 +376,6 @@ def _check_only(sg: "ScopeGraph", scope: "Scope", allowed: set[str]) -> None:
             continue
         if node.op in FORWARDING_OPS and sg.const_value(node.name) is not None:
             continue
-        raise NotInstanceNorm(
+        fail(
             f"scope {scope.name!r} holds {node.name!r} ({node.op}), which is not part of the normalization"
         )

@@ -1,21 +1,19 @@
-"""Reading an instance normalization's wiring: the errors the analysis raises and the small
-graph queries its steps share."""
+"""Reading an instance normalization's wiring: the kind of refusal that says the moments are
+another normalization's, and the small graph queries the analysis steps share."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ....core.fusion.refusal import Refused, fail
 from .op import NCHW, NHWC
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 
-class NotInstanceNorm(Exception):
-    """The candidate is an instance normalization the fused op cannot take (refused)."""
-
-
-class OtherNormalization(Exception):
-    """The moments belong to some other normalization (batch norm, layer norm): not a candidate."""
+#: The ``kind`` of a refusal whose moments belong to some other normalization (batch norm, layer
+#: norm): not a candidate.  Other refusals are of an instance normalization the op cannot take.
+OTHER_NORMALIZATION = "other normalization"
 
 
 def _tensor(t: tuple[str, int]) -> str:
@@ -38,18 +36,18 @@ def _inputs(sg: "ScopeGraph", node: str) -> list[tuple[str, int]]:
 def _other_input(sg: "ScopeGraph", node: str, known: tuple[str, int]) -> tuple[int, tuple[str, int]]:
     ins = _inputs(sg, node)
     if len(ins) != 2:
-        raise NotInstanceNorm(f"{node!r} does not have two inputs")
+        fail(f"{node!r} does not have two inputs")
     if ins[0] == known:
         return 1, ins[1]
     if ins[1] == known:
         return 0, ins[0]
-    raise NotInstanceNorm(f"{node!r} does not read {_tensor(known)!r}")
+    fail(f"{node!r} does not read {_tensor(known)!r}")
 
 
 def _reduction_axes(sg: "ScopeGraph", mean: str) -> list[int]:
     value = sg.const_value(sg.producer(mean, 1)[0])
     if value is None:
-        raise NotInstanceNorm(f"the reduction indices of {mean!r} are not constant")
+        fail(f"the reduction indices of {mean!r} are not constant")
     return [int(a) for a in value.reshape(-1)]
 
 
@@ -57,24 +55,25 @@ def _spatial_layout(axes: list[int], rank: int | None, x: str) -> tuple[str, lis
     """(data_format, normalised axes) for moments over ``axes`` of a rank-``rank`` input."""
     if rank is None:
         if any(a == 0 for a in axes):
-            raise OtherNormalization(f"the moments reduce axes {axes}, including the batch axis 0")
-        raise OtherNormalization(f"cannot tell the rank of {x!r}, so whether axes {axes} are its spatial axes")
+            fail(f"the moments reduce axes {axes}, including the batch axis 0", kind=OTHER_NORMALIZATION)
+        fail(f"cannot tell the rank of {x!r}, so whether axes {axes} are its spatial axes", kind=OTHER_NORMALIZATION)
     if any(not -rank <= a < rank for a in axes):
-        raise OtherNormalization(f"reduction axes {axes} are out of range for a rank-{rank} input")
+        fail(f"reduction axes {axes} are out of range for a rank-{rank} input", kind=OTHER_NORMALIZATION)
     norm = sorted({a % rank for a in axes})
     if len(norm) != len(axes):
-        raise OtherNormalization(f"reduction axes {axes} repeat an axis")
+        fail(f"reduction axes {axes} repeat an axis", kind=OTHER_NORMALIZATION)
     if 0 in norm:
-        raise OtherNormalization(f"the moments reduce axes {norm}, including the batch axis 0")
+        fail(f"the moments reduce axes {norm}, including the batch axis 0", kind=OTHER_NORMALIZATION)
     if rank < 3:
-        raise OtherNormalization(f"a rank-{rank} input has no spatial axes")
+        fail(f"a rank-{rank} input has no spatial axes", kind=OTHER_NORMALIZATION)
     if norm == list(range(1, rank - 1)):
         return NHWC, norm
     if norm == list(range(2, rank)):
         return NCHW, norm
-    raise OtherNormalization(
+    fail(
         f"the moments reduce axes {norm} of a rank-{rank} input, not its spatial axes "
-        f"({list(range(1, rank - 1))} for NHWC, {list(range(2, rank))} for NCHW)"
+        f"({list(range(1, rank - 1))} for NHWC, {list(range(2, rank))} for NCHW)",
+        kind=OTHER_NORMALIZATION,
     )
 
 
@@ -85,5 +84,5 @@ def _within(scope: "Scope", node_scope: "Scope") -> bool:
 def _other_input_or(sg: "ScopeGraph", node: str, known: tuple[str, int]) -> tuple[int, tuple[str, int] | None]:
     try:
         return _other_input(sg, node, known)
-    except NotInstanceNorm:
+    except Refused:
         return -1, None

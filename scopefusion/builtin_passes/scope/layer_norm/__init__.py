@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart, split_instances
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .common import LayerNormMatch
-from .errors import NotLayerNorm
 from .fused_batch_norm import FUSED_BATCH_NORM, analyse_fused_batch_norm
 from .moments import analyse_moments
 from .op import LAYER_NORM, layer_norm_reference
@@ -45,7 +45,7 @@ from .structure import AnalysisCache
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
-__all__ = ["LAYER_NORM", "NotLayerNorm", "ScopeLayerNormPass", "layer_norm_reference", "analyse"]
+__all__ = ["LAYER_NORM", "ScopeLayerNormPass", "layer_norm_reference", "analyse"]
 
 #: DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
 FLOAT_TYPES = (1, 2, 14, 19)
@@ -61,9 +61,9 @@ _CORE_OPS = frozenset(CORE_OPS)
 
 
 def analyse(scope: "Scope | ScopePart") -> LayerNormMatch:
-    """The layer norm in ``scope``, or :class:`NotLayerNorm` with the reason."""
+    """The layer norm in ``scope``; refused (:func:`fail`) with the reason when it is none."""
     if scope.is_root:
-        raise NotLayerNorm("the layer norm lies in no name scope")
+        fail("the layer norm lies in no name scope")
     if scope.count(FUSED_BATCH_NORM):
         return analyse_fused_batch_norm(scope)
     return analyse_moments(scope)
@@ -130,11 +130,7 @@ class ScopeLayerNormPass(ScopeBasePass):
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = result.part or scopes[0]
         analyses = self._analyses(scope.graph)
-        try:
-            match = analyses.analyse(scope, analyse)
-        except NotLayerNorm as why:
-            result.reject(str(why))
-            return
+        match = analyses.analyse(scope, analyse)
         if result.part is not None:  # one of several calls in the scope: named like its output
             result.set_name(match.output_cast or match.output)
         result.set_type(LAYER_NORM.name)
@@ -144,8 +140,7 @@ class ScopeLayerNormPass(ScopeBasePass):
         result.set_attr("epsilon", match.epsilon)
         result.set_attr("T", match.dtype)
         if len({match.x, match.gamma, match.beta}) != 3:
-            result.reject("x, gamma and beta are not three different tensors")
-            return
+            fail("x, gamma and beta are not three different tensors")
         _insert_inputs(scope, match, result, analyses.facts)
         if match.output_cast is not None:
             _cast_after(scope, match, result)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
-from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import ScopeGraph
@@ -77,7 +77,7 @@ def mul(a: Poly, b: Poly) -> Poly:
 
 def inverse(a: Poly, what: str) -> Poly:
     if len(a) != 1:
-        raise NotLayerNorm(
+        fail(
             f"{what} divides by {render(a)}, a sum (epsilon added to the standard deviation?), "
             "not by sqrt(variance + epsilon)")
     (mono, coef), = a.items()
@@ -86,7 +86,7 @@ def inverse(a: Poly, what: str) -> Poly:
 
 def _bounded(p: Poly) -> Poly:
     if len(p) > MAX_TERMS:
-        raise NotLayerNorm(f"the output expands to more than {MAX_TERMS} terms: not a layer norm")
+        fail(f"the output expands to more than {MAX_TERMS} terms: not a layer norm")
     return p
 
 
@@ -156,7 +156,7 @@ class Evaluator:
         if tensor in self._memo:
             return self._memo[tensor]
         if depth > MAX_DEPTH:
-            raise NotLayerNorm("the output expression is too deep to be a layer norm")
+            fail("the output expression is too deep to be a layer norm")
         result = self._expand(tensor, depth)
         self._memo[tensor] = result
         return result
@@ -186,7 +186,7 @@ class Evaluator:
             node = sg.node(name)
             fmt = node.attr["data_format"].s if "data_format" in node.attr else b"NHWC"
             if fmt not in (b"NHWC", b""):
-                raise NotLayerNorm(f"BiasAdd {name!r} adds along the channel axis of {fmt.decode()} data")
+                fail(f"BiasAdd {name!r} adds along the channel axis of {fmt.decode()} data")
             return add(v(0), v(1))
         if op == "AddN":
             total: Poly = {}
@@ -205,7 +205,7 @@ class Evaluator:
             return mul(v(0), inverse(v(1), f"{op} {name!r}"))
         if op in ("Reciprocal", "Inv"):
             return inverse(v(0), f"{op} {name!r}")
-        raise NotLayerNorm(
+        fail(
             f"{op} node {name!r} lies between the statistics and the output; only elementwise sums, "
             "differences, products and quotients can scale and shift a layer norm")
 

@@ -5,8 +5,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from ....core.fusion.refusal import fail
 from .algebra import PASS_THROUGH, Evaluator, Poly, Tensor, add, data_consumers, has_no_consumers, mul, render, symbol
-from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.instances import ScopePart
@@ -70,14 +70,14 @@ def result_node(scope: "Scope | ScopePart", inside: set[str], evaluator: Evaluat
         if (any(c not in inside for c, _ in consumers) or has_no_consumers(sg, name)) and evaluator.depends((name, 0)):
             leaving.append(name)
     if not leaving:
-        raise NotLayerNorm("no normalised tensor leaves the scope")
+        fail("no normalised tensor leaves the scope")
     if len(leaving) > 1:
         shown = ", ".join(scope.suffix_of(n) for n in leaving[:4])
-        raise NotLayerNorm(f"{len(leaving)} normalised tensors leave the scope ({shown}); LayerNorm has one output y")
+        fail(f"{len(leaving)} normalised tensors leave the scope ({shown}); LayerNorm has one output y")
     out = leaving[0]
     ports = sorted({p for c, p in data_consumers(sg, out) if c not in inside and p != 0})
     if ports:
-        raise NotLayerNorm(f"output {ports[0]} of {out!r} is read outside the scope; LayerNorm has one output y")
+        fail(f"output {ports[0]} of {out!r} is read outside the scope; LayerNorm has one output y")
     return out
 
 
@@ -103,31 +103,30 @@ def scale_and_offset(scope: "Scope | ScopePart", evaluator: Evaluator, poly: Pol
     names = {key: _short(scope, t) for key, t in evaluator.atoms.items()}
     text = render(poly, names)
     if lead == "x" and not any(n == "mean" for mono in poly for n, _ in mono):
-        raise NotLayerNorm(
+        fail(
             f"the output is {text}: it does not subtract the mean (RMS-style scaling), not a layer norm")
     leading = [mono for mono in poly if any(n == lead for n, _ in mono)]
     if len(leading) != 1:
-        raise NotLayerNorm(f"the output is {text}, not a layer norm's "
-                           "(x - mean) * rsqrt(variance + epsilon) * gamma + beta")
+        fail(f"the output is {text}, not a layer norm's (x - mean) * rsqrt(variance + epsilon) * gamma + beta")
     atoms = [(n, e) for n, e in leading[0] if n not in NORMALISED]
     if not atoms:
         if not [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]:
-            raise NotLayerNorm("no gamma and no beta (scale=False, center=False): LayerNorm needs both")
-        raise NotLayerNorm("no gamma (scale=False): LayerNorm needs a scale input")
+            fail("no gamma and no beta (scale=False, center=False): LayerNorm needs both")
+        fail("no gamma (scale=False): LayerNorm needs a scale input")
     if len(atoms) != 1 or atoms[0][1] != 1:
-        raise NotLayerNorm(f"the output is {text}: the normalised input is not scaled by one gamma tensor")
+        fail(f"the output is {text}: the normalised input is not scaled by one gamma tensor")
     gamma = atoms[0][0]
     offsets = [mono for mono in poly if not any(n in NORMALISED for n, _ in mono)]
     if not offsets:
-        raise NotLayerNorm("no beta (center=False): LayerNorm needs an offset input")
+        fail("no beta (center=False): LayerNorm needs an offset input")
     beta_mono = offsets[0]
     if len(offsets) != 1 or len(beta_mono) != 1 or beta_mono[0][1] != 1 or beta_mono[0][0] == gamma:
-        raise NotLayerNorm(f"the output is {text}: it is not shifted by one beta tensor")
+        fail(f"the output is {text}: it is not shifted by one beta tensor")
     beta = beta_mono[0][0]
     expected = add(mul(base, symbol(gamma)), symbol(beta))
     if not _close(poly, expected):
         names.update({gamma: "gamma", beta: "beta"})
-        raise NotLayerNorm(f"the output computes {render(poly, names)}, not {render(expected, names)}")
+        fail(f"the output computes {render(poly, names)}, not {render(expected, names)}")
     return evaluator.atoms[gamma], evaluator.atoms[beta]
 
 
@@ -204,23 +203,23 @@ def params_axis(sg: "ScopeGraph", x: Tensor, gamma: Tensor, beta: Tensor) -> int
     """``begin_params_axis``: gamma and beta must have the shape of x's trailing axes."""
     gs = static_shape(sg, gamma)
     if gs is None or None in gs:
-        raise NotLayerNorm(f"cannot tell how many axes gamma {tensor_name(gamma)!r} spans: its shape is unknown")
+        fail(f"cannot tell how many axes gamma {tensor_name(gamma)!r} spans: its shape is unknown")
     if not gs:
-        raise NotLayerNorm(f"gamma {tensor_name(gamma)!r} is a scalar; LayerNorm needs one of x's trailing shape")
+        fail(f"gamma {tensor_name(gamma)!r} is a scalar; LayerNorm needs one of x's trailing shape")
     bs = static_shape(sg, beta)
     if bs is None or None in bs:
-        raise NotLayerNorm(f"cannot tell the shape of beta {tensor_name(beta)!r}")
+        fail(f"cannot tell the shape of beta {tensor_name(beta)!r}")
     if bs != gs:
-        raise NotLayerNorm(f"beta of shape {_show(bs)} and gamma of shape {_show(gs)} differ")
+        fail(f"beta of shape {_show(bs)} and gamma of shape {_show(gs)} differ")
     k = len(gs)
     xs = static_shape(sg, x)
     if xs is not None and len(xs) < k:
-        raise NotLayerNorm(f"gamma of shape {_show(gs)} has more axes than x (rank {len(xs)})")
+        fail(f"gamma of shape {_show(gs)} has more axes than x (rank {len(xs)})")
     trailing = xs[-k:] if xs is not None else [None] * k
     for g, d in zip(gs, trailing, strict=False):  # a scalar gamma: k == 0, and xs[-0:] is all of xs
         # where x's size is unknown, broadcasting against x makes it g, unless g is 1
         if (d is None and g == 1) or (d is not None and d != g):
-            raise NotLayerNorm(
+            fail(
                 f"gamma of shape {_show(gs)} does not span the trailing axes of x (x.shape[-{k}:] is "
                 f"{_show(trailing)}); LayerNorm needs gamma of shape x.shape[begin_params_axis:]")
     return -k
@@ -229,15 +228,15 @@ def params_axis(sg: "ScopeGraph", x: Tensor, gamma: Tensor, beta: Tensor) -> int
 def norm_axis(sg: "ScopeGraph", x: Tensor, axes: list[int]) -> int:
     """``begin_norm_axis`` of reduction ``axes``: they must be x's trailing axes."""
     if not axes or axes != list(range(axes[0], axes[0] + len(axes))):
-        raise NotLayerNorm(f"reduction axes {axes} are not contiguous")
+        fail(f"reduction axes {axes} are not contiguous")
     if axes[-1] == -1:
         return axes[0]
     if axes[0] < 0:
-        raise NotLayerNorm(f"reduction axes {axes} mix signs or do not end at the last axis")
+        fail(f"reduction axes {axes} mix signs or do not end at the last axis")
     rank = rank_of(sg, x)
     if rank is None:
-        raise NotLayerNorm(
+        fail(
             f"cannot tell the rank of {tensor_name(x)!r} to check that axes {axes} are the trailing axes")
     if axes[-1] != rank - 1:
-        raise NotLayerNorm(f"reduction axes {axes} are not the trailing axes of a rank-{rank} input")
+        fail(f"reduction axes {axes} are not the trailing axes of a rank-{rank} input")
     return axes[0]

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import dtype_name
 from .algebra import ADD_OPS, Evaluator, Tensor, add, data_consumers, is_float_array, mul, symbol
 from .common import (
     LOW_PRECISION, LayerNormMatch, norm_axis, params_axis, precision_cast, result_node, scale_and_offset,
     see_through_reshape, strip_output_cast,
 )
-from .errors import NotLayerNorm
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.instances import ScopePart
@@ -34,7 +34,7 @@ def analyse_moments(scope: "Scope | ScopePart") -> LayerNormMatch:
     inside = set(scope.node_names())
     norms = [n.name for n in scope.nodes() if n.op in NORMALISERS]
     if len(norms) != 1:
-        raise NotLayerNorm(f"expected one Rsqrt or Sqrt node, found {len(norms)}")
+        fail(f"expected one Rsqrt or Sqrt node, found {len(norms)}")
     norm = norms[0]
     norm_op = sg.op_of(norm)
     variance_tensor, epsilon = _variance_plus_epsilon(sg, inside, norm, norm_op)
@@ -42,10 +42,10 @@ def analyse_moments(scope: "Scope | ScopePart") -> LayerNormMatch:
     x, mean, spelling = _mean_and_input(sg, inside, variance)
     for m in (mean, variance):
         if not _keeps_dims(sg, m):
-            raise NotLayerNorm(f"{m!r} does not keep reduced dimensions")
+            fail(f"{m!r} does not keep reduced dimensions")
     axes = _axes(sg, mean)
     if _axes(sg, variance) != axes:
-        raise NotLayerNorm("mean and variance reduce different axes")
+        fail("mean and variance reduce different axes")
 
     # In half or bfloat16 the statistics are computed in float32: x is cast up (by
     # tf.nn.moments, or by a Keras layer around its whole body) and, with tf.nn.moments,
@@ -136,18 +136,18 @@ def _variance_plus_epsilon(sg: "ScopeGraph", inside: set[str], norm: str, norm_o
             candidate = sg.producer(node, slot)
             if value is not None and is_variance(candidate):
                 if value.size != 1 or not is_float_array(value):
-                    raise NotLayerNorm("epsilon is not a scalar constant")
+                    fail("epsilon is not a scalar constant")
                 return candidate, float(value.reshape(-1)[0])
-        raise NotLayerNorm(f"{node!r} does not add a constant epsilon to a Mean")
+        fail(f"{node!r} does not add a constant epsilon to a Mean")
     if is_variance(arg):
         return arg, 0.0
-    raise NotLayerNorm(f"{norm_op} reads {op} {node!r}, not variance + epsilon")
+    fail(f"{norm_op} reads {op} {node!r}, not variance + epsilon")
 
 
 def _mean_and_input(sg: "ScopeGraph", inside: set[str], variance: str) -> tuple[Tensor, str, str]:
     """``(x, mean, spelling)`` of a variance ``Mean`` over squared differences from the mean."""
     if variance not in inside:
-        raise NotLayerNorm(f"the variance {variance!r} lies outside the scope")
+        fail(f"the variance {variance!r} lies outside the scope")
     diff = sg.producer(variance, 0)[0]
     op = sg.op_of(diff)
     spelling = op
@@ -156,19 +156,19 @@ def _mean_and_input(sg: "ScopeGraph", inside: set[str], variance: str) -> tuple[
     elif diff in inside and op in ("Square", "Mul") and sg.op_of(sg.producer(diff, 0)[0]) == "Sub":
         sub = sg.producer(diff, 0)
         if op == "Mul" and sg.producer(diff, 1) != sub:
-            raise NotLayerNorm(f"the variance Mean reduces Mul {diff!r}, not a square")
+            fail(f"the variance Mean reduces Mul {diff!r}, not a square")
         if sub[0] not in inside:
-            raise NotLayerNorm(f"the variance Mean squares {sub[0]!r}, outside the scope")
+            fail(f"the variance Mean squares {sub[0]!r}, outside the scope")
         pair = [sg.producer(sub[0], 0), sg.producer(sub[0], 1)]
         spelling = f"{op}(Sub)"
     else:
-        raise NotLayerNorm(f"the variance Mean reduces {op} {diff!r}, not a SquaredDifference from the mean")
+        fail(f"the variance Mean reduces {op} {diff!r}, not a SquaredDifference from the mean")
     for a, b in (pair, pair[::-1]):
         mean = sg.resolve_forwarding(b[0])
         if (b[1] == 0 and mean in inside and mean != variance and sg.op_of(mean) == "Mean"
                 and sg.producer(mean, 0) == a):
             return a, mean, spelling
-    raise NotLayerNorm(f"{spelling} {diff!r} does not subtract the mean of the same input")
+    fail(f"{spelling} {diff!r} does not subtract the mean of the same input")
 
 
 def _keeps_dims(sg: "ScopeGraph", mean: str) -> bool:
@@ -179,5 +179,5 @@ def _keeps_dims(sg: "ScopeGraph", mean: str) -> bool:
 def _axes(sg: "ScopeGraph", mean: str) -> list[int]:
     value = sg.const_value(sg.producer(mean, 1)[0])
     if value is None:
-        raise NotLayerNorm(f"the reduction indices of {mean!r} are not constant")
+        fail(f"the reduction indices of {mean!r} are not constant")
     return sorted(int(a) for a in value.reshape(-1))

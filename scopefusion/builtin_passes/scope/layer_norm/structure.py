@@ -272,7 +272,7 @@ class AnalysisCache:
                 return match
         self.analysed += 1
         self.facts = None
-        match = analyse(scope)  # a refusal (NotLayerNorm) is not remembered
+        match = analyse(scope)  # a refusal (Refused) is not remembered
         if described.key not in self._remembered:
             remembered = self._remembered[described.key] = _remember(sg, described, match)
             self.facts = None if remembered is None else remembered.facts

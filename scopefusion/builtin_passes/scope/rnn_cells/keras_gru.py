@@ -22,6 +22,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ....core.fusion.refusal import fail
 from ....core.graph.pattern import Op, const, one_of, op
 from .keras_lstm import DT_INT32, explain_keras_options, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
@@ -76,15 +77,15 @@ def slice_columns(sg: "ScopeGraph", node: int) -> tuple[int, int | None] | None:
 
 
 def check_keras_gru_layout(sg: "ScopeGraph", step: CellStep) -> None:
-    """The slices of the recurrent kernel and product are Keras's z, r | h columns; raises ValueError."""
+    """The slices of the recurrent kernel and product are Keras's z, r | h columns; refused otherwise."""
     zr = slice_columns(sg, step.nodes["zr_slice"])
     if zr is None or zr[0] != 0 or zr[1] is None or zr[1] % 2:
-        raise ValueError("the recurrent kernel's gate columns are not [:, :2 * units]")
+        fail("the recurrent kernel's gate columns are not [:, :2 * units]")
     units = zr[1] // 2
     if slice_columns(sg, step.nodes["h_slice"]) != (2 * units, None):
-        raise ValueError("the recurrent kernel's candidate columns are not [:, 2 * units:]")
+        fail("the recurrent kernel's candidate columns are not [:, 2 * units:]")
     if not all(_recurrent_part_ok(sg, step, k, units) for k in (0, 1)):
-        raise ValueError("the recurrent product is not split into the z and r columns")
+        fail("the recurrent product is not split into the z and r columns")
 
 
 def _recurrent_part_ok(sg: "ScopeGraph", step: CellStep, k: int, units: int) -> bool:

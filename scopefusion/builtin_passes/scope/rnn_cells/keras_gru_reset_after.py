@@ -26,6 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
+from ....core.fusion.refusal import fail
 from ....core.graph.pattern import Op, const, one_of, op
 from .keras_gru import KERAS_GRU_FORM, column_slice, slice_columns
 from .keras_lstm import DT_INT32, int32_const, zero_bias
@@ -83,21 +84,21 @@ def _defs(bias: BiasForm) -> dict[str, Any]:
 
 def check_reset_after_layout(sg: "ScopeGraph", step: CellStep) -> None:
     """The recurrent product is cut into Keras's z, r, h columns, in that order, each ``units``
-    wide (a Split in three is); raises ValueError."""
+    wide (a Split in three is); refused otherwise."""
     if "rec_thirds" in step.nodes:
         return
     if "rec_split" in step.nodes:
         sizes = step.consts.get("rec_sizes")
         if sizes is None or sizes.shape != (3,) or sizes[0] != sizes[1] or int(sizes[2]) not in (-1, int(sizes[0])):
-            raise ValueError(f"the recurrent product is not split into three equal z, r, h parts (sizes "
-                             f"{None if sizes is None else sizes.tolist()})")
+            fail(f"the recurrent product is not split into three equal z, r, h parts (sizes "
+                 f"{None if sizes is None else sizes.tolist()})")
         return
     parts = [slice_columns(sg, step.nodes[f"rec_{k}"]) for k in range(3)]
     first = parts[0]
     units = first[1] if first is not None and first[0] == 0 else None
     if not units or parts != [(0, units), (units, 2 * units), (2 * units, None)]:
-        raise ValueError(f"the slices of the recurrent product are not its z, r, h columns [:u], [u:2u], [2u:] "
-                         f"(columns {parts})")
+        fail(f"the slices of the recurrent product are not its z, r, h columns [:u], [u:2u], [2u:] "
+             f"(columns {parts})")
 
 
 def keras_gru_reset_after_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int, *,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ....core.fusion.refusal import fail
 from ....core.graph.pattern import Op, const, op
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
@@ -83,12 +84,12 @@ LSTM_FORM = CellForm(
 
 
 def lstm_attrs(step_consts: dict[str, Any], act_types: tuple[str, str]) -> dict[str, Any]:
-    """The attributes of one step (forget_bias, activation); raises ValueError with the reason."""
+    """The attributes of one step (forget_bias, activation); refused (``fail``) with the reason."""
     if act_types[0] != act_types[1]:
-        raise ValueError(f"the cell applies {act_types[1]} to the candidate but {act_types[0]} to the state")
+        fail(f"the cell applies {act_types[1]} to the candidate but {act_types[0]} to the state")
     forget_bias = step_consts.get("forget_bias")
     if forget_bias is None:  # a Keras cell: the forget bias is only an initializer of the bias
         return {"forget_bias": 0.0, "activation": ACTIVATION_NAMES[act_types[0]]}
     if forget_bias.size != 1:
-        raise ValueError(f"the forget bias is not a scalar (shape {list(forget_bias.shape)})")
+        fail(f"the forget bias is not a scalar (shape {list(forget_bias.shape)})")
     return {"forget_bias": float(forget_bias.reshape(-1)[0]), "activation": ACTIVATION_NAMES[act_types[0]]}

@@ -24,6 +24,7 @@ from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from ....core.fusion.fused_ops import FusedOpDef
+from ....core.fusion.refusal import Refused, fail
 from .gru import GRU_FORM, gru_attrs
 from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
@@ -31,7 +32,7 @@ from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_sc
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
-from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
+from .steps import CellForm, CellStep, find_steps_of_any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -99,8 +100,8 @@ class _CellScopePass(ScopeBasePass):
             forms = (self.loop_form,) if scope.name in self._names else self.forms
             try:
                 form, steps = find_steps_of_any(scope, forms)
-            except CellRefused as why:
-                self._refused[scope.name] = str(why)
+            except Refused as why:
+                self._refused[scope.name] = why.reason
                 groups.append(ScopesResult([scope]))
                 continue
             if scope.name in self._names and len(steps) != 1:
@@ -116,17 +117,12 @@ class _CellScopePass(ScopeBasePass):
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         if result.part is None:
-            result.reject(self._refused[scopes[0].name])
-            return
+            fail(self._refused[scopes[0].name])
         scope, form, step, t = self._steps[id(result.part)]
         sg = scope.graph
-        try:
-            if form.check is not None:
-                form.check(sg, step)
-            attrs = {**self.step_attrs(sg, step), **form.attrs}
-        except ValueError as why:
-            result.reject(str(why))
-            return
+        if form.check is not None:
+            form.check(sg, step)
+        attrs = {**self.step_attrs(sg, step), **form.attrs}
         T = sg.index.nodes[step.nodes["root"]].attr["T"].type
         if scope.name in self._names:
             result.set_name(self._names[scope.name])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ....core.fusion.refusal import Refused, fail
 from ....core.graph.matching import MatchFailure, PatternMatcher
 from ....core.graph.vocabulary import CONTROL
 
@@ -27,10 +28,6 @@ STORAGE_OPS = frozenset({"Const", "Identity", "ReadVariableOp", "VarHandleOp", "
 
 #: Ops that may feed a step from outside it without belonging to one: they route or convert an input
 _INPUT_ROUTES = frozenset({"Switch", "Cast"})
-
-
-class CellRefused(Exception):
-    """The scope is not a chain of cell steps; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ class CellForm:
     #: attributes of the fused op this form gives whatever the step's own (a convention it follows)
     attrs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: checks what the pattern cannot (e.g. the columns a slice takes) on a matched step ``(graph,
-    #: step)``; raises ValueError with the reason
+    #: step)``; refuses (``fail``) with the reason
     check: Callable[["ScopeGraph", "CellStep"], None] | None = None
 
 
@@ -81,28 +78,28 @@ class CellStep:
 
 
 def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
-    """The steps of the first of ``forms`` that finds any; raises :class:`CellRefused` with the
-    reason of the first form that wants the scope (or of the first form)."""
+    """The steps of the first of ``forms`` that finds any; refused (:func:`fail`) with the reason
+    of the first form that wants the scope (or of the first form)."""
     reasons: list[tuple[CellForm, str]] = []
     for form in forms:
         try:
             return form, find_steps(scope, form)
-        except CellRefused as why:
-            reasons.append((form, str(why)))
+        except Refused as why:
+            reasons.append((form, why.reason))
     wanted = [r for f, r in reasons if f.wants(scope)]
-    raise CellRefused(wanted[0] if wanted else reasons[0][1])
+    fail(wanted[0] if wanted else reasons[0][1])
 
 
 def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
-    """The steps of ``form`` in ``scope``, in time order; raises :class:`CellRefused`."""
+    """The steps of ``form`` in ``scope``, in time order; refused (:func:`fail`) when there are none."""
     reason = _in_loop(scope) or form.explain(scope)
     if reason:
-        raise CellRefused(reason)
+        fail(reason)
     sg = scope.graph
     inside = frozenset(scope.all_node_indices())
     steps, best = _match_roots(sg, inside, form)
     if not steps:
-        raise CellRefused(f"no {form.name} step in the scope: {best}" if best else f"no {form.name} step in the scope")
+        fail(f"no {form.name} step in the scope: {best}" if best else f"no {form.name} step in the scope")
     _check_disjoint(sg, steps)
     _check_leftovers(sg, inside, steps, form)
     _order(steps, form)
@@ -151,7 +148,7 @@ def _check_disjoint(sg: "ScopeGraph", steps: list[CellStep]) -> None:
             if sg.const_value_of(i) is not None:
                 continue
             if owner.setdefault(i, k) != k:
-                raise CellRefused(f"two steps share the node {sg.index.names[i]!r}")
+                fail(f"two steps share the node {sg.index.names[i]!r}")
 
 
 def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellStep], form: CellForm) -> None:
@@ -174,8 +171,8 @@ def _check_leftovers(sg: "ScopeGraph", inside: frozenset[int], steps: list[CellS
     if touching:
         shown = ", ".join(repr(n) for n in touching[:3])
         more = f" and {len(touching) - 3} more" if len(touching) > 3 else ""
-        raise CellRefused(f"the scope computes more than {form.name} steps: {shown}{more} "
-                          f"read or feed a step and are part of none")
+        fail(f"the scope computes more than {form.name} steps: {shown}{more} "
+             f"read or feed a step and are part of none")
 
 
 def _order(steps: list[CellStep], form: CellForm) -> None:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ....core.fusion.fused_ops import listed_optional_inputs
+from ....core.fusion.refusal import fail
 from ....core.graph.tf_ops import tensorflow_op_def
 from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
-from .refusal import LoopRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -154,16 +154,16 @@ def _check_ops(function: "FunctionDef", preparation: dict[str, "NodeDef"]) -> No
              if n.op not in _PLUMBING and n.op not in CELLS and n.op not in COPY_OPS and n.name not in preparation]
     if extra:
         more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
-        raise LoopRefused(f"the loop body does more than fused cells and the loop's plumbing: {', '.join(extra[:3])}"
-                          f"{more} (a cell option or a step that did not fuse)")
+        fail(f"the loop body does more than fused cells and the loop's plumbing: {', '.join(extra[:3])}"
+             f"{more} (a cell option or a step that did not fuse)")
     if not any(n.op in CELLS for n in function.node_def):
-        raise LoopRefused("the loop body holds no fused cell (BasicLSTMCell, GRUCell)")
+        fail("the loop body holds no fused cell (BasicLSTMCell, GRUCell)")
 
 
 def _one(function: "FunctionDef", op: str) -> Any:
     found = [n for n in function.node_def if n.op == op]
     if len(found) != 1:
-        raise LoopRefused(f"the loop body holds {len(found)} {op} nodes, not one")
+        fail(f"the loop body holds {len(found)} {op} nodes, not one")
     return found[0]
 
 
@@ -187,8 +187,8 @@ def _copy_through(reader: _Reader, time: int, invariant: set[int]) -> CopyThroug
     data = reader.data(compare)
     lengths = reader.arg(data[1])
     if reader.arg(data[0]) != time or lengths not in invariant:
-        raise LoopRefused(f"GreaterEqual {compare.name!r} does not compare the loop's time with an unchanged argument "
-                          "(dynamic_rnn's time >= sequence_length)")
+        fail(f"GreaterEqual {compare.name!r} does not compare the loop's time with an unchanged argument "
+             "(dynamic_rnn's time >= sequence_length)")
     selects = select_nodes({name: op for name, op in ops.items() if op != "GreaterEqual"},
                            lambda name: reader.data(reader.nodes[name]), f"{compare.name}:z:0", str)
     return CopyThrough(lengths, {f"{name}:output:0": pair for name, pair in selects.items()})
@@ -200,8 +200,8 @@ def _carried(rets: list[str], names: list[str], copy: CopyThrough[str] | None, p
         return rets[position]
     new = copy.new_of(rets[position], names[position])
     if new is None:
-        raise LoopRefused(f"the loop's sequence_length does not carry its argument {names[position]!r} through "
-                          "past a sequence's end")
+        fail(f"the loop's sequence_length does not carry its argument {names[position]!r} through "
+             "past a sequence's end")
     return new
 
 
@@ -212,8 +212,8 @@ def _step_output(reader: _Reader, copy: CopyThrough[str] | None, written: str, i
     kept = copy.selects.get(written, ("", ""))[0]
     copy.zeros = reader.args.get(kept)
     if copy.zeros not in invariant:
-        raise LoopRefused("the step's output past a sequence's end is not an unchanged argument of the loop "
-                          "(dynamic_rnn's zeros)")
+        fail("the step's output past a sequence's end is not an unchanged argument of the loop "
+             "(dynamic_rnn's zeros)")
     new = copy.new_of(written, kept)
     copy.check_all_used(lambda ref: ref.partition(":")[0])
     return new
@@ -227,21 +227,21 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
     while cells:
         cell = next((n for n in cells if n.input and reader.resolve(n.input[0]) == current), None)
         if cell is None:
-            raise LoopRefused(f"the fused cells are no chain from the step's input (e.g. {cells[0].name!r})")
+            fail(f"the fused cells are no chain from the step's input (e.g. {cells[0].name!r})")
         cells.remove(cell)
         states, weight_slots, outs = CELLS[cell.op]
         data = reader.data(cell)
         state = [p for p in (reader.arg(data[k]) for k in states) if p is not None]
         if len(state) < len(states):
-            raise LoopRefused(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
+            fail(f"cell {cell.name!r} reads its state from inside the body, not from the loop")
         for position, out in zip(state, outs, strict=True):
             if _carried(rets, reader.names, copy, position) != f"{cell.name}:{out}:0":
-                raise LoopRefused(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
+                fail(f"the loop does not carry cell {cell.name!r}'s new {out} into its next step")
         weights = [data[k] for k in weight_slots]
         optional = _optional_weights(cell, data, len(states) + len(weight_slots) + 1)
         if not all(reader.args.get(w) in invariant if ":" not in w else w.partition(":")[0] in preparation
                    for w in weights + list(optional.values())):
-            raise LoopRefused(f"cell {cell.name!r}'s weights change from step to step")
+            fail(f"cell {cell.name!r}'s weights change from step to step")
         layers.append(LoopLayer(cell.op, _cell_attrs(cell), weights, [p for p in state if p is not None], optional))
         current = f"{cell.name}:h:0"
     return layers, current
@@ -249,15 +249,15 @@ def _layers(reader: _Reader, rets: list[str], start: str, preparation: dict[str,
 
 def _optional_weights(cell: "NodeDef", data: list[str], required: int) -> dict[str, str]:
     """The optional weights cell ``cell`` has (its ``optional_inputs``, after its ``required``
-    data inputs), by name; raises :class:`LoopRefused` for one the loop op does not take."""
+    data inputs), by name; refused (:func:`fail`) for one the loop op does not take."""
     listed = listed_optional_inputs(cell.attr)
     unknown = [name for name in listed if name not in OPTIONAL_WEIGHTS[cell.op]]
     if unknown:
-        raise LoopRefused(f"cell {cell.name!r} has the optional input {unknown[0]!r}, which the whole-loop op does "
-                          f"not take (it takes: {', '.join(OPTIONAL_WEIGHTS[cell.op]) or 'none'})")
+        fail(f"cell {cell.name!r} has the optional input {unknown[0]!r}, which the whole-loop op does "
+             f"not take (it takes: {', '.join(OPTIONAL_WEIGHTS[cell.op]) or 'none'})")
     if len(data) != required + len(listed):
-        raise LoopRefused(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
-                          f"{len(listed)} optional ones it lists")
+        fail(f"cell {cell.name!r} has {len(data)} inputs, not its {required} required ones and the "
+             f"{len(listed)} optional ones it lists")
     return dict(zip(listed, data[required:], strict=True))
 
 
@@ -288,11 +288,11 @@ def _needed(reader: _Reader, layers: list[LoopLayer], preparation: dict[str, "No
 
 
 def read_body(function: "FunctionDef") -> LoopBody:
-    """The roles of the loop's arguments and its layers; raises :class:`LoopRefused`."""
+    """The roles of the loop's arguments and its layers; refused (:func:`fail`)."""
     reader = _Reader(function)
     names = reader.names
     if len(function.signature.output_arg) != len(names):
-        raise LoopRefused("the loop body returns other values than it takes")
+        fail("the loop body returns other values than it takes")
     rets = [reader.resolve(function.ret.get(a.name, "")) for a in function.signature.output_arg]
     invariant = {k for k, name in enumerate(names) if rets[k] == name}
     preparation = _preparation(reader, invariant)
@@ -302,17 +302,17 @@ def read_body(function: "FunctionDef") -> LoopBody:
     inputs, time, outputs = reader.arg(got[0]), reader.arg(got[1]), reader.arg(written[0])
     last_only = reader.arg(written[1]) is None and _const_is(reader.node(written[1]), 0)
     if inputs is None or time is None or outputs is None or (reader.arg(written[1]) != time and not last_only):
-        raise LoopRefused("the step does not read its input list and write its output list at the loop's time "
-                          "(or, keeping the last step's output alone, at 0)")
+        fail("the step does not read its input list and write its output list at the loop's time "
+             "(or, keeping the last step's output alone, at 0)")
     if _increment(reader, rets[time]) != time:
-        raise LoopRefused("the loop's time does not advance by one per step")
+        fail("the loop's time does not advance by one per step")
     counters = [k for k in range(len(names)) if k != time and _increment(reader, rets[k]) == k]
     if len(counters) != 1:
-        raise LoopRefused("the loop has no counter advancing by one per step")
+        fail("the loop has no counter advancing by one per step")
     copy = _copy_through(reader, time, invariant)
     layers, top = _layers(reader, rets, f"{get.name}:item:0", preparation, invariant, copy)
     if _step_output(reader, copy, written[2], invariant) != top or rets[outputs] != f"{put.name}:output_handle:0":
-        raise LoopRefused("the loop does not write the top layer's output to its output list at each step")
+        fail("the loop does not write the top layer's output to its output list at each step")
     needed = _needed(reader, layers, preparation)
     body = LoopBody(counters[0], time, inputs, outputs, names, layers, needed,
                     {node.name: reader.data(node) for node in needed}, copy=copy, last_only=last_only)
@@ -324,7 +324,7 @@ def _check_invariants(names: list[str], rets: list[str], body: LoopBody) -> None
     changing = {body.counter, body.time, body.outputs} | {p for layer in body.layers for p in layer.state}
     for k, name in enumerate(names):
         if k not in changing and rets[k] != name:
-            raise LoopRefused(f"the loop changes its argument {name!r} from step to step besides the cells' state")
+            fail(f"the loop changes its argument {name!r} from step to step besides the cells' state")
 
 
 #: a bound of the loop's condition: ("arg", position) or ("value", the constant)
@@ -333,7 +333,7 @@ Bound = tuple[str, Any]
 
 def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Bound]:
     """What ``counter < n and time < m`` compare with: (n, m); n None when the condition is
-    ``time < m`` alone (tf_keras's loops, whose counter has no bound); raises :class:`LoopRefused`."""
+    ``time < m`` alone (tf_keras's loops, whose counter has no bound); refused (:func:`fail`)."""
     from tensorflow.python.framework import tensor_util  # deferred: TensorFlow costs seconds to import
 
     reader = _Reader(cond)
@@ -350,11 +350,11 @@ def read_bounds(cond: "FunctionDef", body: LoopBody) -> tuple[Bound | None, Boun
             compared[position] = node.name
             continue
         if node.op not in ("LogicalAnd", "Identity", "Const"):
-            raise LoopRefused(f"the loop's condition does more than compare its counter and time: {node.name!r}")
+            fail(f"the loop's condition does more than compare its counter and time: {node.name!r}")
     ands = [n for n in cond.node_def if n.op == "LogicalAnd"]
     rets = [reader.resolve(r) for r in cond.ret.values()]
     if not ands and set(bounds) == {body.time} and rets == [f"{compared[body.time]}:z:0"]:
         return None, bounds[body.time]
     if set(bounds) != {body.counter, body.time} or len(ands) != 1 or rets != [f"{ands[0].name}:z:0"]:
-        raise LoopRefused("the loop's condition is not counter < n and time < m, nor time < m")
+        fail("the loop's condition is not counter < n and time < m, nor time < m")
     return bounds[body.counter], bounds[body.time]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Hashable, Mapping, TypeVar
 
-from .refusal import LoopRefused
+from ....core.fusion.refusal import fail
 
 #: the ops of a copy-through (a loop body holding any of them is read as one)
 COPY_OPS = frozenset({"Select", "SelectV2", "GreaterEqual"})
@@ -50,8 +50,8 @@ class CopyThrough(Generic[Ref]):
     def check_all_used(self, name_of: Callable[[Ref], str]) -> None:
         unused = [name_of(r) for r in self.selects if r not in self.used]
         if unused:
-            raise LoopRefused(f"Select {unused[0]!r} chooses by time >= sequence_length but is no copy-through of "
-                              "the cells' state or the step's output")
+            fail(f"Select {unused[0]!r} chooses by time >= sequence_length but is no copy-through of "
+                 "the cells' state or the step's output")
 
 
 def select_nodes(ops: Mapping[Ref, str], data: Callable[[Ref], list[Ref]], done: Ref,
@@ -61,13 +61,13 @@ def select_nodes(ops: Mapping[Ref, str], data: Callable[[Ref], list[Ref]], done:
     found: dict[Ref, tuple[Ref, Ref]] = {}
     for key, op in ops.items():
         if op == "SelectV2":
-            raise LoopRefused(f"{name_of(key)!r} (SelectV2) broadcasts its condition over the last axis: not "
-                              "dynamic_rnn's sequence_length copy-through (a Select picking rows)")
+            fail(f"{name_of(key)!r} (SelectV2) broadcasts its condition over the last axis: not "
+                 "dynamic_rnn's sequence_length copy-through (a Select picking rows)")
         if op != "Select":
             continue
         cond, kept, new = data(key)
         if cond != done:
-            raise LoopRefused(f"Select {name_of(key)!r} does not choose by the loop's time >= sequence_length")
+            fail(f"Select {name_of(key)!r} does not choose by the loop's time >= sequence_length")
         found[key] = (kept, new)
     return found
 
@@ -76,6 +76,6 @@ def one_compare(ops: Mapping[Ref, str]) -> Ref:
     """The one GreaterEqual among ``ops`` (node key -> op) of a copy-through."""
     compares = [key for key, op in ops.items() if op == "GreaterEqual"]
     if len(compares) != 1:
-        raise LoopRefused(f"the loop holds {len(compares)} GreaterEqual nodes: dynamic_rnn's sequence_length "
-                          "compares its time with the lengths once")
+        fail(f"the loop holds {len(compares)} GreaterEqual nodes: dynamic_rnn's sequence_length "
+             "compares its time with the lengths once")
     return compares[0]

@@ -19,12 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
+from ....core.fusion.refusal import Refused, fail
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
-from .body import LoopBody, LoopRefused, read_body, read_bounds
+from .body import LoopBody, read_body, read_bounds
 from .inner import LOOP_OPS, fused_inputs, write_inner_graph
 from .ops import DYNAMIC_RNN
 from .plumbing import LoopPlumbing, Tensor, add_feeders, read_plumbing
@@ -101,8 +102,8 @@ class ScopeDynamicRNNPass(ScopeBasePass):
             try:
                 found = self._read(scope_graph, loop, functions) if functional and loop is not None \
                     else _tf1(scope_graph, scope)
-            except LoopRefused as why:
-                self._refused[outer.name] = str(why)
+            except Refused as why:
+                self._refused[outer.name] = why.reason
                 groups.append(ScopesResult([outer]))
                 continue
             add_feeders(index, found.plumbing.members, {t[0] for t in found.tensors})
@@ -116,8 +117,8 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         attrs = scope_graph.index.nodes[loop].attr
         body_fn, cond_fn = (functions.get(attrs[a].func.name) for a in ("body", "cond"))
         if body_fn is None or cond_fn is None:
-            raise LoopRefused("the loop's body or condition is not in this graph's library (a loop inside a "
-                              "function: only the loops of the graph itself are fused whole)")
+            fail("the loop's body or condition is not in this graph's library (a loop inside a "
+                 "function: only the loops of the graph itself are fused whole)")
         body = read_body(body_fn)
         plumbing = read_plumbing(scope_graph, loop, body, read_bounds(cond_fn, body))
         ins = [t for t in scope_graph.index.inputs[loop] if t[1] >= 0]
@@ -125,8 +126,7 @@ class ScopeDynamicRNNPass(ScopeBasePass):
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         if result.part is None:
-            result.reject(self._refused[scopes[0].name])
-            return
+            fail(self._refused[scopes[0].name])
         found = self._loops[id(result.part)]
         body, plumbing, tensors = found.body, found.plumbing, found.tensors
         sg = scopes[0].graph

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
-from .body import Bound, LoopBody, LoopRefused
+from .body import Bound, LoopBody
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.graph.index import GraphIndex
@@ -54,7 +55,7 @@ def readers_of(index: "GraphIndex", node: int, port: int) -> list[int]:
 
 def _producer(index: "GraphIndex", tensor: Tensor, op: str, what: str) -> int:
     if index.ops[tensor[0]] != op:
-        raise LoopRefused(f"the loop's {what} is not a {op} but {index.names[tensor[0]]!r} ({index.ops[tensor[0]]})")
+        fail(f"the loop's {what} is not a {op} but {index.names[tensor[0]]!r} ({index.ops[tensor[0]]})")
     return tensor[0]
 
 
@@ -110,7 +111,7 @@ def _element(node: Any, values: list[Any]) -> Any:
 def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | None, Bound], n: Tensor,
                  lengths: Tensor | None = None) -> None:
     """The loop runs once per element of the output list (``n`` of them), or, with the
-    sequences' ``lengths``, until every sequence has ended; raises :class:`LoopRefused`.
+    sequences' ``lengths``, until every sequence has ended; refused (:func:`fail`).
     A counter with no bound (None) leaves the time's bound alone to say so."""
     counter, time = (ins[b[1]] if b is not None and b[0] == "arg" else None for b in bounds)
     if (counter == n or bounds[0] is None) and time is not None and _is_time_bound(view, time, n, lengths):
@@ -120,13 +121,13 @@ def check_bounds(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | Non
     if any(v is None or getattr(v, "size", 1) != 1 for v in values + [elements]) or \
             min(int(v) for v in values) != int(elements):
         if lengths is not None:
-            raise LoopRefused("the loop's time bound is neither the length of its output list nor dynamic_rnn's "
-                              "Minimum(steps, Maximum(1, Max(sequence_length))): it may stop before a sequence ends")
-        raise LoopRefused("the loop does not run once per element of its output list")
+            fail("the loop's time bound is neither the length of its output list nor dynamic_rnn's "
+                 "Minimum(steps, Maximum(1, Max(sequence_length))): it may stop before a sequence ends")
+        fail("the loop does not run once per element of its output list")
 
 
 def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bound | None, Bound]) -> LoopPlumbing:
-    """The nodes around ``loop`` fused with it; raises :class:`LoopRefused`."""
+    """The nodes around ``loop`` fused with it; refused (:func:`fail`)."""
     index = view.index
     ins = data_inputs(index, loop)
     unstack = _producer(index, ins[body.inputs], "TensorListFromTensor", "input list")
@@ -135,8 +136,8 @@ def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bo
     rows = None
     if body.last_only:
         if body.copy is not None:
-            raise LoopRefused("the loop keeps its last step's output alone and copies its state through past each "
-                              "sequence's end: a sequence length with return_sequences=False is not fused")
+            fail("the loop keeps its last step's output alone and copies its state through past each "
+                 "sequence's end: a sequence length with return_sequences=False is not fused")
         rows = check_last_only(view, ins, bounds, x, n)
     else:
         check_bounds(view, ins, bounds, n, None if body.copy is None else ins[body.copy.lengths])
@@ -149,13 +150,13 @@ def read_plumbing(view: "GraphView", loop: int, body: LoopBody, bounds: tuple[Bo
         identity = readers[0]
         readers = readers_of(index, identity, 0)
     if len(readers) != 1 or index.ops[readers[0]] != "TensorListStack":
-        raise LoopRefused("the loop's output list is not stacked into one tensor after the loop (and only that)")
+        fail("the loop's output list is not stacked into one tensor after the loop (and only that)")
     stack = readers[0]
     if data_inputs(index, stack)[0][1] != (0 if identity is not None else body.outputs):
-        raise LoopRefused("the loop's output list is read other than by one TensorListStack")
+        fail("the loop's output list is read other than by one TensorListStack")
     for node, what in ((unstack, "input list"), (reserve, "output list")):
         if readers_of(index, node, 0) != [loop]:
-            raise LoopRefused(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
+            fail(f"the loop's {what} {index.names[node]!r} is read by other nodes too")
     members = {loop, unstack, reserve, stack} | ({identity} if identity is not None else set())
     return LoopPlumbing(members, x, stack, rows)
 
@@ -166,21 +167,21 @@ def check_last_only(view: "GraphView", ins: list[Tensor], bounds: tuple[Bound | 
     once per row of ``x``: its bound is ``shape(x)[0]``, or a constant (the smaller, when both are
     set) equal to ``x``'s known row count; or, when the graph does not say how many rows ``x`` has,
     a constant: the number of rows the fused op then reads (returned; None: all of them).  Raises
-    :class:`LoopRefused`."""
+    :class:`Refused`."""
     elements = value_of(view, n)
     if elements is None or getattr(elements, "size", 1) != 1 or int(elements) != 1:
-        raise LoopRefused("the loop writes each step's output at index 0 of a list that is not of one element")
+        fail("the loop writes each step's output at index 0 of a list that is not of one element")
     if bounds[0] is None and bounds[1][0] == "arg" and _is_rows_of(view, ins[bounds[1][1]], x):
         return None  # time < shape(x)[0] alone (tf_keras)
     values = [b[1] if b[0] == "value" else value_of(view, ins[b[1]]) for b in bounds if b is not None]
     if any(v is None or getattr(v, "size", 1) != 1 for v in values) or min(int(v) for v in values) < 1:
-        raise LoopRefused("the loop keeps its last step's output alone and runs a number of steps the graph does "
-                          "not fix: it may not run once per row of its input")
+        fail("the loop keeps its last step's output alone and runs a number of steps the graph does "
+             "not fix: it may not run once per row of its input")
     steps = min(int(v) for v in values)
     shape = view.static_shape(x)
     rows = shape[0] if shape else None
     if rows is not None and rows != steps:
-        raise LoopRefused(f"the loop runs {steps} steps over an input of {rows}")
+        fail(f"the loop runs {steps} steps over an input of {rows}")
     return steps if rows is None else None
 
 
@@ -202,11 +203,11 @@ def _is_rows_of(view: "GraphView", tensor: Tensor, x: Tensor) -> bool:
 
 
 def check_rows(view: "GraphView", x: Tensor, n: Tensor) -> None:
-    """The loop's ``n`` steps are ``x``'s rows, when both are known; raises :class:`LoopRefused`."""
+    """The loop's ``n`` steps are ``x``'s rows, when both are known; refused (:func:`fail`)."""
     shape, elements = view.static_shape(x), value_of(view, n)
     if shape and shape[0] is not None and elements is not None and getattr(elements, "size", 1) == 1 \
             and int(elements) != shape[0]:
-        raise LoopRefused(f"the loop runs {int(elements)} steps over an input of {shape[0]}")
+        fail(f"the loop runs {int(elements)} steps over an input of {shape[0]}")
 
 
 def add_feeders(index: "GraphIndex", members: set[int], keep: set[int]) -> None:
@@ -236,14 +237,14 @@ def is_zeros(view: "GraphView", tensor: Tensor) -> bool:
 
 
 def check_lengths(view: "GraphView", lengths: Tensor, zeros: Tensor) -> None:
-    """The lengths are a vector and the output past a sequence's end is zero; raises :class:`LoopRefused`."""
+    """The lengths are a vector and the output past a sequence's end is zero; refused (:func:`fail`)."""
     shape = view.static_shape(lengths)
     if shape is not None and len(shape) != 1:
-        raise LoopRefused(f"the loop's sequence lengths {view.index.names[lengths[0]]!r} are not a vector "
-                          f"(shape {shape})")
+        fail(f"the loop's sequence lengths {view.index.names[lengths[0]]!r} are not a vector "
+             f"(shape {shape})")
     if not is_zeros(view, zeros):
-        raise LoopRefused(f"the step's output past a sequence's end is {view.index.names[zeros[0]]!r}, not zeros "
-                          "(dynamic_rnn's sequence_length writes zeros)")
+        fail(f"the step's output past a sequence's end is {view.index.names[zeros[0]]!r}, not zeros "
+             "(dynamic_rnn's sequence_length writes zeros)")
 
 
 def is_max_of(view: "GraphView", tensor: Tensor, lengths: Tensor) -> bool:

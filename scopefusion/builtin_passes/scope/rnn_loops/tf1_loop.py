@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ....core.fusion.refusal import fail
 from ..rnn_cells.gru import GRU_FORM, gru_attrs
 from ..rnn_cells.lstm import LSTM_FORM, lstm_attrs
 from ..rnn_cells.steps import CellStep, match_steps
-from .body import LoopBody, LoopLayer, LoopRefused
+from .body import LoopBody, LoopLayer
 from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
 from .plumbing import (LoopPlumbing, Tensor, check_bounds, check_lengths, check_rows, data_inputs, readers_of,
                        value_of)
@@ -60,12 +61,12 @@ def _variables(sg: "ScopeGraph", frame: set[int]) -> list[_Var]:
     for m in sorted(i for i in frame if index.ops[i] == "Merge"):
         enter, nxt = (data_inputs(index, m) + [None, None])[:2]
         if enter is None or nxt is None or index.ops[enter[0]] != "Enter" or index.ops[nxt[0]] != "NextIteration":
-            raise LoopRefused(f"the TF1 loop's {index.names[m]!r} is not Merge(Enter, NextIteration)")
+            fail(f"the TF1 loop's {index.names[m]!r} is not Merge(Enter, NextIteration)")
         switch = [c for c in readers_of(index, m, 0) if index.ops[c] == "Switch"]
         current = [c for c in readers_of(index, switch[0], 1) if index.ops[c] == "Identity"] if switch else []
         exits = [c for c in readers_of(index, switch[0], 0) if index.ops[c] == "Exit"] if switch else []
         if len(switch) != 1 or len(current) != 1:
-            raise LoopRefused(f"the TF1 loop variable {index.names[m]!r} is not read through one Switch and Identity")
+            fail(f"the TF1 loop variable {index.names[m]!r} is not read through one Switch and Identity")
         found.append(_Var(m, data_inputs(index, enter[0])[0], current[0], data_inputs(index, nxt[0])[0],
                           exits[0] if exits else None))
     return found
@@ -74,7 +75,7 @@ def _variables(sg: "ScopeGraph", frame: set[int]) -> list[_Var]:
 def _outer(sg: "ScopeGraph", tensor: Tensor, what: str) -> Tensor:
     """The tensor an ``Enter`` brings into the loop."""
     if sg.index.ops[tensor[0]] != "Enter":
-        raise LoopRefused(f"the TF1 loop's {what} is not brought in by an Enter")
+        fail(f"the TF1 loop's {what} is not brought in by an Enter")
     return data_inputs(sg.index, tensor[0])[0]
 
 
@@ -101,13 +102,10 @@ def _range_of(sg: "ScopeGraph", tensor: Tensor) -> Tensor | None:
 
 def _attrs(sg: "ScopeGraph", op: str, step: CellStep) -> dict[str, Any]:
     ops = sg.index.ops
-    try:
-        if op == "BasicLSTMCell":
-            attrs = lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
-        else:
-            attrs = gru_attrs(ops[step.nodes["act"]])
-    except ValueError as why:
-        raise LoopRefused(str(why)) from why
+    if op == "BasicLSTMCell":
+        attrs = lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
+    else:
+        attrs = gru_attrs(ops[step.nodes["act"]])
     return {**attrs, "T": sg.index.nodes[step.nodes["root"]].attr["T"].type}
 
 
@@ -121,8 +119,8 @@ def _copy_through(sg: "ScopeGraph", frame: set[int], time: _Var, weights: list[T
     compare = one_compare(ops)
     current, lengths = data_inputs(index, compare[0])
     if current != (time.current, 0) or index.ops[lengths[0]] != "Enter":
-        raise LoopRefused(f"GreaterEqual {index.names[compare[0]]!r} does not compare the loop's time with a tensor "
-                          "brought in by an Enter (dynamic_rnn's time >= sequence_length)")
+        fail(f"GreaterEqual {index.names[compare[0]]!r} does not compare the loop's time with a tensor "
+             "brought in by an Enter (dynamic_rnn's time >= sequence_length)")
     weights.append(_outer(sg, lengths, "sequence length"))
     selects = select_nodes({t: op for t, op in ops.items() if op != "GreaterEqual"},
                            lambda t: data_inputs(index, t[0]), compare, lambda t: index.names[t[0]])
@@ -141,7 +139,7 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
     found = [(form, op, states, outs, names, step) for form, op, states, outs, names in _FORMS
              for step in match_steps(sg, frozenset(frame), form)]
     if not found:
-        raise LoopRefused(LSTM_FORM.explain(scope) or "no BasicLSTMCell or GRUCell step in the TF1 loop")
+        fail(LSTM_FORM.explain(scope) or "no BasicLSTMCell or GRUCell step in the TF1 loop")
     current_of = {(v.current, 0): k for k, v in enumerate(variables)}
     layers: list[LoopLayer] = []
     members: set[int] = set()
@@ -149,15 +147,16 @@ def _layers(sg: "ScopeGraph", scope: "Scope", frame: set[int], variables: list[_
     while len(layers) < len(found):
         match = next((f for f in found if f[5].tensors["x"] == current), None)
         if match is None:
-            raise LoopRefused("the cells' steps in the TF1 loop are no chain from the step's input")
+            fail("the cells' steps in the TF1 loop are no chain from the step's input")
         form, op, states, outs, names, step = match
         reason = form.explain(scope)
         if reason:
-            raise LoopRefused(reason)
+            fail(reason)
         state = [current_of.get(step.tensors[s]) for s in states]
-        if any(p is None or _carried(variables, copy, p) != step.tensors[o] for p, o in zip(state, outs, strict=True)):
-            raise LoopRefused(f"the TF1 loop does not carry the {op} step's state into its next step"
-                              + (" (through its sequence_length's Select)" if copy is not None else ""))
+        if any(p is None or _carried(variables, copy, p) != step.tensors[o]
+               for p, o in zip(state, outs, strict=True)):
+            fail(f"the TF1 loop does not carry the {op} step's state into its next step"
+                 + (" (through its sequence_length's Select)" if copy is not None else ""))
         names_of = []
         for name in names:
             weights.append(_outer(sg, step.tensors[name], "cell's weight"))
@@ -172,8 +171,8 @@ def _copy_output(sg: "ScopeGraph", copy: CopyThrough[Tensor], written: Tensor, w
     """The value the step writes, seen through the copy-through (its zeros joining ``weights``)."""
     kept = copy.selects.get(written, ((-1, 0), (-1, 0)))[0]
     if kept[0] < 0 or sg.index.ops[kept[0]] != "Enter":
-        raise LoopRefused("the step's output past a sequence's end is not brought in by an Enter (dynamic_rnn's "
-                          "zeros)")
+        fail("the step's output past a sequence's end is not brought in by an Enter (dynamic_rnn's "
+             "zeros)")
     weights.append(_outer(sg, kept, "zero output"))
     copy.zeros = len(weights) - 1
     new = copy.new_of(written, kept)
@@ -184,7 +183,7 @@ def _copy_output(sg: "ScopeGraph", copy: CopyThrough[Tensor], written: Tensor, w
 def _one(sg: "ScopeGraph", frame: set[int], op: str) -> int:
     found = [i for i in frame if sg.index.ops[i] == op]
     if len(found) != 1:
-        raise LoopRefused(f"the TF1 loop holds {len(found)} {op} nodes, not one")
+        fail(f"the TF1 loop holds {len(found)} {op} nodes, not one")
     return found[0]
 
 
@@ -200,7 +199,7 @@ def _bounds(sg: "ScopeGraph", frame: set[int], variables: list[_Var], counter: i
                 if a == (variables[k].merge, 0) and b is not None:
                     bounds[k] = _outer(sg, b, "bound")
     if set(bounds) != {counter, time}:
-        raise LoopRefused("the TF1 loop's condition is not counter < n and time < m")
+        fail("the TF1 loop's condition is not counter < n and time < m")
     return [bounds[counter], bounds[time]]
 
 
@@ -210,12 +209,12 @@ def _check_frame(sg: "ScopeGraph", frame: set[int], members: set[int], increment
              if (index.ops[i] not in _MACHINERY or (index.ops[i] in ("Add", "AddV2") and i not in increments))
              and sg.const_value_of(i) is None]
     if extra:
-        raise LoopRefused(f"the TF1 loop does more than its cells and plumbing: {', '.join(map(repr, extra[:3]))}")
+        fail(f"the TF1 loop does more than its cells and plumbing: {', '.join(map(repr, extra[:3]))}")
 
 
 def _producer(sg: "ScopeGraph", tensor: Tensor, op: str, what: str) -> int:
     if sg.index.ops[tensor[0]] != op:
-        raise LoopRefused(f"the TF1 loop's {what} is not a {op}")
+        fail(f"the TF1 loop's {what} is not a {op}")
     return tensor[0]
 
 
@@ -228,21 +227,21 @@ def _outside(sg: "ScopeGraph", read: int, write: int, flow: _Var) -> tuple[Tenso
                        "output array")
     handle, indices, x, filled = data_inputs(index, scatter)
     if handle != (source, 0) or filled != (source, 1) or _range_of(sg, indices) is None:
-        raise LoopRefused("the TF1 loop's input array is not the whole input, scattered in order")
+        fail("the TF1 loop's input array is not the whole input, scattered in order")
     n = data_inputs(index, target)[0]
     gathers = [c for c in readers_of(index, flow.exit, 0) if index.ops[c] == "TensorArrayGatherV3"] \
         if flow.exit is not None else []
     if flow.init != (target, 1) or len(gathers) != 1:
-        raise LoopRefused("the TF1 loop's output array is not gathered after the loop (and only that)")
+        fail("the TF1 loop's output array is not gathered after the loop (and only that)")
     gather = gathers[0]
     g_handle, g_indices, _ = data_inputs(index, gather)
     if g_handle != (target, 0) or _range_of(sg, g_indices) != n:
-        raise LoopRefused("the TF1 loop's output array is not gathered whole, in order")
+        fail("the TF1 loop's output array is not gathered whole, in order")
     return x, n, {source, scatter, target, gather, g_indices[0], indices[0]}, gather
 
 
 def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
-    """The TF1 loop whose frame is ``scope`` (``rnn/while``); raises :class:`LoopRefused`."""
+    """The TF1 loop whose frame is ``scope`` (``rnn/while``); refused (:func:`fail`)."""
     index = sg.index
     frame = set(scope.all_node_indices())
     variables = _variables(sg, frame)
@@ -251,10 +250,10 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     time, flow = current_of.get(data_inputs(index, read)[1]), current_of.get(data_inputs(index, write)[3])
     if time is None or flow is None or data_inputs(index, write)[1] != (variables[time].current, 0) \
             or variables[flow].next != (write, 0) or not _increment(sg, variables[time]):
-        raise LoopRefused("the TF1 loop does not read and write its arrays at its time, advancing by one")
+        fail("the TF1 loop does not read and write its arrays at its time, advancing by one")
     counters = [k for k, v in enumerate(variables) if k != time and _increment(sg, v)]
     if len(counters) != 1:
-        raise LoopRefused("the TF1 loop has no counter advancing by one per step")
+        fail("the TF1 loop has no counter advancing by one per step")
     weights: list[Tensor] = []
     copy = _copy_through(sg, frame, variables[time], weights)
     layers, top, members = _layers(sg, scope, frame, variables, (read, 0), weights, copy)
@@ -264,10 +263,10 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
         written = _copy_output(sg, copy, written, weights)
         members |= {t[0] for t in copy.selects} | {i for i in frame if index.ops[i] == "GreaterEqual"}
     if written != top:
-        raise LoopRefused("the TF1 loop does not write the top layer's output at each step")
+        fail("the TF1 loop does not write the top layer's output at each step")
     carried = {counters[0], time, flow} | {p for layer in layers for p in layer.state}
     if len(carried) != len(variables):
-        raise LoopRefused("the TF1 loop carries more than its counter, time, output array and the cells' state")
+        fail("the TF1 loop carries more than its counter, time, output array and the cells' state")
     _check_frame(sg, frame, members, {variables[k].next[0] for k in (time, counters[0])})
     x, n, arrays, gather = _outside(sg, read, write, variables[flow])
     bounds = _bounds(sg, frame, variables, counters[0], time)

@@ -258,8 +258,8 @@ def build(model_type: str, class_name: str) -> tuple[Any, Any, dict[str, Any], d
 
 
 def audit(model_type: str, class_name: str, registry: Any, gelus: set[Any]) -> Row:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-    from corpus_models import _freeze_tf_function
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from tests.models.corpus_models import _freeze_tf_function
 
     import scopefusion
 

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 import pytest
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 
 from scopefusion import load_model
 from scopefusion.cli import EXAMPLE_MODEL, main
@@ -88,13 +88,13 @@ def test_nothing_fused_says_why(tmp_path, capsys):
         x = tf1.placeholder(tf.float32, [2, 6, 6, 4], name="x")
         return {}, [tf.identity(tf_slim.instance_norm(x), name="out")]
 
-    model = _write(_freeze(plain)[0], tmp_path / "plain.pb")
+    model = _write(freeze_graph(plain)[0], tmp_path / "plain.pb")
     assert main(["run", model, "-o", str(tmp_path / "o.pb")]) == 0
     text = capsys.readouterr().out
     assert "nothing was fused: no pass found its pattern in this graph" in text
     assert "Op counts" not in text and "fused by" not in text
 
-    model = _write(_freeze(instance)[0], tmp_path / "inst.pb")
+    model = _write(freeze_graph(instance)[0], tmp_path / "inst.pb")
     assert main(["run", model, "-o", str(tmp_path / "o.pb")]) == 0
     text = capsys.readouterr().out
     assert re.search(r"nothing was fused: 1 match\(es\) refused and \d+ near miss\(es\), each listed above", text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.helpers.freeze import freeze_function
 
 from scopefusion.cli import main
 from scopefusion.explain import explain
@@ -14,14 +15,13 @@ def keras_norms(tmp_path_factory):
     """Two tf_keras LayerNormalizations (small epsilon: the moments form), the first without beta."""
     import tensorflow as tf
     import tf_keras
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     ln = tf_keras.layers.LayerNormalization(center=False, epsilon=1e-6, name="ln")
     ln2 = tf_keras.layers.LayerNormalization(epsilon=1e-6, name="ln2")
-    concrete = tf.function(lambda x: ln2(tf.tanh(ln(x))), autograph=False).get_concrete_function(
-        x=tf.TensorSpec([2, 5, 16], tf.float32, "x"))
+    spec = tf.TensorSpec([2, 5, 16], tf.float32, "x")
+    graph_def, _, _ = freeze_function(lambda x: ln2(tf.tanh(ln(x))), {"x": spec}, autograph=False)
     path = tmp_path_factory.mktemp("explain") / "norms.pb"
-    path.write_bytes(convert_variables_to_constants_v2(concrete).graph.as_graph_def().SerializeToString())
+    path.write_bytes(graph_def.SerializeToString())
     return path
 
 

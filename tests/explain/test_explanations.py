@@ -5,20 +5,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 
 import scopefusion
 from scopefusion.core.graph_fusion.switch import FusionSwitch
+from scopefusion.testing import graph_from_function
 
 DTYPE_NUMBER = re.compile(r"\b(T|dtype|SrcT|DstT) = \d")
 
 
 def _traced(fn, shape):
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    concrete = tf.function(fn, autograph=False).get_concrete_function(x=tf.TensorSpec(shape, tf.float32, "x"))
-    return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    return graph_from_function(fn, tf.TensorSpec(shape, tf.float32, "x"))
 
 
 def _all_notes(report):
@@ -65,7 +64,7 @@ def test_other_libraries_layer_norms_are_not_called_tf_keras():
         x = tf1.placeholder(tf.float32, [2, 5, 16], name="x")
         return {}, [tf.identity(tf_slim.layer_norm(x, center=False, begin_norm_axis=-1), name="out")]
 
-    for graph in (_traced(lambda x: layer(x), [2, 5, 16]), _freeze(build)[0]):
+    for graph in (_traced(lambda x: layer(x), [2, 5, 16]), freeze_graph(build)[0]):
         (refusal,) = scopefusion.fuse(graph).report.pass_report("ScopeLayerNormPass").refused
         assert "no beta (center=False)" in refusal.reason and "tf_keras" not in refusal.reason
 
@@ -81,7 +80,7 @@ def slim_instance_norm():
         x = tf1.placeholder(tf.float32, [2, 6, 6, 4], name="x")
         return {}, [tf.identity(tf_slim.instance_norm(x), name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def test_an_instance_norm_near_miss_of_the_layer_norm_pass_names_the_pass_to_enable(slim_instance_norm):
@@ -120,7 +119,7 @@ def keras_gelu_block():
         h = tf_keras.layers.Dense(8, activation="gelu", name="ffn")(x)
         return {}, [tf.identity(tf_keras.layers.Dense(4, activation="tanh", name="out_proj")(h), name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def test_a_gelu_the_switch_file_turned_off_is_mentioned(keras_gelu_block):

@@ -15,6 +15,7 @@ import pytest
 from tests.models import function_models as fm
 from tests.models import rnn_models as rm
 from tests.helpers.pass_checks import REGISTRY
+from tests.helpers.verify import assert_verifies
 from tests.passes.rnn.test_rnn_keras import HARD_SIGMOID
 
 import scopefusion
@@ -91,15 +92,6 @@ def model(form: str) -> rm.RnnModel:
 def fuse(m: rm.RnnModel, **options):
     return scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=CELLS, hints=False,
                             **options)
-
-
-def assert_verifies(m: rm.RnnModel, fused_graph_def) -> None:
-    """Every output agrees: float32 within 1e-4, float16 (mixed precision) within 1e-2."""
-    check = scopefusion.verify(m.graph_def, fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, runs=2)
-    assert check.passed, check.table()
-    bound = {"float32": 1e-4, "float16": 1e-2}
-    assert all(o.max_abs_error <= bound[o.dtype] for o in check.outputs), check.table()
 
 
 def bodies(graph_def) -> list[str]:

@@ -3,7 +3,7 @@ or dropped in a conflict (with the winner named), on graphs built by real librar
 from __future__ import annotations
 
 import pytest
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 
 import scopefusion
 from scopefusion.builtin_passes.graph.gelu import GeluFusionPass
@@ -57,7 +57,7 @@ def norms_graph():
         h = tf_keras.layers.LayerNormalization(axis=[1, 2, 3], epsilon=1e-6, name="ln_all")(h)
         return {}, [tf.identity(h, name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def test_instance_norm_pass_accounts_for_the_other_normalizations(norms_graph):
@@ -123,7 +123,7 @@ def keras_block():
         h = tf_keras.layers.Dense(8, activation="gelu", name="ffn")(x)
         return {}, [tf.identity(tf_keras.layers.LayerNormalization(epsilon=1e-6, name="ln")(h), name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def test_two_passes_on_the_same_place_the_loser_names_the_winner(keras_block):

@@ -14,7 +14,8 @@ import pytest
 
 from tests.models import activation_models as am
 from tests.models import norm_models as nm
-from tests.helpers.pass_checks import REGISTRY, assert_verifies, op_count, pass_report
+from tests.helpers.pass_checks import REGISTRY, op_count, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 from scopefusion.core.fusion.fused_ops import FusedOpDef, TensorArg, shape_rules

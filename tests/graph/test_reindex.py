@@ -11,7 +11,7 @@ import pytest
 from tests.models import loop_models as lm
 from tests.models import rnn_models as rm
 from tests.helpers.pass_checks import REGISTRY
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 from tests.models.detection_models import tf1_graph_mode
 from tests.passes.rnn.test_rnn_loops import assert_verifies
 
@@ -125,7 +125,7 @@ def test_an_output_made_an_alias_by_the_last_stage_is_counted_as_one(checked):
         x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
         return {x: np.ones([2, 8], np.float32)}, [tf_slim.layers.layer_norm(x, begin_norm_axis=-1)]
 
-    frozen, _, outputs = _freeze(build)
+    frozen, _, outputs = freeze_graph(build)
     output = outputs[0].split(":")[0]
     switch = scopefusion.FusionSwitch.from_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}')
     result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False, fusion_switch_file=switch)
@@ -174,19 +174,17 @@ def test_colocation_with_a_fused_node_is_forgotten(checked):
     import tensorflow as tf
     import tf_slim
 
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
+        pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
+        ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
+        kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
+        bias = tf.constant([0.5] * 8)
+        out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
+        return {}, [tf.identity(tf.tanh(out), name="y")]
+
     with tf1_graph_mode(control_flow_v1=True):
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
-            pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
-            ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
-            kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
-            bias = tf.constant([0.5] * 8)
-            out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
-            tf.identity(tf.tanh(out), name="y")
-            with tf.compat.v1.Session() as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                frozen = tf.compat.v1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["y"])
+        frozen, _, _ = freeze_graph(build)
     constraints = [v.decode() for n in frozen.node if "_class" in n.attr for v in n.attr["_class"].list.s]
     assert "loc:@LayerNorm/batchnorm/add_1" in constraints
     result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False)

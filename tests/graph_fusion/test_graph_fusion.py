@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 import tf_slim
+from tests.helpers.freeze import freeze_graph
 
 import scopefusion
 from scopefusion import (AttrDef, FusedOp, FusedOpDef, FusionSwitch, FusionSwitchError, GraphIndex, OpPattern,
@@ -187,13 +188,11 @@ def test_graph_passes_see_the_scope_fused_graph():
     def graph_fn(x):
         return tf.nn.relu(tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1))
 
-    with tf.Graph().as_default():
+    def build():
         x = tf.compat.v1.placeholder(tf.float32, [2, 4], name="x")
-        tf.identity(graph_fn(x), name="out")
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            graph = tf.compat.v1.graph_util.convert_variables_to_constants(
-                sess, sess.graph.as_graph_def(), ["out"])
+        return {}, [tf.identity(graph_fn(x), name="out")]
+
+    graph, _, _ = freeze_graph(build)
     result = _tester(LayerNormRelu).run(graph)
     assert result.report.fused_count("LayerNorm") == 1
     (refusal,) = result.report.pass_report("LayerNormRelu").refused

@@ -1,1 +1,2 @@
-"""What the tests share: assertions of the pass tests, hand-made graphs, test passes, the test plugins."""
+"""What the tests share: freezing graphs, the one numerical check, assertions of the pass tests,
+hand-made graphs, test passes, the test plugins."""

@@ -12,6 +12,7 @@ from tests.models import layer_norm_models as lnm
 from tests.models import norm_models as nm
 from tests.models import rms_norm_models as rnm
 from tests.helpers.pass_checks import REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared with the norm tests)
+from tests.helpers.verify import assert_verifies  # noqa: F401  (shared with the norm tests)
 
 import scopefusion
 
@@ -57,15 +58,6 @@ def refusals(result, name: str) -> list[str]:
 
 def nodes(graph_def, op: str) -> list:
     return [n for n in graph_def.node if n.op == op]
-
-
-def assert_verifies(m: nm.NormModel, result, **options) -> float:
-    """Both graphs agree on every output (float32 within 1e-4, float16 within 1e-2); returns the
-    largest absolute error."""
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, int_range=m.int_range, runs=2, **options)
-    assert check.passed, check.table()
-    return max(o.max_abs_error for o in check.outputs)
 
 
 def attr_value(node, key: str):

@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tests.models.corpus_models import _freeze_tf_function
-from tests.models.model_builders import FrozenModel, _freeze
+from tests.helpers.freeze import freeze_function, freeze_graph
+from tests.models.model_builders import FrozenModel
 
 
 @dataclass(repr=False)
@@ -60,7 +60,7 @@ def tf1_layers():
 
 def _traced(name: str, fn: Callable, specs: dict, rng: np.random.Generator, **known: Any) -> ActivationModel:
     """Trace ``fn(**specs)`` (a ``tf.function``), freeze it, and feed it normal floats / small ints."""
-    graph_def, outputs, _ = _freeze_tf_function(fn, specs)
+    graph_def, outputs, _ = freeze_function(fn, specs)
     lo, hi = known.get("int_range", (0, 10))
     feeds = {}
     for key, spec in specs.items():
@@ -73,10 +73,10 @@ def _traced(name: str, fn: Callable, specs: dict, rng: np.random.Generator, **kn
 
 
 def _tf1(name: str, build: Callable, seed: int = 0, **known: Any) -> ActivationModel:
-    """A TF1 graph (``model_builders._freeze``): ``build()`` returns (feeds, output tensors)."""
+    """A TF1 graph (``tests.helpers.freeze.freeze_graph``): ``build()`` returns (feeds, output tensors)."""
     with warnings.catch_warnings():  # tf.compat.v1.layers and tf_slim say they are deprecated
         warnings.filterwarnings("ignore", r".*(is deprecated|`layer.apply`)", UserWarning)
-        graph_def, feeds, outputs = _freeze(build, seed)
+        graph_def, feeds, outputs = freeze_graph(build, seed)
     return ActivationModel(graph_def, feeds, outputs, name=name, **known)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from tests.models import activation_models as am
 from tests.models.activation_models2 import PassModel, traced
-from tests.models.corpus_models import _freeze_tf_function
+from tests.helpers.freeze import freeze_function
 
 
 def slim_inception_v3(seed: int = 0) -> PassModel:
@@ -112,7 +112,7 @@ def unknown_rank() -> PassModel:
         return tf.concat([tf.concat([a, b], 1), c], -1)
 
     names = ("a", "b", "c")
-    graph_def, outputs, _ = _freeze_tf_function(fn, {k: am._spec(None, k) for k in names})
+    graph_def, outputs, _ = freeze_function(fn, {k: am._spec(None, k) for k in names})
     rng = np.random.default_rng(0)
     feeds = {f"{k}:0": rng.normal(size=(2, 3)).astype(np.float32) for k in names}
     shapes = ";".join(f"{k}:2,3" for k in names)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
+from tests.helpers.freeze import freeze_function, freeze_graph
 
 
 @dataclass
@@ -28,26 +29,6 @@ class CorpusModel:
     batch_norms: int = 0
     int_range: tuple[int, int] = (0, 10)  # a range valid for every int input
     build_seconds: float = 0.0
-
-
-def _freeze_tf_function(fn: Callable, specs: Mapping[str, Any]) -> tuple[Any, list[str], list[str]]:
-    """Trace ``fn(**specs)`` and freeze its variables to constants.
-
-    Returns the GraphDef, the output tensor names and the matching structured
-    output keys (dict keys, or ``output_<i>`` for sequences)."""
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    concrete = tf.function(fn).get_concrete_function(**specs)
-    frozen = convert_variables_to_constants_v2(concrete)
-    structured = concrete.structured_outputs
-    if isinstance(structured, Mapping):
-        keys = sorted(structured)  # tf.nest flattens dicts in sorted key order
-    else:
-        keys = [f"output_{i}" for i in range(len(tf.nest.flatten(structured)))]
-    outputs = [t.name for t in frozen.outputs]
-    assert len(keys) == len(outputs), (keys, outputs)
-    return frozen.graph.as_graph_def(), outputs, keys
 
 
 def _count_layers(model: Any, cls: type) -> int:
@@ -88,7 +69,7 @@ def keras_hub_bert(
     def call(**features):
         return backbone(features, training=False)
 
-    graph_def, outputs, keys = _freeze_tf_function(call, specs)
+    graph_def, outputs, keys = freeze_function(call, specs)
     num_segments = backbone.get_config().get("num_segments", 2)
     rng = np.random.default_rng(seed)
     lengths = rng.integers(max_sequence_length // 2, max_sequence_length + 1, size=batch)
@@ -144,7 +125,7 @@ def keras_mobilenet_v2(image_size: int = 32, alpha: float = 0.35, classes: int =
     def call(images):
         return model(images, training=False)
 
-    graph_def, outputs, keys = _freeze_tf_function(call, specs)
+    graph_def, outputs, keys = freeze_function(call, specs)
     feed = rng.normal(size=(batch, image_size, image_size, 3)).astype(np.float32)
     return CorpusModel(
         name="keras_mobilenet_v2",
@@ -171,8 +152,6 @@ def slim_instance_norm_convnet(
     batchnorm}``, a layer-norm look-alike by name."""
     import tensorflow as tf
     import tf_slim
-
-    from tests.models.model_builders import _freeze
 
     tf1 = tf.compat.v1
     start = time.perf_counter()
@@ -206,7 +185,7 @@ def slim_instance_norm_convnet(
         feed = rng.normal(size=(batch, image_size, image_size, 3)).astype(np.float32)
         return {images: feed}, [logits]
 
-    graph_def, feeds, outputs = _freeze(build, seed)
+    graph_def, feeds, outputs = freeze_graph(build, seed)
     return CorpusModel(
         name="slim_instance_norm_convnet" + (f"[{norm_scope}]" if norm_scope else ""),
         graph_def=graph_def,
@@ -235,8 +214,6 @@ def slim_instance_norm_sequence(
     instance-norm scope inside it (default ``InstanceNorm``)."""
     import tensorflow as tf
     import tf_slim
-
-    from tests.models.model_builders import _freeze
 
     tf1 = tf.compat.v1
     start = time.perf_counter()
@@ -271,7 +248,7 @@ def slim_instance_norm_sequence(
         feed = rng.normal(size=(batch, length, features)).astype(np.float32)
         return {seq: feed}, [logits]
 
-    graph_def, feeds, outputs = _freeze(build, seed)
+    graph_def, feeds, outputs = freeze_graph(build, seed)
     return CorpusModel(
         name="slim_instance_norm_sequence" + (f"[{norm_scope}]" if norm_scope else ""),
         graph_def=graph_def,

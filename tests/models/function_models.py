@@ -15,22 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tests.helpers.freeze import freeze_function, freeze_graph, random_variables
 from tests.models import rnn_models as rm
 from tests.models.rnn_models import BATCH, HIDDEN, STEPS, RnnModel
-
-
-def _freeze_random(graph: Any, seed: int) -> Any:
-    """Initialise the TF1 graph's variables with seeded random values and freeze it at ``out``."""
-    import numpy as np
-    import tensorflow as tf
-
-    tf1 = tf.compat.v1
-    rng = np.random.default_rng(seed)
-    with tf1.Session(graph=graph) as session:
-        session.run(tf1.global_variables_initializer())
-        for v in tf1.global_variables():
-            v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(np.float32), session)
-        return tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), ["out"])
 
 
 def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, seed: int = 0,
@@ -46,7 +33,6 @@ def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, see
     is traced on a batch of unknown size (verified on ``BATCH``)."""
     import numpy as np
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
@@ -74,9 +60,8 @@ def keras_loop(library: str, kind: str, *, layers: int = 2, inputs: int = 5, see
     rng = np.random.default_rng(seed)
     model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])
     spec = tf.TensorSpec([batch, steps, inputs], tf.float32, name="x")
-    concrete = tf.function(lambda x: model(x)).get_concrete_function(spec)
-    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
-    return RnnModel(frozen.graph.as_graph_def(), {"x": [BATCH, steps, inputs]}, [t.name for t in frozen.outputs])
+    graph_def, outputs, _ = freeze_function(lambda x: model(x), {"x": spec}, lower_control_flow=False)
+    return RnnModel(graph_def, {"x": [BATCH, steps, inputs]}, outputs)
 
 
 def dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5) -> RnnModel:
@@ -103,21 +88,21 @@ def called_dense_gelu_layer_norm(*, inputs: int = 5, units: int = 8, seed: int =
     from tests.models.detection_models import tf1_graph_mode
 
     tf1 = tf.compat.v1
+
+    def build() -> tuple[dict, list]:
+        x = tf1.placeholder(tf.float32, [BATCH, inputs], name="x")
+        dense = tf_keras.layers.Dense(units, activation="gelu")
+        norm = tf_keras.layers.LayerNormalization()
+
+        @tf.function
+        def block(t: Any) -> Any:
+            return norm(dense(t))
+
+        return {}, [tf.identity(block(x) * 2.0, name="out")]
+
     with tf1_graph_mode(control_flow_v1=False):
-        graph = tf.Graph()
-        with graph.as_default():
-            tf1.set_random_seed(seed)
-            x = tf1.placeholder(tf.float32, [BATCH, inputs], name="x")
-            dense = tf_keras.layers.Dense(units, activation="gelu")
-            norm = tf_keras.layers.LayerNormalization()
-
-            @tf.function
-            def block(t: Any) -> Any:
-                return norm(dense(t))
-
-            tf.identity(block(x) * 2.0, name="out")
-            graph_def = _freeze_random(graph, seed)
-    return RnnModel(graph_def, {"x": [BATCH, inputs]}, ["out:0"])
+        graph_def, _, outputs = freeze_graph(build, seed, initialize=random_variables(seed))
+    return RnnModel(graph_def, {"x": [BATCH, inputs]}, outputs)
 
 
 def called_dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, seed: int = 0) -> RnnModel:
@@ -128,17 +113,17 @@ def called_dynamic_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, seed: i
     from tests.models.detection_models import tf1_graph_mode
 
     tf1 = tf.compat.v1
+
+    def build() -> tuple[dict, list]:
+        x = tf1.placeholder(tf.float32, [BATCH, STEPS, inputs], name="x")
+        cell = make_cell()
+
+        @tf.function
+        def block(t: Any) -> Any:
+            return tf1.nn.dynamic_rnn(cell, t, dtype=tf.float32)[0]
+
+        return {}, [tf.identity(block(x), name="out")]
+
     with tf1_graph_mode(control_flow_v1=False):
-        graph = tf.Graph()
-        with graph.as_default():
-            tf1.set_random_seed(seed)
-            x = tf1.placeholder(tf.float32, [BATCH, STEPS, inputs], name="x")
-            cell = make_cell()
-
-            @tf.function
-            def block(t: Any) -> Any:
-                return tf1.nn.dynamic_rnn(cell, t, dtype=tf.float32)[0]
-
-            tf.identity(block(x), name="out")
-            graph_def = _freeze_random(graph, seed)
-    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, ["out:0"])
+        graph_def, _, outputs = freeze_graph(build, seed, initialize=random_variables(seed))
+    return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 import numpy as np
+from tests.helpers.freeze import freeze_graph
 
 
 @dataclass
@@ -14,21 +15,11 @@ class FrozenModel:
     outputs: list[str]  # tensor names
     layer_norms: int = 0
 
-
-def _freeze(build: Callable[[], tuple[dict, list]], seed: int = 0) -> tuple[object, dict, list]:
-    import tensorflow as tf
-
-    tf1 = tf.compat.v1
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(seed)
-        feeds, outputs = build()
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            frozen = tf1.graph_util.convert_variables_to_constants(
-                sess, graph.as_graph_def(), [t.op.name for t in outputs]
-            )
-    return frozen, {k.name: v for k, v in feeds.items()}, [t.name for t in outputs]
+    @property
+    def verify_options(self) -> dict[str, Any]:
+        """How ``scopefusion.verify`` feeds this graph (``tests.helpers.verify``): the input shapes
+        and the range of the int inputs, where the model has them."""
+        return {key: getattr(self, key) for key in ("input_shapes", "int_range") if hasattr(self, key)}
 
 
 def bert_style_encoder(
@@ -86,5 +77,5 @@ def bert_style_encoder(
         feed = rng.normal(size=(batch * seq, hidden)).astype(np.float32)
         return {ids: feed}, [pooled]
 
-    frozen, feeds, outputs = _freeze(build, seed)
+    frozen, feeds, outputs = freeze_graph(build, seed)
     return FrozenModel(frozen, feeds, outputs, layer_norms=1 + 2 * layers)

@@ -17,6 +17,7 @@ import types
 from typing import Callable
 
 import numpy as np
+from tests.helpers.freeze import freeze_graph
 from tests.models.detection_models import tf1_graph_mode
 from tests.models.model_builders import FrozenModel
 
@@ -26,17 +27,9 @@ def freeze(build: Callable[[], tuple[dict, list]], seed: int = 0, control_flow_v
     variables and freeze it to the outputs."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
     tf.get_logger().setLevel("ERROR")
-    graph = tf.Graph()
-    with tf1_graph_mode(control_flow_v1), graph.as_default():
-        tf1.set_random_seed(seed)
-        feeds, outputs = build()
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            frozen = tf1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(),
-                                                                   [t.op.name for t in outputs])
-    return FrozenModel(frozen, {k.name: v for k, v in feeds.items()}, [t.name for t in outputs])
+    with tf1_graph_mode(control_flow_v1):
+        return FrozenModel(*freeze_graph(build, seed))
 
 
 def jpeg_bytes(height: int, width: int, seed: int) -> bytes:

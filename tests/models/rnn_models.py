@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tests.helpers.freeze import freeze_function, freeze_graph, random_variables
+
 BATCH, STEPS, HIDDEN = 2, 3, 4
 
 
@@ -21,6 +23,13 @@ class RnnModel:
     input_shapes: dict[str, list[int]]
     outputs: list[str]
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verify_options(self) -> dict[str, Any]:
+        """How ``scopefusion.verify`` feeds and compares this graph (``tests.helpers.verify``): its
+        placeholder shapes, the range of a fed sequence length, and every output within its dtype's
+        absolute tolerance alone (``rtol`` 0: float32 within 1e-4, float16 within 1e-2)."""
+        return {"input_shapes": self.input_shapes, "int_range": self.info.get("int_range", (0, 10)), "rtol": 0.0}
 
 
 def rnn_cell_module() -> Any:
@@ -34,23 +43,14 @@ def freeze(build: Callable[[Any], list[Any]], *, inputs: int = 5, seed: int = 0,
            steps: int = STEPS) -> RnnModel:
     """Build ``build(x) -> outputs`` on a [BATCH, steps, inputs] placeholder in a TF1 graph,
     initialise its variables randomly (biases too) and freeze it."""
-    import numpy as np
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(seed)
-        x = tf1.placeholder(dtype, [BATCH, steps, inputs], name="x")
-        outputs = [tf.identity(t, name=f"out_{k}") for k, t in enumerate(build(x))]
-        rng = np.random.default_rng(seed)
-        with tf1.Session() as session:
-            session.run(tf1.global_variables_initializer())
-            for v in tf1.global_variables():  # biases start at zero or one: make them random too
-                v.load(rng.uniform(-0.8, 0.8, v.shape.as_list()).astype(dtype), session)
-            names = [t.op.name for t in outputs]
-            graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), names)
-    return RnnModel(graph_def, {"x": [BATCH, steps, inputs]}, [f"{n}:0" for n in names])
+    def on_placeholder() -> tuple[dict, list]:
+        x = tf.compat.v1.placeholder(dtype, [BATCH, steps, inputs], name="x")
+        return {}, [tf.identity(t, name=f"out_{k}") for k, t in enumerate(build(x))]
+
+    graph_def, _, outputs = freeze_graph(on_placeholder, seed, initialize=random_variables(seed, dtype))
+    return RnnModel(graph_def, {"x": [BATCH, steps, inputs]}, outputs)
 
 
 def static_rnn(make_cell: Callable[[], Any], *, inputs: int = 5, final_state: bool = True,
@@ -135,8 +135,6 @@ def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, se
     import numpy as np
     import tensorflow as tf
 
-    from tests.models.corpus_models import _freeze_tf_function
-
     lib = __import__(library)
     lib.utils.set_random_seed(seed)
     lib.mixed_precision.set_global_policy(policy)
@@ -149,5 +147,5 @@ def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, se
     weights = [rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()]
     layer.set_weights(weights)
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
-    graph_def, outputs, _ = _freeze_tf_function(lambda x: layer(x), {"x": spec})
+    graph_def, outputs, _ = freeze_function(lambda x: layer(x), {"x": spec})
     return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs, info={"weights": weights})

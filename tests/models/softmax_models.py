@@ -18,7 +18,7 @@ import numpy as np
 
 from tests.models import activation_models as am
 from tests.models.activation_models2 import PassModel, traced
-from tests.models.corpus_models import _freeze_tf_function
+from tests.helpers.freeze import freeze_function
 from scopefusion.core.graph.vocabulary import DT_HALF
 
 
@@ -132,7 +132,7 @@ def softmax_refusal(which: str) -> PassModel:
     if which == "complex":
         return traced(which, lambda x: documented_softmax(x), [2, 3, 8], 0, dtype="complex64")
     if which == "unknown_rank":  # traced over a TensorSpec of unknown rank, fed [2, 3, 8]
-        graph_def, outputs, _ = _freeze_tf_function(lambda x: gpt2_softmax(x * 2.0, axis=1),
+        graph_def, outputs, _ = freeze_function(lambda x: gpt2_softmax(x * 2.0, axis=1),
                                                        {"x": am._spec(None)})
         feeds = {"x:0": np.random.default_rng(0).normal(size=(2, 3, 8)).astype(np.float32)}
         return PassModel(graph_def, feeds, outputs, name=which, input_shapes="x:2,3,8")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scopefusion.testing import graph_from_function
+
 H = 8  # channels / units
 
 
@@ -44,10 +46,8 @@ def _randomize(layer, seed: int) -> None:
 
 def _freeze(fn, shape):
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    concrete = tf.function(fn, autograph=False).get_concrete_function(tf.TensorSpec(shape, tf.float32, "x"))
-    return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    return graph_from_function(fn, tf.TensorSpec(shape, tf.float32, "x"))
 
 
 def build(out: Path) -> None:

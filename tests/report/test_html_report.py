@@ -32,7 +32,7 @@ def _model():
     import tensorflow as tf
     import tf_slim
     from tests.models.activation_models import bert_gelu_erf
-    from tests.models.model_builders import _freeze
+    from tests.helpers.freeze import freeze_graph
 
     tf1 = tf.compat.v1
 
@@ -48,7 +48,7 @@ def _model():
             gate = y * (0.5 * (1.0 + tf.math.erf(y / 1.5)))
         return {x: np.random.default_rng(0).normal(size=(4, 16)).astype(np.float32)}, [gate]
 
-    graph_def, _, _ = _freeze(build)
+    graph_def, _, _ = freeze_graph(build)
     return graph_def
 
 

@@ -27,9 +27,9 @@ from typing import Callable, Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
+from tests.helpers.freeze import freeze_function
 from tests.models.model_builders import bert_style_encoder
 from tensorflow.core.framework import graph_pb2
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 import scopefusion
 from scopefusion.cli import main
@@ -70,8 +70,7 @@ def _loop(x):
 
 
 def _functional_loop() -> graph_pb2.GraphDef:
-    concrete = tf.function(_loop, input_signature=[tf.TensorSpec([2, 3], tf.float32, "x")]).get_concrete_function()
-    return convert_variables_to_constants_v2(concrete, lower_control_flow=False).graph.as_graph_def()
+    return freeze_function(_loop, {"x": tf.TensorSpec([2, 3], tf.float32, "x")}, lower_control_flow=False)[0]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,8 @@ import functools
 import pytest
 
 from tests.models import activation_models as am
-from tests.helpers.pass_checks import REGISTRY, assert_builds, assert_verifies, op_count, pass_report, refusals
+from tests.helpers.pass_checks import REGISTRY, assert_builds, op_count, pass_report, refusals
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 

@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 
 from tests.models import softmax_models as sm
-from tests.helpers.pass_checks import REGISTRY, assert_builds, assert_verifies, op_count, pass_report
+from tests.helpers.pass_checks import REGISTRY, assert_builds, op_count, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 

@@ -27,7 +27,8 @@ import pytest
 
 from tests.models import activation_models as am
 from tests.models import activation_models2 as am2
-from tests.helpers.pass_checks import REGISTRY, assert_builds, assert_verifies, pass_report
+from tests.helpers.pass_checks import REGISTRY, assert_builds, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 from scopefusion import FusionSwitch

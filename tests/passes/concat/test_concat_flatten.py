@@ -23,7 +23,8 @@ import functools
 import pytest
 
 from tests.models import concat_models as cm
-from tests.helpers.pass_checks import REGISTRY, assert_builds, assert_verifies, pass_report
+from tests.helpers.pass_checks import REGISTRY, assert_builds, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 

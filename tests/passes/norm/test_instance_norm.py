@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 
 import scopefusion
 from scopefusion import GraphIndex
@@ -79,7 +79,7 @@ def slim_convnet_nhwc():
         y = tf_slim.instance_norm(h, epsilon=1e-5, activation_fn=tf.nn.relu, param_initializers=_slim_params(3))
         return {}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     return graph
 
 
@@ -141,7 +141,7 @@ def test_slim_instance_norm_nchw_after_a_conv_is_fused(in_registry):
         y = tf_slim.instance_norm(h, data_format="NCHW", param_initializers=_slim_params(4))
         return {}, [tf.nn.relu(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     assert sum(n.op == "Reshape" for n in graph.node) == 2
     result = _fuse(graph, in_registry)
     (node,) = _nodes(result).values()
@@ -170,7 +170,7 @@ def test_slim_instance_norm_of_other_ranks(in_registry, data_format, shape, axes
         y = tf_slim.instance_norm(tf.tanh(x) * 3.0, data_format=data_format, param_initializers=_slim_params(5))
         return {}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     result = _fuse(graph, in_registry)
     (node,) = _nodes(result).values()
     assert _attrs(node)["axes"] == axes and _attrs(node)["data_format"] == data_format
@@ -197,7 +197,7 @@ def test_missing_gamma_or_beta_is_fed_as_ones_or_zeros(in_registry, data_format,
                                   param_initializers=_slim_params(6))
         return {}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     result = _fuse(graph, in_registry)
     assert _refusals(result) == [] and result.report.fused_count("InstanceNorm") == 1
     (node,) = _nodes(result).values()
@@ -221,7 +221,7 @@ def test_float16_moments_computed_in_float32_are_fused(in_registry):
         y = tf_slim.instance_norm(x, param_initializers=_slim_params(7))
         return {}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     assert sum(n.op == "Cast" for n in graph.node) == 3
     result = _fuse(graph, in_registry)
     (node,) = _nodes(result).values()
@@ -256,7 +256,7 @@ def _hand_written(shape, axes, *, scope="inorm", data_format="NHWC", params="vec
             y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, epsilon)
         return {}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     return graph
 
 
@@ -348,7 +348,7 @@ def _adain_graph():
             y = tf.nn.batch_normalization(x, mean, variance, beta, gamma, 1e-5)
         return {}, [tf.identity(y, name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def _not_batch_normalization_graph():
@@ -364,7 +364,7 @@ def _not_batch_normalization_graph():
             y = (x - mean) * tf.math.rsqrt(variance + 1e-5)
         return {}, [tf.identity(y, name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def _slim_rank_2_graph():
@@ -377,7 +377,7 @@ def _slim_rank_2_graph():
         x = tf1.placeholder(tf.float32, [4, 6], name="x")
         return {}, [tf.identity(tf_slim.instance_norm(x), name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 @pytest.mark.parametrize("build,scope,reason", [
@@ -411,7 +411,7 @@ def _slim_layer_norms_graph():
         d = tf_slim.layer_norm(tf.reshape(c, [2, 4, 5, 12]), begin_norm_axis=2)  # axes [2, 3], gamma [5, 12]
         return {}, [tf.identity(d, name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 def _keras_batch_norms_graph():
@@ -426,7 +426,7 @@ def _keras_batch_norms_graph():
         y = tf_keras.layers.BatchNormalization()(h, training=False)           # FusedBatchNormV3
         return {}, [tf.identity(y, name="out")]
 
-    return _freeze(build)[0]
+    return freeze_graph(build)[0]
 
 
 @pytest.mark.parametrize("build,moments", [

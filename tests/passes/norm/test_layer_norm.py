@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.models.model_builders import _freeze
+from tests.helpers.freeze import freeze_graph
 
 import scopefusion
 from scopefusion import GraphIndex
 from scopefusion.core.verify.execute import run_graph_def
+from scopefusion.testing import graph_from_function
 
 
 def _max_err(a, b):
@@ -67,7 +68,7 @@ def test_old_output_names_stay_fetchable_when_the_output_is_a_layer_norm(registr
         y = tf_slim.layers.layer_norm(tf.nn.relu(x) * 3.0, begin_norm_axis=1)
         return {x: rng.normal(size=(4, 16)).astype(np.float32)}, [y]
 
-    graph, feeds, outputs = _freeze(build)
+    graph, feeds, outputs = freeze_graph(build)
     assert outputs == ["LayerNorm/batchnorm/add_1:0"]
     result = scopefusion.fuse(graph, emit="tf", registry=registry)
     assert result.report.fused_count("LayerNorm") == 1
@@ -92,7 +93,7 @@ def test_variants_without_gamma_or_beta_are_refused(registry, variant, reason):
         y = tf_slim.layers.layer_norm(x, begin_norm_axis=1, **variant)
         return {x: np.ones((2, 8), np.float32)}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     result = scopefusion.fuse(graph, registry=registry)
     assert result.report.fused == []
     refused = result.report.pass_report("ScopeLayerNormPass").refused
@@ -116,7 +117,7 @@ def test_axes_that_are_not_trailing_are_refused(registry):
             y = tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-5)
         return {x: np.ones((2, 3, 4, 5), np.float32)}, [tf.identity(y, name="out")]
 
-    graph, _, _ = _freeze(build)
+    graph, _, _ = freeze_graph(build)
     result = scopefusion.fuse(graph, registry=registry)
     refused = result.report.pass_report("ScopeLayerNormPass").refused
     assert result.report.fused == [] and len(refused) == 1
@@ -140,7 +141,7 @@ def test_epsilon_and_3d_input_read_from_the_graph(registry):
             z = tf_slim.layers.layer_norm(tf.tanh(y), begin_norm_axis=1, begin_params_axis=1)
         return {x: rng.normal(size=(2, 5, 12)).astype(np.float32)}, [tf.identity(z, name="out")]
 
-    graph, feeds, outputs = _freeze(build)
+    graph, feeds, outputs = freeze_graph(build)
     result = scopefusion.fuse(graph, emit="tf", registry=registry)
     fused = {n.name: n for n in result.fused_graph_def.node if n.op == "LayerNorm"}
     assert set(fused) == {"encoder/LayerNorm", "encoder/LayerNorm_1"}
@@ -163,7 +164,7 @@ def test_tf1_style_add_ops_are_fused_too(registry):
         y = tf_slim.layers.layer_norm(x + 1.0, begin_norm_axis=-1)
         return {x: rng.normal(size=(3, 10)).astype(np.float32)}, [tf.identity(y, name="out")]
 
-    graph, feeds, outputs = _freeze(build)
+    graph, feeds, outputs = freeze_graph(build)
     renamed = 0
     for node in graph.node:
         if node.op == "AddV2":
@@ -178,7 +179,6 @@ def test_tf1_style_add_ops_are_fused_too(registry):
 def test_a_layer_norm_written_with_reduce_variance(registry):
     """tf.math.reduce_variance takes a mean of its own: two Means of x, one statistic."""
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     rng = np.random.default_rng(4)
     gamma = tf.constant(rng.uniform(0.5, 1.5, 8).astype(np.float32))
@@ -190,8 +190,7 @@ def test_a_layer_norm_written_with_reduce_variance(registry):
             variance = tf.math.reduce_variance(x, -1, keepdims=True)
             return (x - mean) * tf.math.rsqrt(variance + 1e-5) * gamma + beta
 
-    concrete = tf.function(norm, input_signature=[tf.TensorSpec([2, 4, 8], tf.float32, "x")]).get_concrete_function()
-    graph = convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    graph = graph_from_function(norm, tf.TensorSpec([2, 4, 8], tf.float32, "x"))
     assert sum(n.op == "Mean" for n in graph.node) == 3
     result = scopefusion.fuse(graph, registry=registry)
     assert result.report.refused == []
@@ -207,15 +206,12 @@ def test_a_layer_norm_of_an_embedding_lookup(registry):
     import tensorflow as tf
     import tf_slim
 
-    tf1 = tf.compat.v1
-    graph = tf.Graph()
-    with graph.as_default():
-        ids = tf1.placeholder(tf.int32, [2, 5], name="ids")
+    def build():
+        ids = tf.compat.v1.placeholder(tf.int32, [2, 5], name="ids")
         table = tf.constant(np.random.default_rng(2).normal(size=(10, 8)).astype(np.float32))
-        y = tf_slim.layers.layer_norm(tf.gather(table, ids), begin_norm_axis=-1, begin_params_axis=-1)
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            frozen = tf1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), [y.op.name])
+        return {}, [tf_slim.layers.layer_norm(tf.gather(table, ids), begin_norm_axis=-1, begin_params_axis=-1)]
+
+    frozen, _, _ = freeze_graph(build)
     result = scopefusion.fuse(frozen, registry=registry)
     assert result.report.refused == [] and result.report.fused_count("LayerNorm") == 1
     scopefusion.verify(frozen, result.graph_def, fused_ops=registry.fused_ops, int_range=(0, 10)).assert_ok()

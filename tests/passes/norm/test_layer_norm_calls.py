@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from tests.models import norm_models as nm
-from tests.helpers.pass_checks import REGISTRY, assert_verifies, op_count, pass_report
+from tests.helpers.pass_checks import REGISTRY, op_count, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 

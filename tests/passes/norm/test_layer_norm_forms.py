@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from tests.helpers.freeze import freeze_function, freeze_graph
+
 import scopefusion
 from scopefusion import GraphIndex, ScopeGraph
 from scopefusion.builtin_passes.scope.layer_norm import analyse
@@ -106,27 +108,14 @@ def _freeze_tf1(build, seed: int = 0) -> Built:
     """TF1 graph mode: build, initialise, randomise every trainable variable, freeze."""
     import tensorflow as tf
 
-    tf1 = tf.compat.v1
-    graph = tf.Graph()
     rng = np.random.default_rng(seed)
-    with graph.as_default():
-        tf1.set_random_seed(seed)
-        feeds, outputs = build()
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            _randomize(sess, tf1.trainable_variables(), rng)
-            frozen = tf1.graph_util.convert_variables_to_constants(
-                sess, graph.as_graph_def(), [t.op.name for t in outputs])
-    return Built(frozen, {k.name: v for k, v in feeds.items()}, [t.name for t in outputs])
+    return Built(*freeze_graph(build, seed,
+                               initialize=lambda sess: _randomize(sess, tf.compat.v1.trainable_variables(), rng)))
 
 
 def _freeze_traced(fn, specs: dict) -> Built:
     """Trace ``fn(**specs)`` and freeze its variables (as SavedModel exports do)."""
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    concrete = tf.function(fn, autograph=False).get_concrete_function(**specs)
-    return Built(convert_variables_to_constants_v2(concrete).graph.as_graph_def())
+    return Built(freeze_function(fn, specs, autograph=False)[0])
 
 
 def _randomize_keras(layer, seed: int) -> None:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.helpers.freeze import freeze_function, freeze_graph
 
 import scopefusion
 from scopefusion import GraphIndex
+from scopefusion.testing import graph_from_function
 
 DT_FLOAT, DT_BFLOAT16, DT_HALF = 1, 14, 19
 SHAPE = [2, 4, 8]
@@ -29,11 +31,8 @@ SHAPE = [2, 4, 8]
 
 def _freeze(fn, dtype):
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    spec = tf.TensorSpec(SHAPE, dtype, name="x")
-    concrete = tf.function(fn, input_signature=[spec], autograph=False).get_concrete_function()
-    return convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    return graph_from_function(fn, tf.TensorSpec(SHAPE, dtype, name="x"))
 
 
 def _random_gamma_beta(layer, numpy_dtype, seed=0):
@@ -148,16 +147,17 @@ def test_tf_slim_layer_norm_in_float16(registry):
     import tf_slim
 
     tf1 = tf.compat.v1
-    graph = tf.Graph()
-    with graph.as_default():
+
+    def build():
         x = tf1.placeholder(tf.float16, SHAPE, name="x")
-        y = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
-        with tf1.Session(graph=graph) as sess:
-            sess.run(tf1.global_variables_initializer())
-            rng = np.random.default_rng(3)
-            for v in tf1.trainable_variables():
-                sess.run(v.assign(rng.uniform(-1, 1, v.shape.as_list()).astype(np.float16)))
-            frozen = tf1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), [y.op.name])
+        return {}, [tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)]
+
+    def randomize(sess):
+        rng = np.random.default_rng(3)
+        for v in tf1.trainable_variables():
+            sess.run(v.assign(rng.uniform(-1, 1, v.shape.as_list()).astype(np.float16)))
+
+    frozen, _, _ = freeze_graph(build, initialize=randomize)
     result, _ = _fuse_and_verify(frozen, registry)
     ln = _only(result, "LayerNorm")
     assert ln.name == "LayerNorm" and ln.attr["T"].type == DT_HALF
@@ -177,11 +177,7 @@ def test_keras_hub_backbone_under_mixed_precision(registry):
                                                  intermediate_dim=64, max_sequence_length=8, dropout=0.0,
                                                  name="gpt2_backbone")
         specs = {k: tf.TensorSpec([2, 8], tf.int32, k) for k in ("token_ids", "padding_mask")}
-        concrete = tf.function(lambda **f: backbone(f, training=False), autograph=False).get_concrete_function(
-            **specs)
-        from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-        graph = convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+        graph = freeze_function(lambda **f: backbone(f, training=False), specs, autograph=False)[0]
     finally:
         keras.config.set_dtype_policy(previous)
     result = scopefusion.fuse(graph, registry=registry)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from tests.models import norm_models as nm
-from tests.helpers.pass_checks import REGISTRY, assert_verifies, pass_report
+from tests.helpers.pass_checks import REGISTRY, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 from scopefusion.builtin_passes.scope import layer_norm as ln_pass

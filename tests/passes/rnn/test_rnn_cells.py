@@ -14,6 +14,7 @@ import tensorflow as tf
 from tests.models import rnn_models as rm
 from tests.models.detection_models import tf1_graph_mode
 from tests.helpers.pass_checks import REGISTRY, op_count
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 from scopefusion.cli import main
@@ -66,15 +67,6 @@ def model(form: str) -> rm.RnnModel:
 
 def fuse(m: rm.RnnModel, enable=BOTH):
     return scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable)
-
-
-def assert_verifies(m: rm.RnnModel, result) -> None:
-    """Every output agrees: float32 within 1e-4, float16 within 1e-2."""
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=m.input_shapes, runs=2)
-    assert check.passed, check.table()
-    for o in check.outputs:
-        assert o.max_abs_error <= (1e-2 if o.dtype == "float16" else 1e-4), check.table()
 
 
 def attrs(node) -> dict:

@@ -17,7 +17,8 @@ from tests.models import rnn_models as rm
 from tests.models.detection_models import tf1_graph_mode
 from tests.helpers.pass_checks import op_count
 from tests.helpers.pass_checks import REGISTRY
-from tests.passes.rnn.test_rnn_cells import GRU, LSTM, S, assert_verifies, fuse
+from tests.helpers.verify import assert_verifies
+from tests.passes.rnn.test_rnn_cells import GRU, LSTM, S, fuse
 
 import scopefusion
 from scopefusion.builtin_passes.scope.rnn_cells.ops import gru_cell_reference

@@ -98,7 +98,8 @@ LAYER_NORM_PASS = "ScopeLayerNormPass"
 # --------------------------------------------------------------------------- checks
 def check_small_instance(gen: Generator, registry) -> str:
     """Run a small instance in TensorFlow, fuse it, and compare outputs."""
-    from scopefusion import GraphIndex, fuse
+    from scopefusion import fuse
+    from scopefusion.core.graph.index import GraphIndex
     from scopefusion.core.verify.execute import run_graph_def
 
     small = gen.build(gen.small_units)
@@ -209,7 +210,7 @@ def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: 
 
 def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repeats: int, repeats: int,
               memory: bool = False) -> Result:
-    from scopefusion import GraphIndex
+    from scopefusion.core.graph.index import GraphIndex
     from tensorflow.core.framework import graph_pb2
 
     t0 = time.perf_counter()
@@ -263,7 +264,9 @@ def profile_run(gen: Generator, nodes: int, workdir: Path, registry, what: str, 
     import cProfile
     import pstats
 
-    from scopefusion import FusionOptions, FusionPipeline, FusionSwitch, load_model
+    from scopefusion import FusionSwitch, load_model
+    from scopefusion.core.fusion.options import FusionOptions
+    from scopefusion.core.fusion.pipeline import FusionPipeline
     from scopefusion.api import build_pipeline
 
     generated = gen.build(gen.units_for(nodes))

@@ -258,8 +258,8 @@ def build(model_type: str, class_name: str) -> tuple[Any, Any, dict[str, Any], d
 
 
 def audit(model_type: str, class_name: str, registry: Any, gelus: set[Any]) -> Row:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-    from corpus_models import _freeze_tf_function
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from tests.helpers.freeze import freeze_function
 
     import scopefusion
 
@@ -268,7 +268,7 @@ def audit(model_type: str, class_name: str, registry: Any, gelus: set[Any]) -> R
     try:
         model, fn, specs, feeds = build(model_type, class_name)
         calls = record_norm_calls(model)
-        graph_def, _, _ = _freeze_tf_function(fn, specs)
+        graph_def, _, _ = freeze_function(fn, specs)
         row.found, row.pruned = norm_counts(calls, graph_def)
         row.found["Gelu"] = count_gelus(model, gelus)
     except Exception as exc:  # noqa: BLE001 - any failure to build is reported, not raised

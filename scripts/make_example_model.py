@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from model_builders import bert_style_encoder  # noqa: E402
+from tests.models.model_builders import bert_style_encoder  # noqa: E402
 
 from scopefusion.core.graph.io import save_graph  # noqa: E402
 

@@ -74,7 +74,7 @@ def analyse_moments(scope: "Scope | ScopePart") -> LayerNormMatch:
     # whose mean and variance are the casts back down.
     dtype = _dtype(sg, output) or _dtype(sg, mean)
     if dtype is None:
-        raise NotLayerNorm(f"cannot tell the dtype of {output!r} from its attributes")
+        fail(f"cannot tell the dtype of {output!r} from its attributes")
     low = x_low is not None and dtype in LOW_PRECISION
     x_fused = x_low if low and x_low is not None else x
     mean_out: str | None = mean

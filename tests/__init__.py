@@ -1,0 +1,1 @@
+"""The test suite, one package per feature; shared fixtures in conftest.py."""

@@ -1,0 +1,1 @@
+"""The Python API as people use it: notebooks, models in the process, loading."""

@@ -1,0 +1,1 @@
+"""Tests of the package's structure: imports point downward through the layers."""

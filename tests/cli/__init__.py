@@ -1,0 +1,1 @@
+"""The scopefusion command: run, list, progress, and what it imports."""

@@ -1,0 +1,1 @@
+"""The README's and the guide's code is real: it runs."""

@@ -1,0 +1,1 @@
+"""Fusion inside the function library (core/functions)."""

@@ -1,0 +1,1 @@
+"""What both engines share (core/fusion): candidates, op checks, plans, conflicts, the rewrite, the report."""

@@ -1,0 +1,1 @@
+"""Reading, validating, indexing and writing graphs (core/graph)."""

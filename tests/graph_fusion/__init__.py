@@ -1,0 +1,1 @@
+"""Graph fusion's engine (core/graph_fusion): op patterns, matching, the switch file."""

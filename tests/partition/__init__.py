@@ -1,0 +1,1 @@
+"""Mixed computation: the partitioner, its rules and its command line."""

@@ -1,0 +1,1 @@
+"""The built-in passes on graphs built by real libraries, one package per family."""

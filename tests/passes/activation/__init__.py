@@ -1,0 +1,1 @@
+"""GELU, swish and softmax passes."""

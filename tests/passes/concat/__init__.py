@@ -1,0 +1,1 @@
+"""Concats of concats flattened."""

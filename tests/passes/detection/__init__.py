@@ -1,0 +1,1 @@
+"""The detection post-processing passes (OD API)."""

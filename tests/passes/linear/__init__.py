@@ -1,0 +1,1 @@
+"""Matmul + bias, convolution + batch norm and the epilogue (a linear op and its activation)."""

@@ -1,0 +1,1 @@
+"""Layer, instance, group and RMS norm passes (scope and graph)."""

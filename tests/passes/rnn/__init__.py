@@ -1,0 +1,1 @@
+"""The recurrent cell and loop passes."""

@@ -1,0 +1,1 @@
+"""The plugin registry and kit, against real pip-installed test plugins (packages/)."""

@@ -1,0 +1,1 @@
+"""Bad input and misbehaving passes: clear errors, never a crash (fuzzing included)."""

@@ -1,0 +1,1 @@
+"""scopefusion.Session and the NpuOptimizer session options."""

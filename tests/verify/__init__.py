@@ -1,0 +1,1 @@
+"""Verification, and the corpus of real models fused and verified."""

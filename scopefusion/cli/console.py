@@ -122,11 +122,16 @@ def print_summary(report: "FusionReport", out: Any = None, *, verbose: bool = Fa
     :func:`scopefusion.cli.summary.print_run_summary`)."""
     out = out or console()
     ran = [p for p in report.passes if p.ran]
+    idle = [] if verbose else [p for p in ran if not (p.candidates or p.matches or p.error)]
     rows = [[p.name, _kind(p), str(p.candidates), str(p.matches), str(len(p.fused)),
-             str(len(p.refused)), str(len(p.dropped)), str(p.near_miss_count), f"{p.seconds:.3f}"] for p in ran]
+             str(len(p.refused)), str(len(p.dropped)), str(p.near_miss_count), f"{p.seconds:.3f}"]
+            for p in ran if p not in idle]
     table, left_out = fitted_table("Fusion summary", SUMMARY_COLUMNS, rows, out.width)
     out.print(table)
     _left_out(out, left_out, "they are in --report")
+    if idle:
+        out.print(f"nothing to try in this graph for {len(idle)} pass(es): {', '.join(p.name for p in idle)}"
+                  " (-v shows them in the table)", markup=False)
     off = [p.name for p in report.passes if not p.ran]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")

@@ -31,6 +31,7 @@ from .keras_gru import KERAS_GRU_FORM, column_slice, slice_columns
 from .keras_lstm import DT_INT32, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellStep
+from .sums import plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.results import FusionScopesResult
@@ -42,11 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
 BiasForm = Literal["rows", "pair", "none"]
 
 AXIS_0 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) == 0, description="axis 0")
-
-
-def _plus(product: Op, bias: Any) -> Any:
-    """``product + bias``, as BiasAdd or as an add (Keras 3 writes either)."""
-    return one_of(op("BiasAdd", product, bias), op(ADD, product, bias))
 
 
 def _bias_row(bias: BiasForm, k: int) -> Any:
@@ -63,7 +59,7 @@ def _defs(bias: BiasForm) -> dict[str, Any]:
     h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
 
     def xs(k: int) -> Op:
-        biased = x_products if bias == "none" else _plus(x_products, _bias_row(bias, 0))
+        biased = x_products if bias == "none" else plus_bias(x_products, _bias_row(bias, 0))
         return op("Split", AXIS_1, biased, port=k, num_split=3, label="x_split")
 
     def recurrent(k: int) -> Any:
@@ -75,7 +71,7 @@ def _defs(bias: BiasForm) -> dict[str, Any]:
         "out": op(ADD, op("Mul", "$z", "$h"), op("Mul", op("Sub", const(1.0), "$z"), "$candidate")),
         "z": op("Sigmoid", op(ADD, xs(0), recurrent(0))),
         "r": op("Sigmoid", op(ADD, xs(1), recurrent(1))),
-        "rec": h_products if bias == "none" else _plus(h_products, _bias_row(bias, 1)),
+        "rec": h_products if bias == "none" else plus_bias(h_products, _bias_row(bias, 1)),
         "candidate": op(ACTIVATIONS, op(ADD, xs(2), op("Mul", "$r", recurrent(2))), label="act"),
     }
 

@@ -25,6 +25,7 @@ from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
+from .sums import products_plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.results import FusionScopesResult
@@ -39,14 +40,13 @@ def _keras_lstm_defs(biased: bool = True) -> dict[str, Any]:
     def gate(k: int) -> Op:
         return op("Split", AXIS_1, "$gates", port=k, num_split=4, label="split")
 
-    products = op(ADD, op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul"),
-                  op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False,
-                     label="h_matmul"), commutative=False)
+    x_products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul")
+    h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
     return {
         "out": op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c")),
         "c_out": op(ADD, op("Mul", op("Sigmoid", gate(1)), "$c"),
                     op("Mul", op("Sigmoid", gate(0)), op(ACTIVATIONS, gate(2), label="act_j"))),
-        "gates": op("BiasAdd", products, "$bias") if biased else products,
+        "gates": products_plus_bias(x_products, h_products, "$bias" if biased else None),
     }
 
 

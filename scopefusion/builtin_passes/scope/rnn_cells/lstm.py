@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ....core.graph.pattern import Op, const, op
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
+from .sums import plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope
@@ -30,11 +31,10 @@ ACTIVATIONS = tuple(ACTIVATION_NAMES)
 AXIS_1 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) in (1, -1), description="axis 1")
 
 
-def gates(x: str, h: str, w: str, b: str, label: str) -> Op:
-    """``bias_add(concat([x, h], 1) @ w, b)``, the products of every rnn_cell gate."""
-    return op("BiasAdd", op("MatMul", op("ConcatV2", x, h, AXIS_1, N=2, label=f"{label}_concat"), w,
-                             transpose_a=False, transpose_b=False, label=f"{label}_matmul"), b,
-              label=f"{label}_bias_add")
+def gates(x: str, h: str, w: str, b: str, label: str) -> Any:
+    """``bias_add(concat([x, h], 1) @ w, b)`` (or ``+ b``), the products of every rnn_cell gate."""
+    return plus_bias(op("MatMul", op("ConcatV2", x, h, AXIS_1, N=2, label=f"{label}_concat"), w,
+                        transpose_a=False, transpose_b=False, label=f"{label}_matmul"), b)
 
 
 def _lstm_defs() -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .gru import GRU_FORM, gru_attrs
 from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
+from .discovery import step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
@@ -95,7 +96,10 @@ class _CellScopePass(ScopeBasePass):
         bodies = loop_body_scopes(scope_graph, has_sub=self.has_sub)
         for scope in bodies:  # no cell scope: the fused cell is named like the scope Keras would give it
             self._names[scope.name] = f"{scope.name}/{self.scope_names[-1]}"
-        for scope in matched + self.renamed_cell_scopes(scope_graph, matched) + bodies:
+        named = matched + self.renamed_cell_scopes(scope_graph, matched)
+        # a cell's scope by what it computes: a library may name it anything (``lstm``, ``gru``, ``a/b``)
+        found = unrelated(step_scopes(scope_graph, self.forms), named + bodies)
+        for scope in named + found + bodies:
             forms = (self.loop_form,) if scope.name in self._names else self.forms
             try:
                 form, steps = find_steps_of_any(scope, forms)

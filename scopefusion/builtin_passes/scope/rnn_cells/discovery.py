@@ -1,0 +1,63 @@
+"""Cell scopes found by what their nodes compute, whatever the scopes are named.
+
+A library may call its cell's scope ``basic_lstm_cell``, ``lstm_cell_3``, ``lstm``, ``gru`` or
+anything else: the name says nothing the dataflow does not.  :func:`step_scopes` matches each
+form's step expression at every node of the form's root op types in the whole graph (candidates
+by op type, each tried once) and gives, for each step found, the innermost scope holding every
+node the step computes with (constants and weight reads left aside, as they may sit anywhere).
+The cell passes then read those scopes exactly as they read a scope named like the cell: every
+step in it, what else it computes, the options the fused op cannot express.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from ....core.graph.matching import MatchFailure, PatternMatcher
+from .steps import STORAGE_OPS, CellForm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.scope_graph import Scope, ScopeGraph
+
+
+def _common_scope(sg: "ScopeGraph", nodes: Iterable[int]) -> "Scope | None":
+    """The innermost scope holding every one of ``nodes`` (None: none but the root)."""
+    node_scope = sg.tree.node_scope
+    common: "Scope | None" = None
+    for i in nodes:
+        scope = node_scope[i]
+        if common is None:
+            common = scope
+            continue
+        while common is not None and not (common is scope or common.is_ancestor_of(scope)):
+            common = common.parent
+        if common is None:
+            return None
+    return None if common is None or common.parent is None else common
+
+
+def step_scopes(sg: "ScopeGraph", forms: Iterable[CellForm]) -> list["Scope"]:
+    """The scopes holding a step of any of ``forms``, in the order first found."""
+    index = sg.index
+    found: dict[str, "Scope"] = {}
+    for form in forms:
+        matcher = PatternMatcher(sg, defs=form.defs())
+        for root_type in form.roots:
+            for i in index.nodes_of_type(root_type):
+                matcher.reset()
+                try:
+                    matcher.match((i, 0), "$out")
+                except MatchFailure:
+                    continue
+                computing = [j for j in matcher.members
+                             if index.ops[j] not in STORAGE_OPS and sg.const_value_of(j) is None]
+                scope = _common_scope(sg, computing)
+                if scope is not None:
+                    found.setdefault(scope.name, scope)
+    return list(found.values())
+
+
+def unrelated(scopes: Iterable["Scope"], taken: Iterable["Scope"]) -> list["Scope"]:
+    """``scopes`` that are none of ``taken``, nor inside or around one of them."""
+    taken = list(taken)
+    return [s for s in scopes
+            if not any(t is s or t.name == s.name or t.is_ancestor_of(s) or s.is_ancestor_of(t) for t in taken)]

@@ -59,5 +59,19 @@ def step_scopes(sg: "ScopeGraph", forms: Iterable[CellForm]) -> list["Scope"]:
 def unrelated(scopes: Iterable["Scope"], taken: Iterable["Scope"]) -> list["Scope"]:
     """``scopes`` that are none of ``taken``, nor inside or around one of them."""
     taken = list(taken)
-    return [s for s in scopes
-            if not any(t is s or t.name == s.name or t.is_ancestor_of(s) or s.is_ancestor_of(t) for t in taken)]
+    kept: list["Scope"] = []
+    for s in scopes:
+        if not any(t.name == s.name or t.is_ancestor_of(s) or s.is_ancestor_of(t) for t in taken + kept):
+            kept.append(s)
+    return kept
+
+
+def split_scopes(sg: "ScopeGraph") -> list["Scope"]:
+    """The scopes directly holding a ``Split`` (where a cell cuts its gates apart), each once."""
+    node_scope = sg.tree.node_scope
+    found: dict[str, "Scope"] = {}
+    for i in sg.index.nodes_of_type("Split"):
+        scope = node_scope[i]
+        if scope.parent is not None:
+            found.setdefault(scope.name, scope)
+    return list(found.values())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ....core.graph.pattern import Op, op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
+from .cell_options import explain_by_dataflow
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
 from .sums import products_plus_bias
@@ -112,7 +113,7 @@ KERAS_LSTM_FORM = CellForm(
     inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
     outputs=("out", "c_out"),
     state="h",
-    explain=lambda scope: explain_keras_options(scope, "LSTM"),
+    explain=lambda scope: explain_keras_options(scope, "LSTM") or explain_by_dataflow(scope),
     wants=_wants_keras,
     library="Keras LSTMCell",
     inner_graph=keras_lstm_inner_graph,

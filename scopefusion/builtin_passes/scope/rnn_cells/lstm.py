@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ....core.graph.pattern import Op, const, op
+from .cell_options import explain_by_dataflow
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
 from .sums import plus_bias
@@ -58,7 +59,8 @@ _OPTIONS = (
 
 
 def explain_lstm_options(scope: "Scope") -> str | None:
-    """Why the scope's cell is beyond BasicLSTMCell, seen in its nodes' names and inputs."""
+    """Why the scope's cell is beyond BasicLSTMCell, seen in its nodes' names and inputs (the names
+    LSTMCell gives its options), else in what it computes (:mod:`.cell_options`)."""
     names = set(scope.node_names())
     for n in scope.nodes():
         names.update(i.split(":")[0].lstrip("^") for i in n.input)
@@ -66,7 +68,7 @@ def explain_lstm_options(scope: "Scope") -> str | None:
         hits = sorted(n for n in names if any(f"/{needle}" in n for needle in needles))
         if hits:
             return f"the cell {what}, which BasicLSTMCell cannot express (e.g. {hits[0]!r})"
-    return None
+    return explain_by_dataflow(scope)
 
 
 LSTM_FORM = CellForm(

@@ -28,7 +28,8 @@ from .gru import GRU_FORM, gru_attrs
 from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
-from .discovery import step_scopes, unrelated
+from .cell_options import option_scopes
+from .discovery import split_scopes, step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
@@ -98,7 +99,7 @@ class _CellScopePass(ScopeBasePass):
             self._names[scope.name] = f"{scope.name}/{self.scope_names[-1]}"
         named = matched + self.renamed_cell_scopes(scope_graph, matched)
         # a cell's scope by what it computes: a library may name it anything (``lstm``, ``gru``, ``a/b``)
-        found = unrelated(step_scopes(scope_graph, self.forms), named + bodies)
+        found = unrelated(step_scopes(scope_graph, self.forms) + self.option_scopes(scope_graph), named + bodies)
         for scope in named + found + bodies:
             forms = (self.loop_form,) if scope.name in self._names else self.forms
             try:
@@ -156,6 +157,11 @@ class _CellScopePass(ScopeBasePass):
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
         raise NotImplementedError
 
+    def option_scopes(self, scope_graph: "ScopeGraph") -> list["Scope"]:
+        """Scopes of cells the fused op cannot express, found by what they compute (refused with
+        the reason)."""
+        return []
+
 
 class ScopeBasicLSTMCellPass(_CellScopePass):
     """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn), Keras LSTM steps
@@ -173,6 +179,9 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
         ops = sg.index.ops
         return lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
+
+    def option_scopes(self, scope_graph: "ScopeGraph") -> list["Scope"]:
+        return option_scopes(split_scopes(scope_graph))
 
 
 class ScopeGRUCellPass(_CellScopePass):

@@ -1,0 +1,150 @@
+"""Recurrent cells and loops recognised by what they compute, not by their scope names.
+
+Every scope of a graph built by the real library code is renamed to neutral names
+(``neutral_names``: ``a_1/b_16/c_47``): the cell passes and the loop pass fuse exactly the
+cells and loops they fuse in the original (counted by construction: one cell per step and
+layer, one loop op per layer), and the renamed fused graph agrees with the renamed original.
+Sonnet 2 (``sonnet_models``), a library with its own LSTM code and scope names (``lstm``),
+its bias added with ``AddV2`` rather than ``BiasAdd``, is fused the same way; options the
+fused op cannot express (peepholes, a projection, clipping) are refused with a reason read off
+the dataflow, whatever the names.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import loop_models as lm
+import rnn_models as rm
+import sonnet_models as sm
+from neutral_names import neutral_names, renamed_tensor
+from pass_checks import REGISTRY
+
+import scopefusion
+
+PASSES = ["ScopeBasicLSTMCellPass", "ScopeGRUCellPass", "ScopeDynamicRNNPass"]
+RNN_OPS = ("BasicLSTMCell", "GRUCell", "DynamicRNN", "DynamicGRUV2")
+S, LS = rm.STEPS, lm.STEPS
+
+#: form -> (builder, {fused op: count} by construction)
+FORMS = {
+    "static_rnn BasicLSTMCell": (lambda: rm.static_rnn(rm.basic_lstm()), {"BasicLSTMCell": S}),
+    "static_rnn MultiRNNCell LSTMCell + GRUCell": (lambda: rm.static_rnn(rm.multi(rm.lstm(), rm.gru())),
+                                                   {"BasicLSTMCell": S, "GRUCell": S}),
+    "Keras 3 LSTM(unroll=True)": (lambda: rm.keras_rnn("keras", "LSTM"), {"BasicLSTMCell": S}),
+    "Keras 3 GRU(unroll=True)": (lambda: rm.keras_rnn("keras", "GRU"), {"GRUCell": S}),
+    "tf_keras LSTM(unroll=True)": (lambda: rm.keras_rnn("tf_keras", "LSTM"), {"BasicLSTMCell": S}),
+    "tf_keras GRU(unroll=True, reset_after=False)": (lambda: rm.keras_rnn("tf_keras", "GRU", reset_after=False),
+                                                     {"GRUCell": S}),
+    "dynamic_rnn BasicLSTMCell, TF1 loop": (lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True),
+                                            {"DynamicRNN": 1}),
+    "dynamic_rnn GRUCell, functional While": (lambda: lm.dynamic_rnn(rm.gru()), {"DynamicGRUV2": 1}),
+    "tf_keras LSTM, two layers not unrolled": (lambda: lm.keras("tf_keras", "LSTM"), {"DynamicRNN": 2}),
+    "Keras 3 GRU, two layers not unrolled": (lambda: lm.keras("keras", "GRU"), {"DynamicGRUV2": 2}),
+    "Sonnet LSTM, static_unroll": (lambda: sm.sonnet("LSTM"), {"BasicLSTMCell": S}),
+}
+
+
+@functools.cache
+def model(form: str) -> rm.RnnModel:
+    return FORMS[form][0]()
+
+
+@functools.cache
+def renamed(form: str) -> rm.RnnModel:
+    m = model(form)
+    graph_def, names = neutral_names(m.graph_def)
+    return rm.RnnModel(graph_def, {names[k]: v for k, v in m.input_shapes.items()},
+                       [renamed_tensor(t, names) for t in m.outputs], m.info)
+
+
+def fuse(m: rm.RnnModel):
+    return scopefusion.fuse(m.graph_def, registry=REGISTRY, enable_scope_fusion_passes=PASSES, hints=False)
+
+
+def counts(graph_def) -> dict[str, int]:
+    found = {op: sum(n.op == op for n in graph_def.node) for op in RNN_OPS}
+    return {op: k for op, k in found.items() if k}
+
+
+def assert_verifies(m: rm.RnnModel, result) -> None:
+    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
+                               input_shapes=m.input_shapes, runs=2)
+    assert check.passed, check.table()
+    assert len(check.outputs) == len(m.outputs)
+    assert all(o.max_abs_error <= 1e-4 for o in check.outputs), check.table()
+
+
+def _names(graph_def) -> set[str]:
+    parts = {p for n in graph_def.node for p in n.name.split("/")}
+    parts |= {p for f in graph_def.library.function for n in f.node_def for p in n.name.split("/")}
+    return parts
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_renamed_scopes_fuse_the_same_cells_and_loops(form):
+    expected = FORMS[form][1]
+    original, neutral = fuse(model(form)), fuse(renamed(form))
+    assert counts(original.fused_graph_def) == expected
+    assert counts(neutral.fused_graph_def) == expected
+    # no name the passes could have read is left: every part of every name is neutral
+    parts = _names(renamed(form).graph_def)
+    assert not [p for p in parts if any(w in p.lower() for w in ("lstm", "gru", "cell", "while", "rnn"))]
+    assert_verifies(renamed(form), neutral)
+
+
+def _refusals(result, pass_name: str) -> list[str]:
+    return [r.reason for r in result.report.pass_report(pass_name).refused]
+
+
+#: look-alike -> (builder, what the refusal says whatever the names)
+LOOK_ALIKES = {
+    "LSTMCell use_peepholes": (lambda: rm.static_rnn(rm.lstm(use_peepholes=True)),
+                               "the cell has peephole connections (a gate reads the cell state through a weight "
+                               "vector), which BasicLSTMCell cannot express"),
+    "LSTMCell num_proj": (lambda: rm.static_rnn(rm.lstm(num_proj=3)),
+                          "the cell projects its output (the step's output is multiplied by a matrix), which "
+                          "BasicLSTMCell cannot express"),
+    "LSTMCell cell_clip": (lambda: rm.static_rnn(rm.lstm(cell_clip=1.0)),
+                           "the cell clips its state or output, which BasicLSTMCell cannot express"),
+    "Sonnet LSTM projection_size": (lambda: sm.sonnet("LSTM", projection_size=3),
+                                    "the cell projects its output (the step's output is multiplied by a matrix), "
+                                    "which BasicLSTMCell cannot express"),
+}
+
+
+@pytest.mark.parametrize("form", list(LOOK_ALIKES))
+def test_options_beyond_the_op_are_refused_by_dataflow_whatever_the_names(form):
+    build, reason = LOOK_ALIKES[form]
+    m = build()
+    graph_def, _ = neutral_names(m.graph_def)
+    result = scopefusion.fuse(graph_def, registry=REGISTRY, enable_scope_fusion_passes=PASSES, hints=False)
+    assert counts(result.fused_graph_def) == {}
+    reasons = _refusals(result, "ScopeBasicLSTMCellPass")
+    assert len(reasons) == 1 and reasons[0].startswith(f"rejected by the pass: {reason} (e.g. "), reasons
+
+
+def test_sonnet_lstm_is_keras_layout_with_the_forget_bias_in_its_bias():
+    """snt.LSTM: gates i, f, g, o from x @ W_i + h @ W_h + b (AddV2, no BiasAdd); its forget bias is
+    folded into b when the bias is made, so the fused cells carry forget_bias 0."""
+    m = model("Sonnet LSTM, static_unroll")
+    result = fuse(m)
+    cells = [n for n in result.fused_graph_def.node if n.op == "BasicLSTMCell"]
+    assert len(cells) == S
+    assert all(n.attr["forget_bias"].f == 0.0 and n.attr["activation"].s == b"tanh" for n in cells)
+    # the steps' products and gates are gone (left: the weights put in the op's layout, a Split of each)
+    assert not any(n.op in ("MatMul", "Sigmoid", "Tanh", "AddV2") for n in result.fused_graph_def.node)
+    assert_verifies(m, result)
+
+
+def test_sonnet_dynamic_unroll_fuses_the_step_before_the_loop_and_the_step_in_its_body():
+    """snt.dynamic_unroll takes its first step before a tf.while_loop, which freezing lowers to a TF1
+    frame whose loop variables the body reads through Identity chains.  Both steps are cells; the
+    loop itself (its first step outside, an output it only overwrites) is refused with the reason."""
+    m = sm.sonnet("LSTM", unroll="dynamic")
+    result = fuse(m)
+    assert counts(result.fused_graph_def) == {"BasicLSTMCell": 2}
+    loops = _refusals(result, "ScopeDynamicRNNPass")
+    assert any("is not read in the body through one Switch and an Identity chain" in r for r in loops), loops
+    assert_verifies(m, result)

@@ -50,13 +50,14 @@ def _peephole(scope: "Scope") -> str | None:
 
 
 def _feeds_gates(scope: "Scope", node: int) -> bool:
-    """``node``'s product is summed into gates that are split apart (a recurrent product of the
-    next step, which reads the previous output too), within a few adds."""
+    """``node``'s product is summed into gates, which are split apart or activated (a recurrent
+    product of the next step, which reads the previous output too; tf_keras ``implementation=1``
+    has one per gate), within a few adds."""
     index = scope.graph.index
     current = [node]
     for _ in range(4):
         current = [r for n in current for r in _readers(scope, n)]
-        if any(index.ops[r] == "Split" for r in current):
+        if any(index.ops[r] == "Split" or index.ops[r] in ACTIVATION_NAMES for r in current):
             return True
         current = [r for r in current if index.ops[r] in (*_ADD, "BiasAdd")]
     return False

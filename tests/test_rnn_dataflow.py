@@ -43,6 +43,7 @@ FORMS = {
     "tf_keras LSTM, two layers not unrolled": (lambda: lm.keras("tf_keras", "LSTM"), {"DynamicRNN": 2}),
     "Keras 3 GRU, two layers not unrolled": (lambda: lm.keras("keras", "GRU"), {"DynamicGRUV2": 2}),
     "Sonnet LSTM, static_unroll": (lambda: sm.sonnet("LSTM"), {"BasicLSTMCell": S}),
+    "Sonnet GRU, static_unroll": (lambda: sm.sonnet("GRU"), {"GRUCell": S}),
 }
 
 
@@ -147,4 +148,55 @@ def test_sonnet_dynamic_unroll_fuses_the_step_before_the_loop_and_the_step_in_it
     assert counts(result.fused_graph_def) == {"BasicLSTMCell": 2}
     loops = _refusals(result, "ScopeDynamicRNNPass")
     assert any("is not read in the body through one Switch and an Identity chain" in r for r in loops), loops
+    assert_verifies(m, result)
+
+
+def test_sonnet_gru_is_tensorflows_convention_with_the_update_gate_negated():
+    """snt.GRU: gates z, r and the candidate from column slices of x @ W_i and of W_h, the reset
+    before the candidate's matmul, h' = (1 - z) * h + z * a: GRUCell(reset_after=False) with
+    u = 1 - z, its kernel columns and bias negated by the inner graph."""
+    m = model("Sonnet GRU, static_unroll")
+    result = fuse(m)
+    cells = [n for n in result.fused_graph_def.node if n.op == "GRUCell"]
+    assert len(cells) == S
+    assert all(not n.attr["reset_after"].b and n.attr["activation"].s == b"tanh" for n in cells)
+    assert sum(n.op == "Neg" for n in result.fused_graph_def.node) == 2 * S  # u's kernel and bias per step
+    assert not any(n.op in ("MatMul", "Sigmoid", "Tanh", "StridedSlice") for n in result.fused_graph_def.node)
+    assert_verifies(m, result)
+
+
+def _edited(m: rm.RnnModel, edit) -> rm.RnnModel:
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    edit({n.name: n for n in graph_def.node})
+    return rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+
+
+def _candidate_reads_r_columns(nodes) -> None:  # the candidate's input product slice: [H:2H] (r's), not [2H:3H]
+    import numpy as np
+    import tensorflow as tf
+
+    for begin in ("gru/strided_slice_3/stack", "gru/strided_slice_3/stack_1"):
+        value = tf.make_ndarray(nodes[begin].attr["value"].tensor) - np.array([0, rm.HIDDEN], np.int32)
+        nodes[begin].attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+
+
+def _z_resets(nodes) -> None:  # the reset reads z (the Split's port 0), not r
+    nodes["gru/mul"].input[0] = "gru/split"
+
+
+@pytest.mark.parametrize("edit, reason, fused", [
+    # the step matches and its slices are checked: that step alone is refused
+    (_candidate_reads_r_columns, "the slices are not the gates' columns [0, 8) and the candidate's [8, 12) (a_x: ",
+     {"GRUCell": S - 1}),
+    # no step there: the scope (every step of the layer) computes more than GRU steps, refused whole
+    (_z_resets, "the scope computes more than GRUCell steps: 'gru/add_4' read or feed a step and are part of none",
+     {}),
+])
+def test_a_sliced_gru_look_alike_is_refused(edit, reason, fused):
+    m = _edited(model("Sonnet GRU, static_unroll"), edit)
+    result = fuse(m)
+    refused = _refusals(result, "ScopeGRUCellPass")
+    assert any(r.startswith(f"rejected by the pass: {reason}") for r in refused), refused
+    assert counts(result.fused_graph_def) == fused
     assert_verifies(m, result)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ....core.graph.matching import MatchFailure, PatternMatcher
-from .steps import STORAGE_OPS, CellForm
+from .steps import STORAGE_OPS, CellForm, form_for_root
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -36,24 +36,35 @@ def _common_scope(sg: "ScopeGraph", nodes: Iterable[int]) -> "Scope | None":
 
 
 def step_scopes(sg: "ScopeGraph", forms: Iterable[CellForm]) -> list["Scope"]:
-    """The scopes holding a step of any of ``forms``, in the order first found."""
+    """The scopes holding a step of any of ``forms``, in the order first found (a form whose gate
+    order the step reveals is matched in that order)."""
     index = sg.index
     found: dict[str, "Scope"] = {}
     for form in forms:
-        matcher = PatternMatcher(sg, defs=form.defs())
+        matchers: dict[object, PatternMatcher] = {}
         for root_type in form.roots:
             for i in index.nodes_of_type(root_type):
-                matcher.reset()
-                try:
-                    matcher.match((i, 0), "$out")
-                except MatchFailure:
-                    continue
-                computing = [j for j in matcher.members
-                             if index.ops[j] not in STORAGE_OPS and sg.const_value_of(j) is None]
-                scope = _common_scope(sg, computing)
-                if scope is not None:
-                    found.setdefault(scope.name, scope)
+                for variant in form_for_root(form, sg, i):
+                    matcher = matchers.get(variant.order)
+                    if matcher is None:
+                        matcher = matchers[variant.order] = PatternMatcher(sg, defs=variant.defs())
+                    scope = _step_scope(sg, matcher, i)
+                    if scope is not None:
+                        found.setdefault(scope.name, scope)
     return list(found.values())
+
+
+def _step_scope(sg: "ScopeGraph", matcher: PatternMatcher, root: int) -> "Scope | None":
+    """The scope of the step whose output is ``root``, or None (no step there, or only the root
+    scope holds it)."""
+    index = sg.index
+    matcher.reset()
+    try:
+        matcher.match((root, 0), "$out")
+    except MatchFailure:
+        return None
+    computing = [j for j in matcher.members if index.ops[j] not in STORAGE_OPS and sg.const_value_of(j) is None]
+    return _common_scope(sg, computing)
 
 
 def unrelated(scopes: Iterable["Scope"], taken: Iterable["Scope"]) -> list["Scope"]:

@@ -33,6 +33,7 @@ from .discovery import split_scopes, step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
+from .sliced_gru import SLICED_GRU_FORMS
 from .steps import CellForm, CellRefused, CellStep, find_steps_of_any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,7 +196,7 @@ class ScopeGRUCellPass(_CellScopePass):
     scope_names = ("gru_cell",)
     has_sub = True
     forms = (GRU_FORM, KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM, KERAS_GRU_FORM,
-             KERAS_GRU_NO_BIAS_FORM)
+             KERAS_GRU_NO_BIAS_FORM, *SLICED_GRU_FORMS)
     loop_form = KERAS_GRU_LOOP_FORM
     op_def = GRU_CELL
 

@@ -66,6 +66,12 @@ class CellForm:
     #: checks what the pattern cannot (e.g. the columns a slice takes) on a matched step ``(graph,
     #: step)``; raises ValueError with the reason
     check: Callable[["ScopeGraph", "CellStep"], None] | None = None
+    #: the gate orders a candidate output node reveals ``(graph, node) -> orders`` (None: the form's
+    #: order is fixed), and the form for one of them ``(form, order) -> form``
+    gate_orders: Callable[[Any, int], list[Any]] | None = None
+    ordered: Callable[["CellForm", Any], "CellForm"] | None = None
+    #: the order this form matches (None: its own)
+    order: Any = None
 
 
 @dataclass
@@ -82,15 +88,40 @@ class CellStep:
 
 def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
     """The steps of the first of ``forms`` that finds any; raises :class:`CellRefused` with the
-    reason of the first form that wants the scope (or of the first form)."""
+    reason of the first form that wants the scope (or of the first form), preferring one that
+    found steps (and refused them) to one that found none."""
     reasons: list[tuple[CellForm, str]] = []
-    for form in forms:
+    for form in (v for f in forms for v in _variants(scope, f)):
         try:
             return form, find_steps(scope, form)
         except CellRefused as why:
             reasons.append((form, str(why)))
-    wanted = [r for f, r in reasons if f.wants(scope)]
-    raise CellRefused(wanted[0] if wanted else reasons[0][1])
+    wanted = [r for f, r in reasons if f.wants(scope)] or [reasons[0][1]]
+    # a form that found steps and refused them says more than one that found none
+    found = [r for r in wanted if not r.startswith("no ")]
+    raise CellRefused((found or wanted)[0])
+
+
+def _variants(scope: "Scope", form: CellForm) -> list[CellForm]:
+    """``form`` in each gate order its candidate output nodes in ``scope`` reveal (``form`` itself
+    when its order is fixed or none is revealed)."""
+    if form.gate_orders is None or form.ordered is None:
+        return [form]
+    sg = scope.graph
+    index = sg.index
+    orders: dict[Any, None] = {}
+    for i in scope.all_node_indices():
+        if index.ops[i] in form.roots:
+            orders.update(dict.fromkeys(form.gate_orders(sg, i)))
+    return [form.ordered(form, order) for order in orders] or [form]
+
+
+def form_for_root(form: CellForm, sg: "ScopeGraph", root: int) -> list[CellForm]:
+    """``form`` in each gate order the node ``root`` reveals (``form`` itself when its order is
+    fixed); empty when the node reveals none."""
+    if form.gate_orders is None or form.ordered is None:
+        return [form]
+    return [form.ordered(form, order) for order in form.gate_orders(sg, root)]
 
 
 def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:

@@ -200,3 +200,76 @@ def test_a_sliced_gru_look_alike_is_refused(edit, reason, fused):
     assert any(r.startswith(f"rejected by the pass: {reason}") for r in refused), refused
     assert counts(result.fused_graph_def) == fused
     assert_verifies(m, result)
+
+
+#: the split's ports -> the gate Keras has there (i, f, g, o = 0, 1, 2, 3): the ONNX order i, o, f, g
+ONNX_ORDER = (0, 3, 1, 2)
+
+
+def _weight_const(nodes, tensor: str):
+    node = nodes[tensor.split(":")[0].lstrip("^")]
+    while node.op != "Const":
+        node = nodes[node.input[0].split(":")[0]]
+    return node
+
+
+def _gates_reordered(m: rm.RnnModel, old_of=ONNX_ORDER) -> rm.RnnModel:
+    """The same LSTM with its gates at other ports of each step's split: every weight's column
+    blocks and every reader of the split moved together, so the graph computes what it did."""
+    import numpy as np
+    import tensorflow as tf
+
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    nodes = {n.name: n for n in graph_def.node}
+    splits = {n.name for n in graph_def.node if n.op == "Split" and n.attr["num_split"].i == 4}
+    weights = {}
+    for n in graph_def.node:
+        if n.op == "MatMul" and nodes[n.input[0].split(":")[0]].op != "Split":
+            weights[n.input[1]] = 1
+        if n.op == "BiasAdd":
+            weights[n.input[1]] = 0
+    done = set()
+    for tensor, axis in weights.items():
+        const = _weight_const(nodes, tensor)
+        if const.name in done:
+            continue
+        done.add(const.name)
+        value = tf.make_ndarray(const.attr["value"].tensor)
+        blocks = np.split(value, 4, axis=-1)
+        const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.concatenate([blocks[k] for k in old_of], -1)))
+    new_of = {old: new for new, old in enumerate(old_of)}
+    for n in graph_def.node:
+        for j, text in enumerate(n.input):
+            name, _, port = text.partition(":")
+            if name in splits:
+                n.input[j] = f"{name}:{new_of[int(port or 0)]}"
+    return rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+
+
+def test_the_gate_order_is_read_off_the_dataflow():
+    """Keras 3's LSTM with its gates moved to the ports i, o, f, g (ONNX's order), the weights'
+    columns moved with them: the same computation, fused with the gates taken from where the
+    dataflow puts them."""
+    m = _gates_reordered(model("Keras 3 LSTM(unroll=True)"))
+    assert len(_weight_const_names(m)) == 3  # kernel, recurrent kernel, bias: each moved once
+    result = fuse(m)
+    assert counts(result.fused_graph_def) == {"BasicLSTMCell": S}
+    # the op's kernel takes the blocks i, j (= g), f, o from where the split has them: ports 0, 3, 2, 1
+    kernels = [n for n in result.fused_graph_def.node if n.name.endswith("/w") and n.op == "ConcatV2"]
+    assert len(kernels) == S
+    assert all([int(i.partition(":")[2] or 0) for i in n.input[:4]] == [0, 3, 2, 1] for n in kernels)
+    assert_verifies(m, result)
+    renamed_graph, names = neutral_names(m.graph_def)
+    neutral = rm.RnnModel(renamed_graph, {names[k]: v for k, v in m.input_shapes.items()},
+                          [renamed_tensor(t, names) for t in m.outputs])
+    assert counts(fuse(neutral).fused_graph_def) == {"BasicLSTMCell": S}
+
+
+def _weight_const_names(m: rm.RnnModel) -> set[str]:
+    nodes = {n.name: n for n in m.graph_def.node}
+    found = set()
+    for n in m.graph_def.node:
+        if n.op == "BiasAdd" or (n.op == "MatMul" and nodes[n.input[0].split(":")[0]].op != "Split"):
+            found.add(_weight_const(nodes, n.input[1]).name)
+    return found

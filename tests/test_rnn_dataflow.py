@@ -273,3 +273,26 @@ def _weight_const_names(m: rm.RnnModel) -> set[str]:
         if n.op == "BiasAdd" or (n.op == "MatMul" and nodes[n.input[0].split(":")[0]].op != "Split"):
             found.add(_weight_const(nodes, n.input[1]).name)
     return found
+
+
+def test_a_keras_loop_body_with_its_input_and_forget_gates_trading_ports_is_fused():
+    """tf_keras's loop body edited to ``c * sigmoid(split:0) + sigmoid(split:1) * tanh(split:2)``:
+    an LSTM whose input and forget gates sit at each other's ports, the order the dataflow reveals.
+    Both layers' loops fuse and agree with the edited graph, not with the original."""
+    m = model("tf_keras LSTM, two layers not unrolled")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    edited_bodies = 0
+    for function in graph_def.library.function:
+        nodes = {n.name: n for n in function.node_def}
+        if "while/mul_1" in nodes:
+            nodes["while/mul"].input[0], nodes["while/mul_1"].input[0] = "while/Sigmoid:y:0", "while/Sigmoid_1:y:0"
+            edited_bodies += 1
+    assert edited_bodies == 2
+    edited = rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+    result = fuse(edited)
+    assert counts(result.fused_graph_def) == {"DynamicRNN": 2}
+    assert_verifies(edited, result)
+    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
+                               input_shapes=m.input_shapes, runs=2)
+    assert not check.passed  # the edit changed what the graph computes, and the fused graph follows it

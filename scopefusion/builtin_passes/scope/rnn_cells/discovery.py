@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ....core.graph.matching import MatchFailure, PatternMatcher
+from .prefilter import could_match
 from .steps import STORAGE_OPS, CellForm, form_for_root
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,8 +43,11 @@ def step_scopes(sg: "ScopeGraph", forms: Iterable[CellForm]) -> list["Scope"]:
     found: dict[str, "Scope"] = {}
     for form in forms:
         matchers: dict[object, PatternMatcher] = {}
+        defs = form.defs()
         for root_type in form.roots:
             for i in index.nodes_of_type(root_type):
+                if not could_match(index, i, defs["out"], defs):
+                    continue
                 for variant in form_for_root(form, sg, i):
                     matcher = matchers.get(variant.order)
                     if matcher is None:

@@ -12,6 +12,11 @@ matched scope gives one result per step, named
 only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
 every step.  A scope whose cell has an option the fused op cannot express, or that computes
 anything beyond its steps, is refused as a whole with the reason.
+
+The names are where the passes look first, never what decides: a scope holding a step found by
+its dataflow is read the same whatever it is called (``lstm``, ``gru``, ``a_2/b_16``; Sonnet's
+``snt.LSTM`` and ``snt.GRU``, see :mod:`.sliced_gru`), and so is a scope holding an LSTM step
+whose options the fused op cannot express (:mod:`.cell_options`: refused with that reason).
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class _CellScopePass(ScopeBasePass):
-    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split."""
+    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split, or any
+    scope holding a step found by what it computes (:mod:`.discovery`), or a loop body holding one."""
 
     general = False
     scope_names: ClassVar[tuple[str, ...]] = ()

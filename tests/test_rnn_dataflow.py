@@ -296,3 +296,25 @@ def test_a_keras_loop_body_with_its_input_and_forget_gates_trading_ports_is_fuse
     check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
                                input_shapes=m.input_shapes, runs=2)
     assert not check.passed  # the edit changed what the graph computes, and the fused graph follows it
+
+
+def test_a_matrix_added_to_the_gates_is_no_bias():
+    """Sonnet's LSTM with its bias vector replaced by a [batch, 4 * hidden] matrix: the gates still
+    add it (an AddV2, as Sonnet adds its bias), but what is added is no bias, so no step is fused."""
+    import numpy as np
+    import tensorflow as tf
+
+    m = model("Sonnet LSTM, static_unroll")
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    (bias,) = [n for n in graph_def.node if n.op == "Const" and n.name.startswith("lstm/add_1/")]
+    vector = tf.make_ndarray(bias.attr["value"].tensor)
+    assert vector.shape == (4 * rm.HIDDEN,)
+    matrix = np.stack([vector, -vector])  # [batch, 4 * hidden]
+    bias.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(matrix))
+    edited = rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+    result = fuse(edited)
+    assert counts(result.fused_graph_def) == {}
+    (reason,) = _refusals(result, "ScopeBasicLSTMCellPass")
+    assert "has shape [2, 16], not a vector: what the gates add is no bias" in reason, reason
+    assert_verifies(edited, result)

@@ -128,10 +128,11 @@ KERAS_GRU_FORM = CellForm(
     library="Keras GRUCell (reset_after=False)",
     inner_graph=keras_gru_inner_graph,
     check=check_keras_gru_layout,
+    vectors=("bias",),
 )
 
 #: ``GRU(reset_after=False, use_bias=False)``: x's products split directly, the fused cell's biases zero
 KERAS_GRU_NO_BIAS_FORM = replace(KERAS_GRU_FORM, defs=lambda: _keras_gru_defs(biased=False),
-                                 inputs=KERAS_GRU_FORM.inputs[:-1],
+                                 inputs=KERAS_GRU_FORM.inputs[:-1], vectors=(),
                                  library="Keras GRUCell (reset_after=False, use_bias=False)",
                                  inner_graph=partial(keras_gru_inner_graph, biased=False))

@@ -139,6 +139,7 @@ KERAS_GRU_RESET_AFTER_FORM = replace(
     inner_graph=keras_gru_reset_after_inner_graph,
     attrs={"reset_after": True},
     check=check_reset_after_layout,
+    vectors=(),  # Keras's [2, 3 * units] bias, its rows split apart in the step
 )
 
 #: ``GRU(use_bias=False)``: both products split directly, the fused cell's biases zero
@@ -150,5 +151,5 @@ KERAS_GRU_RESET_AFTER_NO_BIAS_FORM = replace(
 #: the bias's two rows given apart (tf_keras's ``standard_gru`` unstacks it before its loop)
 KERAS_GRU_RESET_AFTER_PAIR_FORM = replace(
     KERAS_GRU_RESET_AFTER_FORM, defs=lambda: _defs("pair"),
-    inputs=KERAS_GRU_RESET_AFTER_FORM.inputs[:-1] + ("bias_in", "bias_rec"),
+    inputs=KERAS_GRU_RESET_AFTER_FORM.inputs[:-1] + ("bias_in", "bias_rec"), vectors=("bias_in", "bias_rec"),
     inner_graph=partial(keras_gru_reset_after_inner_graph, bias="pair"))

@@ -129,9 +129,11 @@ KERAS_LSTM_FORM = CellForm(
     inner_graph=keras_lstm_inner_graph,
     gate_orders=lstm_gate_orders,
     ordered=_ordered,
+    vectors=("bias",),
 )
 
 #: ``LSTM(use_bias=False)``: the products split directly, the fused cell's bias zero
 KERAS_LSTM_NO_BIAS_FORM = replace(KERAS_LSTM_FORM, defs=partial(_keras_lstm_defs, biased=False),
-                                  inputs=KERAS_LSTM_FORM.inputs[:-1], library="Keras LSTMCell (use_bias=False)",
+                                  inputs=KERAS_LSTM_FORM.inputs[:-1], vectors=(),
+                                  library="Keras LSTMCell (use_bias=False)",
                                   inner_graph=partial(keras_lstm_inner_graph, biased=False))

@@ -81,6 +81,7 @@ LSTM_FORM = CellForm(
     explain=explain_lstm_options,
     wants=lambda scope: scope.count("ConcatV2") > 0,
     library="tf.compat.v1 rnn_cell",
+    vectors=("b",),
 )
 
 

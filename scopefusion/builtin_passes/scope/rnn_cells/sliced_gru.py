@@ -133,6 +133,7 @@ _BASE = CellForm(
     library="GRU on column slices of shared products (Sonnet's snt.GRU)",
     check=check_sliced_layout,
     attrs={"reset_after": False},
+    vectors=("b",),
 )
 
 #: z, r or r, z from the gates' Split; z weighing the candidate or the old state

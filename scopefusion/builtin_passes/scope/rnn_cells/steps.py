@@ -72,6 +72,8 @@ class CellForm:
     ordered: Callable[["CellForm", Any], "CellForm"] | None = None
     #: the order this form matches (None: its own)
     order: Any = None
+    #: the bound tensors the step adds to its gates as biases, which must be vectors
+    vectors: tuple[str, ...] = ()
 
 
 @dataclass
@@ -134,10 +136,22 @@ def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
     steps, best = _match_roots(sg, inside, form)
     if not steps:
         raise CellRefused(f"no {form.name} step in the scope: {best}" if best else f"no {form.name} step in the scope")
+    _check_vectors(sg, steps, form)
     _check_disjoint(sg, steps)
     _check_leftovers(sg, inside, steps, form)
     _order(steps, form)
     return sorted(steps, key=lambda s: (s.time, s.nodes["root"]))
+
+
+def _check_vectors(sg: "ScopeGraph", steps: list[CellStep], form: CellForm) -> None:
+    """What a step adds to its gates as a bias (``BiasAdd`` or an add, which the forms take alike)
+    must be a vector: an add of anything else (a matrix, another product) is no bias."""
+    for step in steps:
+        for name in form.vectors:
+            shape = sg.static_shape(step.tensors[name])
+            if shape is not None and len(shape) != 1:
+                raise CellRefused(f"the {form.name} step's bias {sg.index.names[step.tensors[name][0]]!r} has shape "
+                                  f"{list(shape)}, not a vector: what the gates add is no bias")
 
 
 def match_steps(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> list[CellStep]:

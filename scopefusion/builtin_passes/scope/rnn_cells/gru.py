@@ -43,6 +43,7 @@ GRU_FORM = CellForm(
     explain=explain_gru_options,
     wants=lambda scope: scope.count("ConcatV2") > 0,
     library="tf.compat.v1 rnn_cell",
+    vectors=("bg", "bc"),
 )
 
 

@@ -27,6 +27,7 @@ from ....core.graph.pattern import Op, const, one_of, op
 from .keras_lstm import DT_INT32, explain_keras_options, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm, CellStep
+from .sums import plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.results import FusionScopesResult
@@ -41,7 +42,7 @@ def column_slice(source: Any, label: str) -> Op:
 def _keras_gru_defs(biased: bool = True) -> dict[str, Any]:
     def xs(k: int) -> Op:
         products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False)
-        return op("Split", AXIS_1, op("BiasAdd", products, "$bias") if biased else products, port=k, num_split=3,
+        return op("Split", AXIS_1, plus_bias(products, "$bias") if biased else products, port=k, num_split=3,
                   label="x_split")
 
     def recurrent(k: int) -> Any:
@@ -129,10 +130,11 @@ KERAS_GRU_FORM = CellForm(
     library="Keras GRUCell (reset_after=False)",
     inner_graph=keras_gru_inner_graph,
     check=check_keras_gru_layout,
+    vectors=("bias",),
 )
 
 #: ``GRU(reset_after=False, use_bias=False)``: x's products split directly, the fused cell's biases zero
 KERAS_GRU_NO_BIAS_FORM = replace(KERAS_GRU_FORM, defs=lambda: _keras_gru_defs(biased=False),
-                                 inputs=KERAS_GRU_FORM.inputs[:-1],
+                                 inputs=KERAS_GRU_FORM.inputs[:-1], vectors=(),
                                  library="Keras GRUCell (reset_after=False, use_bias=False)",
                                  inner_graph=partial(keras_gru_inner_graph, biased=False))

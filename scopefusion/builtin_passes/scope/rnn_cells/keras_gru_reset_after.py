@@ -32,6 +32,7 @@ from .keras_gru import KERAS_GRU_FORM, column_slice, slice_columns
 from .keras_lstm import DT_INT32, int32_const, zero_bias
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellStep
+from .sums import plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.fusion.candidate import FusedInput
@@ -44,11 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
 BiasForm = Literal["rows", "pair", "none"]
 
 AXIS_0 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) == 0, description="axis 0")
-
-
-def _plus(product: Op, bias: Any) -> Any:
-    """``product + bias``, as BiasAdd or as an add (Keras 3 writes either)."""
-    return one_of(op("BiasAdd", product, bias), op(ADD, product, bias))
 
 
 def _bias_row(bias: BiasForm, k: int) -> Any:
@@ -65,7 +61,7 @@ def _defs(bias: BiasForm) -> dict[str, Any]:
     h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
 
     def xs(k: int) -> Op:
-        biased = x_products if bias == "none" else _plus(x_products, _bias_row(bias, 0))
+        biased = x_products if bias == "none" else plus_bias(x_products, _bias_row(bias, 0))
         return op("Split", AXIS_1, biased, port=k, num_split=3, label="x_split")
 
     def recurrent(k: int) -> Any:
@@ -77,7 +73,7 @@ def _defs(bias: BiasForm) -> dict[str, Any]:
         "out": op(ADD, op("Mul", "$z", "$h"), op("Mul", op("Sub", const(1.0), "$z"), "$candidate")),
         "z": op("Sigmoid", op(ADD, xs(0), recurrent(0))),
         "r": op("Sigmoid", op(ADD, xs(1), recurrent(1))),
-        "rec": h_products if bias == "none" else _plus(h_products, _bias_row(bias, 1)),
+        "rec": h_products if bias == "none" else plus_bias(h_products, _bias_row(bias, 1)),
         "candidate": op(ACTIVATIONS, op(ADD, xs(2), op("Mul", "$r", recurrent(2))), label="act"),
     }
 
@@ -145,6 +141,7 @@ KERAS_GRU_RESET_AFTER_FORM = replace(
     inner_graph=keras_gru_reset_after_inner_graph,
     attrs={"reset_after": True},
     check=check_reset_after_layout,
+    vectors=(),  # Keras's [2, 3 * units] bias, its rows split apart in the step
 )
 
 #: ``GRU(use_bias=False)``: both products split directly, the fused cell's biases zero
@@ -156,5 +153,5 @@ KERAS_GRU_RESET_AFTER_NO_BIAS_FORM = replace(
 #: the bias's two rows given apart (tf_keras's ``standard_gru`` unstacks it before its loop)
 KERAS_GRU_RESET_AFTER_PAIR_FORM = replace(
     KERAS_GRU_RESET_AFTER_FORM, defs=lambda: _defs("pair"),
-    inputs=KERAS_GRU_RESET_AFTER_FORM.inputs[:-1] + ("bias_in", "bias_rec"),
+    inputs=KERAS_GRU_RESET_AFTER_FORM.inputs[:-1] + ("bias_in", "bias_rec"), vectors=("bias_in", "bias_rec"),
     inner_graph=partial(keras_gru_reset_after_inner_graph, bias="pair"))

@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the body's read of the step's input and write of its output
 LOOP_PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem"})
-#: the scope tf_keras's loops name their body's nodes in
-LOOP_BODY_SCOPE = "while"
 
 
 def _masked(scope: "Scope") -> str | None:
@@ -60,13 +58,13 @@ def _direct(scope: "Scope", op_type: str) -> int:
 
 
 def loop_body_scopes(scope_graph: "ScopeGraph", *, has_sub: bool) -> list["Scope"]:
-    """The ``while`` scopes of a loop body holding a step's ops themselves: a read of the input
-    list and a write of the output list (in scopes of their own below it), a MatMul and a Split
-    (and a Sub when ``has_sub``, a GRU's ``1 - z``; none for an LSTM) directly in the scope, not
-    in a cell scope below it."""
+    """The scopes of a loop body holding a step's ops themselves, whatever their names (tf_keras
+    calls them ``while``): a read of the input list and a write of the output list (in scopes of
+    their own below it), a MatMul and a Split (and a Sub when ``has_sub``, a GRU's ``1 - z``; none
+    for an LSTM) directly in the scope, not in a cell scope below it."""
     found = []
     for scope in scope_graph.scopes():
-        if scope.parent is None or scope.name.rpartition("/")[2] != LOOP_BODY_SCOPE:
+        if scope.parent is None:
             continue
         if scope.count("MatMul") == 0 or scope.count("TensorListGetItem") == 0 or scope.count("TensorListSetItem") == 0:
             continue

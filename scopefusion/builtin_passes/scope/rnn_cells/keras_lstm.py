@@ -25,8 +25,11 @@ import numpy as np
 from ....core.graph.pattern import Op, op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
+from .cell_options import explain_by_dataflow
+from .gate_order import KERAS_ORDER, Order, lstm_gate_orders
 from .lstm import ADD, ACTIVATIONS, AXIS_1
 from .steps import CellForm
+from .sums import products_plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.fusion.candidate import FusedInput
@@ -34,22 +37,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope
 
 DT_INT32 = 3
-#: Keras's gates i, f, c, o in BasicLSTMCell's order i, j (= c), f, o.
-KERAS_TO_IJFO = (0, 2, 1, 3)
 
 
-def _keras_lstm_defs(biased: bool = True) -> dict[str, Any]:
+def _keras_lstm_defs(biased: bool = True, order: Order = KERAS_ORDER) -> dict[str, Any]:
+    """The step with its gates i, f, g, o at the split's ports ``order`` (Keras's: 0, 1, 2, 3)."""
     def gate(k: int) -> Op:
-        return op("Split", AXIS_1, "$gates", port=k, num_split=4, label="split")
+        return op("Split", AXIS_1, "$gates", port=order[k], num_split=4, label="split")
 
-    products = op(ADD, op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul"),
-                  op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False,
-                     label="h_matmul"), commutative=False)
+    x_products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul")
+    h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
     return {
         "out": op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c")),
         "c_out": op(ADD, op("Mul", op("Sigmoid", gate(1)), "$c"),
                     op("Mul", op("Sigmoid", gate(0)), op(ACTIVATIONS, gate(2), label="act_j"))),
-        "gates": op("BiasAdd", products, "$bias") if biased else products,
+        "gates": products_plus_bias(x_products, h_products, "$bias" if biased else None),
     }
 
 
@@ -86,9 +87,10 @@ def zero_bias(result: "FusionScopesResult", recurrent_kernel: "str | FusedInput"
 
 
 def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int, *,
-                           biased: bool = True) -> None:
+                           biased: bool = True, order: Order = KERAS_ORDER) -> None:
     """Fused inputs x, h, c, kernel, recurrent_kernel, bias (a zero bias when not ``biased``) ->
-    BasicLSTMCell in its own layout."""
+    BasicLSTMCell in its own layout; the gates i, f, g, o at the column blocks ``order``."""
+    ijfo = (order[0], order[2], order[1], order[3])
     fi = result.fused_input
     result.add_inner_node("axis_0", "Const", [], int32_const(0))
     result.add_inner_node("axis_1", "Const", [], int32_const(1))
@@ -96,14 +98,23 @@ def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], 
     concat = {"T": T, "Tidx": DT_INT32}
     result.add_inner_node("stacked_kernel", "ConcatV2", [fi(3), fi(4), "axis_0"], {**concat, "N": 2})
     result.add_inner_node("kernel_gates", "Split", ["axis_1", "stacked_kernel"], {"T": T, "num_split": 4})
-    result.add_inner_node("w", "ConcatV2", [f"kernel_gates:{k}" for k in KERAS_TO_IJFO] + ["axis_1"],
+    result.add_inner_node("w", "ConcatV2", [f"kernel_gates:{k}" for k in ijfo] + ["axis_1"],
                           {**concat, "N": 4})
     result.add_inner_node("bias_gates", "Split", ["axis_0", bias], {"T": T, "num_split": 4})
-    result.add_inner_node("b", "ConcatV2", [f"bias_gates:{k}" for k in KERAS_TO_IJFO] + ["axis_0"],
+    result.add_inner_node("b", "ConcatV2", [f"bias_gates:{k}" for k in ijfo] + ["axis_0"],
                           {**concat, "N": 4})
     result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"], {**attrs, "T": T})
     result.set_inner_output(0, "cell:0")
     result.set_inner_output(1, "cell:1")
+
+
+def _ordered(form: CellForm, order: Order) -> CellForm:
+    """``form`` matching the gates at the split's ports ``order`` (i, f, g, o), its inner graph
+    taking the kernel's column blocks in that order."""
+    if order == KERAS_ORDER or form.inner_graph is None:
+        return form
+    return replace(form, defs=partial(form.defs, order=order), inner_graph=partial(form.inner_graph, order=order),
+                   order=order, library=f"{form.library}, gates i, f, g, o at columns {list(order)}")
 
 
 KERAS_LSTM_FORM = CellForm(
@@ -113,13 +124,17 @@ KERAS_LSTM_FORM = CellForm(
     inputs=("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
     outputs=("out", "c_out"),
     state="h",
-    explain=lambda scope: explain_keras_options(scope, "LSTM"),
+    explain=lambda scope: explain_keras_options(scope, "LSTM") or explain_by_dataflow(scope),
     wants=_wants_keras,
     library="Keras LSTMCell",
     inner_graph=keras_lstm_inner_graph,
+    gate_orders=lstm_gate_orders,
+    ordered=_ordered,
+    vectors=("bias",),
 )
 
 #: ``LSTM(use_bias=False)``: the products split directly, the fused cell's bias zero
-KERAS_LSTM_NO_BIAS_FORM = replace(KERAS_LSTM_FORM, defs=lambda: _keras_lstm_defs(biased=False),
-                                  inputs=KERAS_LSTM_FORM.inputs[:-1], library="Keras LSTMCell (use_bias=False)",
+KERAS_LSTM_NO_BIAS_FORM = replace(KERAS_LSTM_FORM, defs=partial(_keras_lstm_defs, biased=False),
+                                  inputs=KERAS_LSTM_FORM.inputs[:-1], vectors=(),
+                                  library="Keras LSTMCell (use_bias=False)",
                                   inner_graph=partial(keras_lstm_inner_graph, biased=False))

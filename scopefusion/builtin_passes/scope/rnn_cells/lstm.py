@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ....core.fusion.refusal import fail
 from ....core.graph.pattern import Op, const, op
+from .cell_options import explain_by_dataflow
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
+from .sums import plus_bias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope
@@ -31,11 +33,10 @@ ACTIVATIONS = tuple(ACTIVATION_NAMES)
 AXIS_1 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) in (1, -1), description="axis 1")
 
 
-def gates(x: str, h: str | Op, w: str, b: str, label: str) -> Op:
-    """``bias_add(concat([x, h], 1) @ w, b)``, the products of every rnn_cell gate."""
-    return op("BiasAdd", op("MatMul", op("ConcatV2", x, h, AXIS_1, N=2, label=f"{label}_concat"), w,
-                             transpose_a=False, transpose_b=False, label=f"{label}_matmul"), b,
-              label=f"{label}_bias_add")
+def gates(x: str, h: str | Op, w: str, b: str, label: str) -> Any:
+    """``bias_add(concat([x, h], 1) @ w, b)`` (or ``+ b``), the products of every rnn_cell gate."""
+    return plus_bias(op("MatMul", op("ConcatV2", x, h, AXIS_1, N=2, label=f"{label}_concat"), w,
+                        transpose_a=False, transpose_b=False, label=f"{label}_matmul"), b)
 
 
 def _lstm_defs() -> dict[str, Any]:
@@ -59,7 +60,8 @@ _OPTIONS = (
 
 
 def explain_lstm_options(scope: "Scope") -> str | None:
-    """Why the scope's cell is beyond BasicLSTMCell, seen in its nodes' names and inputs."""
+    """Why the scope's cell is beyond BasicLSTMCell, seen in its nodes' names and inputs (the names
+    LSTMCell gives its options), else in what it computes (:mod:`.cell_options`)."""
     names = set(scope.node_names())
     for n in scope.nodes():
         names.update(i.split(":")[0].lstrip("^") for i in n.input)
@@ -67,7 +69,7 @@ def explain_lstm_options(scope: "Scope") -> str | None:
         hits = sorted(n for n in names if any(f"/{needle}" in n for needle in needles))
         if hits:
             return f"the cell {what}, which BasicLSTMCell cannot express (e.g. {hits[0]!r})"
-    return None
+    return explain_by_dataflow(scope)
 
 
 LSTM_FORM = CellForm(
@@ -80,6 +82,7 @@ LSTM_FORM = CellForm(
     explain=explain_lstm_options,
     wants=lambda scope: scope.count("ConcatV2") > 0,
     library="tf.compat.v1 rnn_cell",
+    vectors=("b",),
 )
 
 

@@ -12,6 +12,11 @@ matched scope gives one result per step, named
 only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
 every step.  A scope whose cell has an option the fused op cannot express, or that computes
 anything beyond its steps, is refused as a whole with the reason.
+
+The names are where the passes look first, never what decides: a scope holding a step found by
+its dataflow is read the same whatever it is called (``lstm``, ``gru``, ``a_2/b_16``; Sonnet's
+``snt.LSTM`` and ``snt.GRU``, see :mod:`.sliced_gru`), and so is a scope holding an LSTM step
+whose options the fused op cannot express (:mod:`.cell_options`: refused with that reason).
 """
 from __future__ import annotations
 
@@ -29,9 +34,12 @@ from .gru import GRU_FORM, gru_attrs
 from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
+from .cell_options import option_scopes
+from .discovery import split_scopes, step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
 from .lstm import LSTM_FORM, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
+from .sliced_gru import SLICED_GRU_FORMS
 from .steps import CellForm, CellStep, find_steps_of_any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class _CellScopePass(ScopeBasePass):
-    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split."""
+    """Shared by the cell passes: a scope named like the cell, holding its MatMul and Split, or any
+    scope holding a step found by what it computes (:mod:`.discovery`), or a loop body holding one."""
 
     general = False
     scope_names: ClassVar[tuple[str, ...]] = ()
@@ -96,7 +105,10 @@ class _CellScopePass(ScopeBasePass):
         bodies = loop_body_scopes(scope_graph, has_sub=self.has_sub)
         for scope in bodies:  # no cell scope: the fused cell is named like the scope Keras would give it
             self._names[scope.name] = f"{scope.name}/{self.scope_names[-1]}"
-        for scope in matched + self.renamed_cell_scopes(scope_graph, matched) + bodies:
+        named = matched + self.renamed_cell_scopes(scope_graph, matched)
+        # a cell's scope by what it computes: a library may name it anything (``lstm``, ``gru``, ``a/b``)
+        found = unrelated(step_scopes(scope_graph, self.forms) + self.option_scopes(scope_graph), named + bodies)
+        for scope in named + found + bodies:
             forms = (self.loop_form,) if scope.name in self._names else self.forms
             try:
                 form, steps = find_steps_of_any(scope, forms)
@@ -148,6 +160,11 @@ class _CellScopePass(ScopeBasePass):
     def step_attrs(self, sg: "ScopeGraph", step: CellStep) -> dict[str, Any]:
         raise NotImplementedError
 
+    def option_scopes(self, scope_graph: "ScopeGraph") -> list["Scope"]:
+        """Scopes of cells the fused op cannot express, found by what they compute (refused with
+        the reason)."""
+        return []
+
 
 class ScopeBasicLSTMCellPass(_CellScopePass):
     """tf.compat.v1 rnn_cell BasicLSTMCell / LSTMCell steps (static_rnn), Keras LSTM steps
@@ -166,6 +183,9 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
         ops = sg.index.ops
         return lstm_attrs(step.consts, (ops[step.nodes["act_c"]], ops[step.nodes["act_j"]]))
 
+    def option_scopes(self, scope_graph: "ScopeGraph") -> list["Scope"]:
+        return option_scopes(split_scopes(scope_graph))
+
 
 class ScopeGRUCellPass(_CellScopePass):
     """tf.compat.v1 rnn_cell GRUCell steps (static_rnn), Keras GRU steps (unroll=True) and the step
@@ -178,7 +198,7 @@ class ScopeGRUCellPass(_CellScopePass):
     scope_names = ("gru_cell",)
     has_sub = True
     forms = (GRU_FORM, KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM, KERAS_GRU_FORM,
-             KERAS_GRU_NO_BIAS_FORM)
+             KERAS_GRU_NO_BIAS_FORM, *SLICED_GRU_FORMS)
     loop_form = KERAS_GRU_LOOP_FORM
     op_def = GRU_CELL
 

@@ -16,7 +16,6 @@ from ....core.graph.matching import MatchFailure, PatternMatcher
 from ....core.graph.vocabulary import CONTROL
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ....core.scope.results import FusionScopesResult
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 Tensor = tuple[int, int]
@@ -42,7 +41,7 @@ class CellForm:
     """
 
     name: str
-    defs: Callable[[], dict[str, Any]]
+    defs: Callable[..., dict[str, Any]]  # () -> definitions (an ordered form binds its gate order)
     roots: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -54,7 +53,7 @@ class CellForm:
     library: str = ""
     #: writes the result as an inner graph ``(result, attrs, T)`` when the fused op needs the
     #: step's weights in another layout; None: the step is the fused op itself
-    inner_graph: Callable[["FusionScopesResult", dict[str, Any], int], None] | None = None
+    inner_graph: Callable[..., None] | None = None
     #: ops of a loop around the step that share its scope and may feed or read it (a loop body's
     #: read of the step's input and write of its output), never a reason to refuse
     plumbing: frozenset[str] = frozenset()
@@ -63,6 +62,14 @@ class CellForm:
     #: checks what the pattern cannot (e.g. the columns a slice takes) on a matched step ``(graph,
     #: step)``; refuses (``fail``) with the reason
     check: Callable[["ScopeGraph", "CellStep"], None] | None = None
+    #: the gate orders a candidate output node reveals ``(graph, node) -> orders`` (None: the form's
+    #: order is fixed), and the form for one of them ``(form, order) -> form``
+    gate_orders: Callable[[Any, int], list[Any]] | None = None
+    ordered: Callable[["CellForm", Any], "CellForm"] | None = None
+    #: the order this form matches (None: its own)
+    order: Any = None
+    #: the bound tensors the step adds to its gates as biases, which must be vectors
+    vectors: tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,16 +85,41 @@ class CellStep:
 
 
 def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
-    """The steps of the first of ``forms`` that finds any; refused (:func:`fail`) with the reason
-    of the first form that wants the scope (or of the first form)."""
+    """The steps of the first of ``forms`` that finds any; refused (:func:`fail`) with the
+    reason of the first form that wants the scope (or of the first form), preferring one that
+    found steps (and refused them) to one that found none."""
     reasons: list[tuple[CellForm, str]] = []
-    for form in forms:
+    for form in (v for f in forms for v in _variants(scope, f)):
         try:
             return form, find_steps(scope, form)
         except Refused as why:
             reasons.append((form, why.reason))
-    wanted = [r for f, r in reasons if f.wants(scope)]
-    fail(wanted[0] if wanted else reasons[0][1])
+    wanted = [r for f, r in reasons if f.wants(scope)] or [reasons[0][1]]
+    # a form that found steps and refused them says more than one that found none
+    found = [r for r in wanted if not r.startswith("no ")]
+    fail((found or wanted)[0])
+
+
+def _variants(scope: "Scope", form: CellForm) -> list[CellForm]:
+    """``form`` in each gate order its candidate output nodes in ``scope`` reveal (``form`` itself
+    when its order is fixed or none is revealed)."""
+    if form.gate_orders is None or form.ordered is None:
+        return [form]
+    sg = scope.graph
+    index = sg.index
+    orders: dict[Any, None] = {}
+    for i in scope.all_node_indices():
+        if index.ops[i] in form.roots:
+            orders.update(dict.fromkeys(form.gate_orders(sg, i)))
+    return [form.ordered(form, order) for order in orders] or [form]
+
+
+def form_for_root(form: CellForm, sg: "ScopeGraph", root: int) -> list[CellForm]:
+    """``form`` in each gate order the node ``root`` reveals (``form`` itself when its order is
+    fixed); empty when the node reveals none."""
+    if form.gate_orders is None or form.ordered is None:
+        return [form]
+    return [form.ordered(form, order) for order in form.gate_orders(sg, root)]
 
 
 def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
@@ -100,10 +132,22 @@ def find_steps(scope: "Scope", form: CellForm) -> list[CellStep]:
     steps, best = _match_roots(sg, inside, form)
     if not steps:
         fail(f"no {form.name} step in the scope: {best}" if best else f"no {form.name} step in the scope")
+    _check_vectors(sg, steps, form)
     _check_disjoint(sg, steps)
     _check_leftovers(sg, inside, steps, form)
     _order(steps, form)
     return sorted(steps, key=lambda s: (s.time, s.nodes["root"]))
+
+
+def _check_vectors(sg: "ScopeGraph", steps: list[CellStep], form: CellForm) -> None:
+    """What a step adds to its gates as a bias (``BiasAdd`` or an add, which the forms take alike)
+    must be a vector: an add of anything else (a matrix, another product) is no bias."""
+    for step in steps:
+        for name in form.vectors:
+            shape = sg.static_shape(step.tensors[name])
+            if shape is not None and len(shape) != 1:
+                fail(f"the {form.name} step's bias {sg.index.names[step.tensors[name][0]]!r} has shape "
+                     f"{list(shape)}, not a vector: what the gates add is no bias")
 
 
 def match_steps(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> list[CellStep]:

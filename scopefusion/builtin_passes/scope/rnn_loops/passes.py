@@ -58,6 +58,36 @@ def _tf1(scope_graph: "ScopeGraph", scope: "Scope") -> _Loop:
     return _Loop(scope.name, loop.body, loop.plumbing, loop.ins, {p: (e, 0) for p, e in loop.exits.items()})
 
 
+def _common(scopes: list["Scope"]) -> "Scope | None":
+    common = scopes[0] if scopes else None
+    for scope in scopes[1:]:
+        while common is not None and not (common is scope or common.is_ancestor_of(scope)):
+            common = common.parent
+    return common
+
+
+def loop_scopes(scope_graph: "ScopeGraph") -> list["Scope"]:
+    """The loops of the graph by their structure, whatever their scopes are named: the scope
+    named like a ``While`` / ``StatelessWhile`` node (holding the reads of its outputs), and for a
+    TF1 loop the innermost scope holding its ``LoopCond``, the ``Switch`` nodes it steers and the
+    ``Merge`` nodes they switch (its frame)."""
+    index = scope_graph.index
+    found = []
+    for op_type in _LOOPS:
+        for i in index.nodes_of_type(op_type):
+            scope = scope_graph.scope(index.names[i])
+            if scope is not None:
+                found.append(scope)
+    node_scope = scope_graph.tree.node_scope
+    for cond in index.nodes_of_type("LoopCond"):
+        switches = [c for c, _, _ in index.consumers[cond] if index.ops[c] == "Switch"]
+        merges = [t[0] for c in switches for t in index.inputs[c][:1] if index.ops[t[0]] == "Merge"]
+        scope = _common([node_scope[i] for i in [cond, *switches, *merges]])
+        if scope is not None and scope.parent is not None:
+            found.append(scope)
+    return found
+
+
 def _no_loop(scope: "Scope") -> str:
     return (f"no While / StatelessWhile node is named {scope.name!r} and no TF1 loop runs in it: the scope is a "
             "loop's body or condition seen as a graph of its own (the loop is fused, or refused, in the graph "
@@ -91,7 +121,9 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         index = scope_graph.index
         functions = {f.signature.name: f for f in index.graph_def.library.function}
         groups = []
-        for scope in self.matched_scopes(scope_graph):
+        matched = self.matched_scopes(scope_graph)
+        names = {s.name for s in matched}
+        for scope in matched + [s for s in loop_scopes(scope_graph) if s.name not in names]:
             outer = scope.parent if scope.parent is not None else scope
             loop = index.index.get(scope.name)
             functional = loop is not None and index.ops[loop] in _LOOPS

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ....core.fusion.refusal import fail
+from ....core.graph.vocabulary import CONTROL
 from ..rnn_cells.gru import GRU_FORM, gru_attrs
 from ..rnn_cells.lstm import LSTM_FORM, lstm_attrs
 from ..rnn_cells.steps import CellStep, match_steps
@@ -55,20 +56,45 @@ class TF1Loop:
     exits: dict[int, int]
 
 
+def _through_identities(sg: "ScopeGraph", tensor: Tensor) -> Tensor:
+    """The tensor an Identity chain reads (``tensor`` itself when no Identity gives it)."""
+    index = sg.index
+    while index.ops[tensor[0]] == "Identity":
+        tensor = data_inputs(index, tensor[0])[0]
+    return tensor
+
+
+def _body_read(sg: "ScopeGraph", switch: int) -> int | None:
+    """The Identity through which the body reads a loop variable's ``Switch``: its one Identity
+    reader, or, when a library adds others only for control (a lowered functional loop's
+    ``loop_body_control``), the one whose value is read."""
+    index = sg.index
+    reads = [c for c in readers_of(index, switch, 1) if index.ops[c] == "Identity"]
+    if len(reads) > 1:
+        reads = [c for c in reads if any(port != CONTROL for _, port, _ in index.consumers[c])]
+    return reads[0] if len(reads) == 1 else None
+
+
 def _variables(sg: "ScopeGraph", frame: set[int]) -> list[_Var]:
+    """The loop variables: each ``Merge(Enter(init), NextIteration(next))`` (either order, ``init``
+    and ``next`` seen through Identity chains), read in the body through its ``Switch`` and an
+    Identity, after the loop through an ``Exit``."""
     index = sg.index
     found = []
     for m in sorted(i for i in frame if index.ops[i] == "Merge"):
-        enter, nxt = (data_inputs(index, m) + [None, None])[:2]
-        if enter is None or nxt is None or index.ops[enter[0]] != "Enter" or index.ops[nxt[0]] != "NextIteration":
+        ins = data_inputs(index, m)
+        by_op = {index.ops[t[0]]: t[0] for t in (_through_identities(sg, t) for t in ins)}
+        enter, nxt = by_op.get("Enter"), by_op.get("NextIteration")
+        if len(ins) != 2 or enter is None or nxt is None:
             fail(f"the TF1 loop's {index.names[m]!r} is not Merge(Enter, NextIteration)")
         switch = [c for c in readers_of(index, m, 0) if index.ops[c] == "Switch"]
-        current = [c for c in readers_of(index, switch[0], 1) if index.ops[c] == "Identity"] if switch else []
+        current = _body_read(sg, switch[0]) if len(switch) == 1 else None
         exits = [c for c in readers_of(index, switch[0], 0) if index.ops[c] == "Exit"] if switch else []
-        if len(switch) != 1 or len(current) != 1:
-            fail(f"the TF1 loop variable {index.names[m]!r} is not read through one Switch and Identity")
-        found.append(_Var(m, data_inputs(index, enter[0])[0], current[0], data_inputs(index, nxt[0])[0],
-                          exits[0] if exits else None))
+        if current is None:
+            fail(f"the TF1 loop variable {index.names[m]!r} is not read in the body through one Switch "
+                              f"and an Identity chain")
+        found.append(_Var(m, _through_identities(sg, data_inputs(index, enter)[0]), current,
+                          _through_identities(sg, data_inputs(index, nxt)[0]), exits[0] if exits else None))
     return found
 
 

@@ -1,0 +1,121 @@
+"""AttentionFusionPass: scaled dot-product attention, wherever it sits -> one
+``ScaledDotProductAttention(q, k, v[, mask][, bias])``.
+
+The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
+
+* the scale on q, on k or on the scores, a ``Mul`` or a ``RealDiv`` by a constant, by
+  ``sqrt(d)`` or ``rsqrt(d)`` computed in the graph, or none (T5: ``scale = 1``);
+* ``BatchMatMul`` / ``MatMul`` with k transposed by the product (``adj_y``,
+  ``transpose_b``) or by a ``Transpose``, or ``Einsum`` (Keras 3 and tf_keras
+  ``MultiHeadAttention``, layout ``BSNH``), either operand first;
+* additive masks and biases, boolean masks applied by ``Select``/``SelectV2`` (Keras'
+  masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants that
+  is exactly causal becomes ``is_causal``;
+* the stock ``Softmax``: the pass runs in the ``UBFusion`` stage, after
+  ``SoftmaxFusionPass`` has turned a hand-written softmax into that op.
+
+Refused with the reason: anything between the softmax and the product with v (dropout
+left in the graph, a Cast), a softmax over another axis than the keys', a scale that is
+not a scalar, k not transposed, masks in an order the op does not apply them.
+"""
+from __future__ import annotations
+
+from ....core.graph.matching import PatternMatch
+from ....core.graph.vocabulary import FLOAT_DTYPES, dtype_name
+from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
+from .masking import masking, scale_of
+from .op_def import ATTENTION
+from .patterns import ATTENTION_PATTERN, LOOK_ALIKE_PATTERN
+from .products import NotAttention, operands
+
+#: ops whose presence above a node between the softmax and the product marks dropout
+RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform",
+              "StatelessRandomGetKeyCounter", "RandomUniformInt")
+
+
+class AttentionFusionPass(PatternFusionBasePass):
+    """softmax(scale * q @ k^T [+ bias] [masked]) @ v -> ScaledDotProductAttention."""
+
+    name = "AttentionFusionPass"
+    fusion_type = "UBFusion"
+    description = ("softmax(scale * q @ k^T + bias, causal/mask) @ v (BatchMatMul, MatMul or Einsum) "
+                   "-> ScaledDotProductAttention")
+
+    def define_patterns(self) -> list:
+        return [ATTENTION_PATTERN, LOOK_ALIKE_PATTERN]
+
+    def fusion(self, match: PatternMatch) -> FusionAnswer:
+        try:
+            return _attention(match)
+        except NotAttention as why:
+            return self.refuse(str(why))
+
+
+def _attention(match: PatternMatch) -> FusedOp:
+    if match.pattern.name == LOOK_ALIKE_PATTERN.name:
+        _nothing_between(match)
+        raise NotAttention("the softmax is taken over another axis than the keys' (a Transpose moves that "
+                           "axis last and back): not attention over the keys")
+    dtype = match.node("softmax").attr["T"].type
+    if dtype not in FLOAT_DTYPES:
+        raise NotAttention(f"a softmax of {dtype_name(dtype)}")
+    parts = operands(match)
+    scale = scale_of(match, parts.k_scaled_inside)
+    masks = masking(match)
+    heads, kv_heads = _heads(match, parts.q, parts.k, parts.layout)
+    inputs = [parts.q, parts.k, parts.v]
+    optional = []
+    if masks.mask is not None:
+        inputs.append(masks.mask)
+        optional.append("mask")
+    if masks.bias is not None:
+        inputs.append(masks.bias)
+        optional.append("bias")
+    attrs = {"scale": scale, "is_causal": masks.is_causal, "num_heads": heads, "num_kv_heads": kv_heads,
+             "layout": parts.layout, "T": dtype,
+             "Tmask": 10 if masks.mask_is_bool else dtype}  # 10: DT_BOOL
+    if masks.fill is not None:
+        attrs["mask_fill"] = masks.fill
+    if optional:
+        attrs["optional_inputs"] = optional
+    described = ", ".join(x for x in (
+        f"scale {scale:.6g}", "causal" if masks.is_causal else "", f"mask {masks.mask}" if masks.mask else "",
+        f"bias {masks.bias}" if masks.bias else "", parts.layout) if x)
+    return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(masks.absorbed),
+                   description=f"ScaledDotProductAttention ({described})")
+
+
+def _nothing_between(match: PatternMatch) -> None:
+    if "between" not in match.nodes:
+        return
+    view = match.view
+    node = match.nodes["between"]
+    index = view.index
+    name, op = index.names[node], index.ops[node]
+    stack, seen = [node], {node}
+    while stack and len(seen) < 64:  # dropout: a random op a few steps above the node
+        i = stack.pop()
+        if index.ops[i] in RANDOM_OPS:
+            raise NotAttention(f"dropout ({name!r}, fed by the random {index.ops[i]} {index.names[i]!r}) lies "
+                               "between the softmax and the product with v: an inference graph has none "
+                               "(trace the model with training=False)")
+        for p, _ in index.inputs[i]:
+            if p not in seen and p != match.nodes["softmax"]:
+                seen.add(p)
+                stack.append(p)
+    raise NotAttention(f"a {op} ({name!r}) lies between the softmax and the product with v: the "
+                       "probabilities are not used as they are")
+
+
+def _heads(match: PatternMatch, q: str, k: str, layout: str) -> tuple[int, int]:
+    """(num_heads, num_kv_heads) from the static shapes of q and k (1 without a head axis)."""
+    if "N" not in layout:
+        return 1, 1
+    axis = layout.index("N")
+    counts = []
+    for ref in (q, k):
+        shape = match.view.static_shape(match.tensor(ref))
+        if shape is None or len(shape) != len(layout) or shape[axis] is None:
+            raise NotAttention(f"cannot tell the number of heads of {match.tensor_name(ref)!r} (layout {layout})")
+        counts.append(int(shape[axis]))
+    return counts[0], counts[1]

@@ -1,0 +1,171 @@
+"""What the scale and the masking steps of an attention match amount to: the ``scale``,
+the optional ``bias`` and ``mask`` inputs, ``is_causal`` and ``mask_fill``.
+
+The steps between the scaled scores and the softmax, innermost first, are additive terms,
+selections ``where(keep, x, fill)`` and GPT-2's ``x * b - c * (1 - b)`` (which is
+``where(b, x, -c)`` for a 0/1 band ``b``).  A scalar constant added to every score
+changes no softmax (transformers' "stable softmax" adds 1e-9) and is dropped.  A keep
+mask computed from constants only whose value is exactly causal becomes ``is_causal``
+(its nodes go with the fused op); any other mask stays an input.  The op applies, in
+this order, a bias, the causal mask, one mask; the steps of the graph must come in that
+order (two additive terms: the first is the bias), or the match is refused.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ....core.graph.matching import PatternMatch
+from .folding import ConstantSubgraph, NotConstant
+from .patterns import MAX_STEPS
+from .products import NotAttention
+
+
+@dataclass
+class Masking:
+    bias: str | None = None  # a variable of the match
+    mask: str | None = None
+    mask_is_bool: bool = False
+    is_causal: bool = False
+    fill: float | None = None
+    absorbed: set[int] = field(default_factory=set)
+    dropped: list[str] = field(default_factory=list)  # scalar shifts left out
+
+
+def scale_of(match: PatternMatch, k_scaled_inside: bool) -> float:
+    """The product of every scale factor on q, k and the scores; raises :class:`NotAttention`."""
+    scale = 1.0
+    for where in ("q", "k", "s"):
+        if where == "k" and k_scaled_inside:
+            continue
+        for how in ("mul", "div"):
+            prefix = f"{where}_{how}"
+            if prefix not in match.nodes:
+                continue
+            value = _factor_value(match, prefix, {"q": "the query", "k": "the key", "s": "the product"}[where])
+            scale = scale * value if how == "mul" else scale / value
+    return scale
+
+
+def _factor_value(match: PatternMatch, prefix: str, what: str) -> float:
+    consts = match.consts
+    if f"{prefix}_const" in consts:
+        value = consts[f"{prefix}_const"]
+        if value.size != 1:
+            raise NotAttention(f"{what} is scaled by a constant of shape {list(value.shape)}, not a scalar: "
+                               "not a scaled dot product")
+        factor = float(value.reshape(-1)[0])
+    elif f"{prefix}_sqrt_of" in consts:
+        factor = math.sqrt(float(consts[f"{prefix}_sqrt_of"].reshape(-1)[0]))
+    else:
+        factor = 1.0 / math.sqrt(float(consts[f"{prefix}_rsqrt_of"].reshape(-1)[0]))
+    if not math.isfinite(factor) or factor == 0.0:
+        raise NotAttention(f"{what} is scaled by {factor}")
+    return factor
+
+
+def masking(match: PatternMatch) -> Masking:
+    """The bias, mask and causality the steps amount to; raises :class:`NotAttention`."""
+    out = Masking()
+    steps: list[tuple[str, str | None]] = []  # (kind, variable) innermost first
+    fills: list[float] = []
+    for n in range(1, MAX_STEPS + 1):
+        if f"add{n}" in match.nodes:
+            term = match.tensor(f"term{n}")
+            value = match.view.const_value_of(term[0]) if term[1] == 0 else None
+            if value is not None and value.size == 1:
+                out.dropped.append(match.tensor_name(f"term{n}"))
+                continue
+            steps.append(("add", f"term{n}"))
+        elif f"select{n}" in match.nodes:
+            fills.append(float(match.consts[f"fill{n}"].reshape(-1)[0]))
+            causal = _causal_nodes(match, f"keep{n}")
+            if causal is not None:
+                out.absorbed |= causal
+                steps.append(("causal", None))
+            else:
+                steps.append(("select", f"keep{n}"))
+        elif f"band{n}" in match.nodes:
+            causal = _causal_nodes(match, f"band{n}", why=True)
+            fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
+            out.absorbed |= causal  # type: ignore[arg-type]
+            steps.append(("causal", None))
+    if len(set(fills)) > 1:
+        raise NotAttention(f"masked scores become different values ({', '.join(map(str, fills))})")
+    if fills:
+        out.fill = fills[0]
+    _assign(steps, out)
+    return out
+
+
+def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
+    kinds = [k for k, _ in steps]
+    order = "bias, causal mask, mask"
+    if kinds.count("causal") > 1:
+        raise NotAttention("two causal masks")
+    if "causal" in kinds:
+        out.is_causal = True
+        c = kinds.index("causal")
+        before, after = steps[:c], steps[c + 1:]
+    elif len(steps) == 2:
+        before, after = steps[:1], steps[1:]
+    else:
+        before, after = [], steps
+    if len(before) > 1 or len(after) > 1 or any(k != "add" for k, _ in before):
+        raise NotAttention(f"the scores are masked by {' then '.join(kinds)}: the op applies at most a "
+                           f"{order}, in this order")
+    if before:
+        out.bias = before[0][1]
+    if after:
+        kind, name = after[0]
+        out.mask, out.mask_is_bool = name, kind == "select"
+
+
+def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int] | None:
+    """The nodes computing the keep mask bound to ``name`` when its value is exactly causal
+    for these scores (only those no node outside the result reads), else None; with ``why``,
+    raises :class:`NotAttention` saying why it is not causal instead."""
+    sub = ConstantSubgraph(match)
+    tensor = match.tensor(name)
+    try:
+        value = sub.value(tensor)
+    except NotConstant as reason:
+        if why:
+            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is not computed "
+                               f"from constants ({reason}): cannot tell it is causal") from None
+        return None
+    problem = _not_causal(value, match.view.static_shape(match.tensor("scores")))
+    if problem is not None:
+        if why:
+            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
+        return None
+    return _only_read_inside(match, sub.nodes)
+
+
+def _not_causal(value: np.ndarray, scores: list[int | None] | None) -> str | None:
+    """Why ``value`` is not a causal keep mask for scores of that shape (None when it is)."""
+    if value.dtype != np.bool_ and not np.isin(value, (0, 1)).all():
+        return "holds values other than 0 and 1"
+    if value.ndim < 2 or scores is None or len(scores) < value.ndim:
+        return "has no [queries, keys] axes to compare with the scores'"
+    rows, cols = value.shape[-2:]
+    if [rows, cols] != scores[-2:]:
+        return f"is [.., {rows}, {cols}], the scores [.., {scores[-2]}, {scores[-1]}]"
+    seen = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+    if not (value.astype(bool) == seen).all():
+        return "is not the causal triangle (key j seen by query i iff j <= i)"
+    return None
+
+
+def _only_read_inside(match: PatternMatch, nodes: set[int]) -> set[int]:
+    """Of ``nodes``, those whose every reader (data or control) is one of them or a member."""
+    consumers = match.view.index.consumers
+    kept = set(nodes)
+    changed = True
+    while changed:
+        outside = {i for i in kept if any(c not in kept and c not in match.members for c, _, _ in consumers[i])}
+        kept -= outside
+        changed = bool(outside)
+    return kept

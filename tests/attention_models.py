@@ -206,7 +206,6 @@ ATTENTION_FORMS: dict[str, Callable[[], AttentionModel]] = {
     "transformers_vit": transformers_vit,
     "transformers_mistral": transformers_mistral,
     "transformers_clip_text": transformers_clip_text,
-    "transformers_swin": transformers_swin,
     **{f"{lib}_mha_{mask}": (lambda lib=lib, mask=mask: keras_mha(mask, lib))
        for lib in ("keras", "tf_keras") for mask in ("none", "padding", "causal", "both")},
 }
@@ -232,7 +231,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
     * ``rsqrt_scale``: ``q @ k^T * rsqrt(d)``, d a constant cast in the graph;
     * ``other_scale``: ``q @ k^T * 0.3``: any scalar is the scale the op carries;
     * ``band_part_causal``: ``where(band_part(ones, -1, 0) > 0, s, -1e9)``, exactly causal;
-    * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))`` (the softmax pass makes it a Softmax);
+    * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))``: the softmax pass's, which makes
+      it a ``Softmax`` in the same stage; the attention around it stays as it is;
     * look-alikes: ``wrong_axis`` (softmax over the queries), ``not_causal`` (GPT-2's
       ``w * b - 1e4 * (1 - b)`` with a band that keeps one key more), ``matrix_scale`` (the
       scores multiplied by a constant matrix, not a scalar), ``op_between`` (the
@@ -286,15 +286,16 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
                 "op_between": "lies between the softmax", "dropout": "dropout", "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
-    look_alike = which in refusals
+    look_alike = which in refusals or which == "softmax_hand_written"
     return traced(f"hand_written[{which}]", fn, {"x": am._spec([2, 6, 16], "x")}, seed,
                   attentions=0 if look_alike else 1, attrs={} if look_alike else attrs,
                   refusal=refusals.get(which))
 
 
-HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written")
+HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal")
 ATTENTION_FORMS.update({f"hand_written_{w}": (lambda w=w: hand_written(w)) for w in HAND_WRITTEN_FORMS})
 ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
     w: (lambda w=w: hand_written(w))
-    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed")
+    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed",
+              "softmax_hand_written")
 }

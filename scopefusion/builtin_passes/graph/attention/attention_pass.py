@@ -11,8 +11,9 @@ The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
 * additive masks and biases, boolean masks applied by ``Select``/``SelectV2`` (Keras'
   masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants that
   is exactly causal becomes ``is_causal``;
-* the stock ``Softmax``: the pass runs in the ``UBFusion`` stage, after
-  ``SoftmaxFusionPass`` has turned a hand-written softmax into that op.
+* the stock ``Softmax`` (``tf.nn.softmax``, Keras' ``Softmax``).  A softmax written out as
+  ops (openai GPT-2) is ``SoftmaxFusionPass``'s, in the same stage: it becomes a stock
+  ``Softmax`` there, and the attention around it stays as it is.
 
 Refused with the reason: anything between the softmax and the product with v (dropout
 left in the graph, a Cast), a softmax over another axis than the keys', a scale that is
@@ -37,7 +38,7 @@ class AttentionFusionPass(PatternFusionBasePass):
     """softmax(scale * q @ k^T [+ bias] [masked]) @ v -> ScaledDotProductAttention."""
 
     name = "AttentionFusionPass"
-    fusion_type = "UBFusion"
+    fusion_type = "GraphFusion"
     description = ("softmax(scale * q @ k^T + bias, causal/mask) @ v (BatchMatMul, MatMul or Einsum) "
                    "-> ScaledDotProductAttention")
 

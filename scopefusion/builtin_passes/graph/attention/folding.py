@@ -108,6 +108,9 @@ class ConstantSubgraph:
     def __init__(self, match: PatternMatch) -> None:
         self.view = match.view
         self.nodes: set[int] = set()
+        #: a Shape of a graph tensor was read: the nodes cannot leave with the fused op (they
+        #: read that tensor), they stay in the graph
+        self.reads_shapes = False
         self._values: dict[tuple[int, int], np.ndarray] = {}
 
     def value(self, tensor: tuple[int, int]) -> np.ndarray:
@@ -124,6 +127,8 @@ class ConstantSubgraph:
         if value is None:
             if op in FORWARDING_OPS or op == "Cast":
                 value = self._cast(self.value(self._data(node)[0]), node)
+            elif op == "Shape":
+                value = self._shape(node)
             else:
                 rule = RULES.get(op)
                 if rule is None:
@@ -137,6 +142,15 @@ class ConstantSubgraph:
             raise NotConstant(f"more than {MAX_NODES} nodes compute it")
         self._values[tensor] = value
         return value
+
+    def _shape(self, node: int) -> np.ndarray:
+        """A Shape's value: the static shape of what it reads, when every dimension is known."""
+        shape = self.view.static_shape(self._data(node)[0])
+        if shape is None or None in shape:
+            raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
+        self.reads_shapes = True
+        dtype = numpy_dtype(self.view.index.nodes[node].attr["out_type"].type) or np.int32
+        return np.array(shape, dtype=dtype)
 
     def _data(self, node: int) -> list[tuple[int, int]]:
         return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]

@@ -92,6 +92,13 @@ def masking(match: PatternMatch) -> Masking:
             fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
             out.absorbed |= causal  # type: ignore[arg-type]
             steps.append(("causal", None))
+    additive = [name for kind, name in steps if kind == "add"]
+    if len(steps) == 1 and additive:  # one additive mask and nothing else: is it exactly causal?
+        causal_add = _additive_causal(match, additive[0])
+        if causal_add is not None:
+            out.absorbed |= causal_add[0]
+            fills.append(causal_add[1])
+            steps = [("causal", None)]
     if len(set(fills)) > 1:
         raise NotAttention(f"masked scores become different values ({', '.join(map(str, fills))})")
     if fills:
@@ -141,7 +148,38 @@ def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int]
         if why:
             raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
         return None
-    return _only_read_inside(match, sub.nodes)
+    return set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
+
+
+#: An additive mask counts as causal when what it adds to a dropped score is at most this:
+#: exp of the difference then underflows (float32: below about -104; float16: -17), so the
+#: dropped score weighs exactly nothing, as when it is replaced.
+ADDITIVE_CAUSAL_AT_MOST = -1e4
+
+
+def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] | None:
+    """The nodes computing the additive term bound to ``name`` and the value it adds to the
+    dropped scores, when it is computed from constants and adds exactly 0 to the scores a
+    causal mask keeps and one value (at most :data:`ADDITIVE_CAUSAL_AT_MOST`) to the others."""
+    sub = ConstantSubgraph(match)
+    try:
+        value = sub.value(match.tensor(name))
+    except NotConstant:
+        return None
+    if value.dtype.kind != "f" or value.ndim < 2:
+        return None
+    dropped = value[..., ~_causal_keep(value.shape[-2], value.shape[-1])]
+    if dropped.size == 0 or len(np.unique(dropped)) != 1 or float(dropped.reshape(-1)[0]) > ADDITIVE_CAUSAL_AT_MOST:
+        return None
+    keep = np.where(_causal_keep(value.shape[-2], value.shape[-1]), value != 0, False)
+    if keep.any() or _not_causal(value == 0, match.view.static_shape(match.tensor("scores"))) is not None:
+        return None
+    nodes = set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
+    return nodes, float(dropped.reshape(-1)[0])
+
+
+def _causal_keep(rows: int, cols: int) -> np.ndarray:
+    return np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
 
 
 def _not_causal(value: np.ndarray, scores: list[int | None] | None) -> str | None:
@@ -153,8 +191,7 @@ def _not_causal(value: np.ndarray, scores: list[int | None] | None) -> str | Non
     rows, cols = value.shape[-2:]
     if [rows, cols] != scores[-2:]:
         return f"is [.., {rows}, {cols}], the scores [.., {scores[-2]}, {scores[-1]}]"
-    seen = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
-    if not (value.astype(bool) == seen).all():
+    if not (value.astype(bool) == _causal_keep(rows, cols)).all():
         return "is not the causal triangle (key j seen by query i iff j <= i)"
     return None
 

@@ -122,7 +122,8 @@ def transformers_mistral(num_layers: int = 2, seed: int = 0) -> AttentionModel:
                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
     model = TFMistralModel(config, name="mistral")
     return _transformers("transformers_mistral", model, ids("input_ids", "attention_mask"), seed,
-                         int_range=(0, 2), attentions=num_layers, attrs={"scale": 1 / np.sqrt(8)})
+                         int_range=(0, 2), attentions=num_layers,
+                         attrs={"scale": 1 / np.sqrt(8), "num_heads": 4, "num_kv_heads": 2})
 
 
 def transformers_clip_text(num_layers: int = 2, seed: int = 0) -> AttentionModel:
@@ -231,8 +232,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
     * ``rsqrt_scale``: ``q @ k^T * rsqrt(d)``, d a constant cast in the graph;
     * ``other_scale``: ``q @ k^T * 0.3``: any scalar is the scale the op carries;
     * ``band_part_causal``: ``where(band_part(ones, -1, 0) > 0, s, -1e9)``, exactly causal;
-    * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))``: the softmax pass's, which makes
-      it a ``Softmax`` in the same stage; the attention around it stays as it is;
+    * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))`` (the softmax pass makes it a
+      ``Softmax`` in the graph stage, the attention pass then takes it);
     * look-alikes: ``wrong_axis`` (softmax over the queries), ``not_causal`` (GPT-2's
       ``w * b - 1e4 * (1 - b)`` with a band that keeps one key more), ``matrix_scale`` (the
       scores multiplied by a constant matrix, not a scalar), ``op_between`` (the
@@ -286,16 +287,60 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
                 "op_between": "lies between the softmax", "dropout": "dropout", "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
-    look_alike = which in refusals or which == "softmax_hand_written"
+    look_alike = which in refusals
     return traced(f"hand_written[{which}]", fn, {"x": am._spec([2, 6, 16], "x")}, seed,
                   attentions=0 if look_alike else 1, attrs={} if look_alike else attrs,
                   refusal=refusals.get(which))
 
 
-HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal")
+HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written")
 ATTENTION_FORMS.update({f"hand_written_{w}": (lambda w=w: hand_written(w)) for w in HAND_WRITTEN_FORMS})
 ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
     w: (lambda w=w: hand_written(w))
-    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed",
-              "softmax_hand_written")
+    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed")
 }
+
+
+# ------------------------------------------------------------------ keras-hub
+
+
+def keras_hub_backbone(kind: str, num_layers: int = 2, seed: int = 0) -> AttentionModel:
+    """keras-hub ``LlamaBackbone`` / ``MistralBackbone`` (grouped-query: 2 query heads, 1
+    key/value head, causal and padding masks), ``GPT2Backbone``, ``BertBackbone``: one
+    attention per layer, random weights.  Keras' masked softmax selects the scores by a
+    boolean mask and zeroes the dropped keys' probabilities after it (``zero_dropped``).
+
+    Keras computes its einsums here as batch matmuls of transposed operands.  GPT-2 and BERT
+    compute ``k q^T`` and transpose it, q scaled before the transpose the op reads (the scale
+    is inside q: ``scale`` 1, ``transpose_q``); Llama and Mistral repeat k over the heads
+    before the transpose the op reads, so the op takes k repeated (``num_kv_heads`` 2)."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    if kind in ("llama", "mistral"):
+        cls = keras_hub.models.LlamaBackbone if kind == "llama" else keras_hub.models.MistralBackbone
+        backbone = cls(vocabulary_size=50, num_layers=num_layers, num_query_heads=2, num_key_value_heads=1,
+                       hidden_dim=16, intermediate_dim=32)
+        attrs = {"num_heads": 2, "num_kv_heads": 2, "scale": 1 / np.sqrt(8), "transpose_k": True}
+    elif kind == "gpt2":
+        backbone = keras_hub.models.GPT2Backbone(vocabulary_size=50, num_layers=num_layers, num_heads=2,
+                                                 hidden_dim=16, intermediate_dim=32, max_sequence_length=16)
+        attrs = {"num_heads": 2, "scale": 1.0, "transpose_q": True}
+    else:
+        backbone = keras_hub.models.BertBackbone(vocabulary_size=50, num_layers=num_layers, num_heads=2,
+                                                 hidden_dim=16, intermediate_dim=32, max_sequence_length=16)
+        attrs = {"num_heads": 2, "scale": 1.0, "transpose_q": True}
+    attrs.update(zero_dropped=True, Tmask=10, is_causal=False)
+    am._perturb_keras(backbone, seed, scale=0.1)
+    names = ("token_ids", "padding_mask") + (("segment_ids",) if kind == "bert" else ())
+
+    def fn(**features):
+        out = backbone(features, training=False)
+        return out["sequence_output"] if isinstance(out, dict) else out
+
+    return traced(f"keras_hub_{kind}", fn, ids(*names), seed, int_range=(0, 2), attentions=num_layers, attrs=attrs)
+
+
+ATTENTION_FORMS.update({f"keras_hub_{k}": (lambda k=k: keras_hub_backbone(k)) for k in ("llama", "mistral", "gpt2",
+                                                                                          "bert")})

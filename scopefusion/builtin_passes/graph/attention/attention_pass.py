@@ -11,9 +11,9 @@ The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
 * additive masks and biases, boolean masks applied by ``Select``/``SelectV2`` (Keras'
   masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants that
   is exactly causal becomes ``is_causal``;
-* the stock ``Softmax`` (``tf.nn.softmax``, Keras' ``Softmax``).  A softmax written out as
-  ops (openai GPT-2) is ``SoftmaxFusionPass``'s, in the same stage: it becomes a stock
-  ``Softmax`` there, and the attention around it stays as it is.
+* the stock ``Softmax``, however the model wrote it: the pass runs in the ``UBFusion``
+  stage, after ``SoftmaxFusionPass`` has turned a softmax written out as ops (openai
+  GPT-2's) into that op.
 
 Refused with the reason: anything between the softmax and the product with v (dropout
 left in the graph, a Cast), a softmax over another axis than the keys', a scale that is
@@ -27,7 +27,8 @@ from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusion
 from .masking import masking, scale_of
 from .op_def import ATTENTION
 from .patterns import ATTENTION_PATTERN, LOOK_ALIKE_PATTERN
-from .products import NotAttention, operands
+from .products import NotAttention, Operands, operands
+from .repeat_kv import unrepeated
 
 #: ops whose presence above a node between the softmax and the product marks dropout
 RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform",
@@ -38,7 +39,7 @@ class AttentionFusionPass(PatternFusionBasePass):
     """softmax(scale * q @ k^T [+ bias] [masked]) @ v -> ScaledDotProductAttention."""
 
     name = "AttentionFusionPass"
-    fusion_type = "GraphFusion"
+    fusion_type = "UBFusion"
     description = ("softmax(scale * q @ k^T + bias, causal/mask) @ v (BatchMatMul, MatMul or Einsum) "
                    "-> ScaledDotProductAttention")
 
@@ -64,6 +65,8 @@ def _attention(match: PatternMatch) -> FusedOp:
     scale = scale_of(match, parts.k_scaled_inside)
     masks = masking(match)
     heads, kv_heads = _heads(match, parts.q, parts.k, parts.layout)
+    absorbed = set(masks.absorbed)
+    kv_heads = _grouped(match, parts, heads, kv_heads, absorbed)
     inputs = [parts.q, parts.k, parts.v]
     optional = []
     if masks.mask is not None:
@@ -77,12 +80,18 @@ def _attention(match: PatternMatch) -> FusedOp:
              "Tmask": 10 if masks.mask_is_bool else dtype}  # 10: DT_BOOL
     if masks.fill is not None:
         attrs["mask_fill"] = masks.fill
+    if masks.zero_dropped:
+        attrs["zero_dropped"] = True
+    if parts.transpose_q:
+        attrs["transpose_q"] = True
+    if parts.transpose_k:
+        attrs["transpose_k"] = True
     if optional:
         attrs["optional_inputs"] = optional
     described = ", ".join(x for x in (
         f"scale {scale:.6g}", "causal" if masks.is_causal else "", f"mask {masks.mask}" if masks.mask else "",
         f"bias {masks.bias}" if masks.bias else "", parts.layout) if x)
-    return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(masks.absorbed),
+    return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(absorbed),
                    description=f"ScaledDotProductAttention ({described})")
 
 
@@ -106,6 +115,22 @@ def _nothing_between(match: PatternMatch) -> None:
                 stack.append(p)
     raise NotAttention(f"a {op} ({name!r}) lies between the softmax and the product with v: the "
                        "probabilities are not used as they are")
+
+
+def _grouped(match: PatternMatch, parts: Operands, heads: int, kv_heads: int, absorbed: set[int]) -> int:
+    """Grouped-query attention: when k and v are both repeated over the heads, the op takes
+    them un-repeated (``parts`` then names those) and the kv heads are theirs."""
+    if "N" not in parts.layout or kv_heads != heads:
+        return kv_heads
+    axis = parts.layout.index("N")
+    found = [unrepeated(match, ref, axis, heads) for ref in (parts.k, parts.v)]
+    if any(f is None for f in found) or found[0][1] != found[1][1]:  # type: ignore[index]
+        return kv_heads
+    for ref, (source, _, nodes) in zip(("k_kv", "v_kv"), found):  # type: ignore[misc]
+        match.tensors[ref] = source  # a tensor found beyond the pattern, named for the fused op
+        absorbed |= nodes
+    parts.k, parts.v = "k_kv", "v_kv"
+    return found[0][1]  # type: ignore[index]
 
 
 def _heads(match: PatternMatch, q: str, k: str, layout: str) -> tuple[int, int]:

@@ -75,6 +75,7 @@ RULES: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = {
     "ZerosLike": lambda a, _: np.zeros_like(a[0]),
     "OnesLike": lambda a, _: np.ones_like(a[0]),
     "Pack": lambda a, attrs: np.stack(a, axis=attrs["axis"]),
+    "ConcatV2": lambda a, _: np.concatenate(a[:-1], axis=int(a[-1])),
     "Cumsum": lambda a, attrs: _cumsum(a[0], int(a[1]), attrs),
     "Add": lambda a, _: a[0] + a[1],
     "AddV2": lambda a, _: a[0] + a[1],
@@ -105,8 +106,10 @@ def _cumsum(x: np.ndarray, axis: int, attrs: dict[str, Any]) -> np.ndarray:
 class ConstantSubgraph:
     """Evaluates tensors of one match's graph from constants, remembering the nodes used."""
 
-    def __init__(self, match: PatternMatch) -> None:
+    def __init__(self, match: PatternMatch, given: dict[tuple[int, int], np.ndarray] | None = None) -> None:
         self.view = match.view
+        #: values to take for some tensors instead of computing them (a probe)
+        self.given = dict(given or {})
         self.nodes: set[int] = set()
         #: a Shape of a graph tensor was read: the nodes cannot leave with the fused op (they
         #: read that tensor), they stay in the graph
@@ -115,7 +118,7 @@ class ConstantSubgraph:
 
     def value(self, tensor: tuple[int, int]) -> np.ndarray:
         """The value of ``tensor``; raises :class:`NotConstant` saying why it has none."""
-        known = self._values.get(tensor)
+        known = self._values.get(tensor, self.given.get(tensor))
         if known is not None:
             return known
         node, port = tensor

@@ -30,6 +30,7 @@ class Masking:
     mask_is_bool: bool = False
     is_causal: bool = False
     fill: float | None = None
+    zero_dropped: bool = False  # the probabilities of dropped keys are zeroed after the softmax
     absorbed: set[int] = field(default_factory=set)
     dropped: list[str] = field(default_factory=list)  # scalar shifts left out
 
@@ -71,6 +72,7 @@ def masking(match: PatternMatch) -> Masking:
     out = Masking()
     steps: list[tuple[str, str | None]] = []  # (kind, variable) innermost first
     fills: list[float] = []
+    keeps: dict[str, str] = {}  # the keep mask of each select step: "causal" or "mask" -> variable
     for n in range(1, MAX_STEPS + 1):
         if f"add{n}" in match.nodes:
             term = match.tensor(f"term{n}")
@@ -85,8 +87,10 @@ def masking(match: PatternMatch) -> Masking:
             if causal is not None:
                 out.absorbed |= causal
                 steps.append(("causal", None))
+                keeps["causal"] = f"keep{n}"
             else:
                 steps.append(("select", f"keep{n}"))
+                keeps["mask"] = f"keep{n}"
         elif f"band{n}" in match.nodes:
             causal = _causal_nodes(match, f"band{n}", why=True)
             fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
@@ -104,7 +108,50 @@ def masking(match: PatternMatch) -> Masking:
     if fills:
         out.fill = fills[0]
     _assign(steps, out)
+    if "zero_dropped" in match.nodes:
+        _zeroed_after(match, out, keeps)
     return out
+
+
+def _zeroed_after(match: PatternMatch, out: Masking, keeps: dict[str, str]) -> None:
+    """Keras' masked softmax zeroes the dropped keys' probabilities after the softmax,
+    ``where(keep, p, 0)``, with the keep mask it selected the scores by: the op zeroes them
+    too (a query whose every key is dropped then gets zeros).  After a causal selection it
+    changes nothing (every query keeps a key; the dropped ones already weigh 0)."""
+    if out.mask_is_bool and _same_value(match, match.tensor("keep_after"), match.tensor(keeps["mask"])):
+        out.zero_dropped = True
+        return
+    if out.is_causal and out.mask is None and "causal" in keeps and (out.fill or 0.0) <= ADDITIVE_CAUSAL_AT_MOST:
+        if _same_value(match, match.tensor("keep_after"), match.tensor(keeps["causal"])):
+            causal = _causal_nodes(match, "keep_after")
+            if causal is not None:
+                out.absorbed |= causal
+                return
+    raise NotAttention(f"the probabilities are zeroed by a mask ({match.tensor_name('keep_after')!r}) other "
+                       "than the one that selected the scores")
+
+
+def _same_value(match: PatternMatch, a: tuple[int, int], b: tuple[int, int], depth: int = 12) -> bool:
+    """Whether two tensors hold the same value: the same tensor, equal constants, or the same
+    op with the same attributes on inputs that hold the same values (two copies of one
+    computation, as Keras makes of a mask)."""
+    view = match.view
+    a, b = (view.forwarded(a[0]), a[1]), (view.forwarded(b[0]), b[1])
+    if a == b:
+        return True
+    if a[1] != b[1] or depth == 0:
+        return False
+    va, vb = view.const_value_of(a[0]), view.const_value_of(b[0])
+    if va is not None or vb is not None:
+        return va is not None and vb is not None and va.dtype == vb.dtype and np.array_equal(va, vb)
+    index = view.index
+    na, nb = index.nodes[a[0]], index.nodes[b[0]]
+    if na.op != nb.op or {k: v for k, v in na.attr.items() if not k.startswith("_")} != {
+            k: v for k, v in nb.attr.items() if not k.startswith("_")}:
+        return False
+    ia = [t for t in index.inputs[a[0]] if t[1] >= 0]
+    ib = [t for t in index.inputs[b[0]] if t[1] >= 0]
+    return len(ia) == len(ib) and all(_same_value(match, x, y, depth - 1) for x, y in zip(ia, ib))
 
 
 def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:

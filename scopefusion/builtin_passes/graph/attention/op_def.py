@@ -10,11 +10,16 @@ LAYOUTS = ("BNSH", "BSNH", "BSH")
 
 
 def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = None, *, scale: float,
-                        is_causal: bool, mask_fill: float, num_heads: int, num_kv_heads: int, layout: str,
-                        T: Any, Tmask: Any) -> tuple[Any]:
+                        is_causal: bool, mask_fill: float, zero_dropped: bool, num_heads: int,
+                        num_kv_heads: int, layout: str, transpose_q: bool, transpose_k: bool, T: Any,
+                        Tmask: Any) -> tuple[Any]:
     """``softmax(mask(causal(scale * q @ k^T + bias))) @ v`` over the keys, in ``layout``."""
     import tensorflow as tf
 
+    if transpose_q:  # given as [.., size, seq]
+        q = tf.linalg.matrix_transpose(q)
+    if transpose_k:
+        k = tf.linalg.matrix_transpose(k)
     if layout == "BSNH":  # to [batch, heads, seq, size] and back
         q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))
     if num_kv_heads and num_kv_heads != num_heads:  # grouped-query attention: each kv head serves a group
@@ -29,7 +34,10 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
         scores = tf.where(seen, scores, fill)
     if mask is not None:
         scores = tf.where(mask, scores, fill) if mask.dtype == tf.bool else scores + mask
-    out = tf.matmul(tf.nn.softmax(scores, axis=-1), v)
+    probs = tf.nn.softmax(scores, axis=-1)
+    if zero_dropped and mask is not None and mask.dtype == tf.bool:
+        probs = tf.where(mask, probs, tf.zeros_like(probs))
+    out = tf.matmul(probs, v)
     if layout == "BSNH":
         out = tf.transpose(out, [0, 2, 1, 3])
     return (out,)
@@ -55,9 +63,14 @@ ATTENTION = FusedOpDef(
                             "become mask_fill, before the mask applies"),
         AttrDef("mask_fill", "float", default=-3.4028234663852886e38,
                 description="the score a causal or boolean mask drops becomes"),
+        AttrDef("zero_dropped", "bool", default=False,
+                description="after the softmax, the keys a boolean mask drops weigh 0 (Keras' masked "
+                            "softmax: a query whose every key is dropped gets zeros)"),
         AttrDef("num_heads", "int", description="query heads (1 in layout BSH, heads folded into the batch)"),
         AttrDef("num_kv_heads", "int", description="key/value heads; fewer than num_heads: grouped-query"),
         AttrDef("layout", "string", description="axes of q, k, v and y: " + ", ".join(LAYOUTS)),
+        AttrDef("transpose_q", "bool", default=False, description="q is given as [.., size, q_len]"),
+        AttrDef("transpose_k", "bool", default=False, description="k is given as [.., size, k_len]"),
         AttrDef("T", "type"),
         AttrDef("Tmask", "type", description="the mask's dtype (bool, or T for an additive mask)"),
     ),

@@ -57,7 +57,9 @@ def scaled(x: Any, prefix: str) -> Any:
 
 #: k as the product reads it: transposed over its last two axes by a Transpose, or not
 KEY = one_of(op("Transpose", scaled("$k", "k"), const(label="k_perm"), label="k_transpose"), scaled("$k", "k"))
-SCORES = scaled(op(PRODUCTS, scaled("$q", "q"), KEY, label="scores"), "s")
+PRODUCT = op(PRODUCTS, scaled("$q", "q"), KEY, label="scores")
+#: the product, or its transpose over the last two axes (keras-hub computes k q^T, then transposes)
+SCORES = scaled(one_of(PRODUCT, op("Transpose", PRODUCT, const(label="scores_perm"), label="scores_transpose")), "s")
 
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
@@ -79,8 +81,10 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     )
 
 
-ATTENTION_PATTERN = OpPattern(
-    "ScaledDotProductAttention", op(PRODUCTS, op("Softmax", logits(SCORES), label="softmax"), "$v", label="context"))
+SOFTMAX = op("Softmax", logits(SCORES), label="softmax")
+#: the probabilities, or Keras' masked softmax zeroing the dropped keys' after it: where(keep, p, 0)
+PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
+ATTENTION_PATTERN = OpPattern("ScaledDotProductAttention", op(PRODUCTS, PROBS, "$v", label="context"))
 
 # Look-alikes, matched only to be refused with the reason: an op between the softmax and the
 # product with v (dropout left in the graph, a Cast), a softmax over another axis
@@ -101,7 +105,9 @@ def between(x: Any, label: str) -> Any:
 
 
 LOOK_ALIKE_PATTERN = OpPattern("AttentionLookAlike", op(PRODUCTS, one_of(
-    between(one_of(_LOOK_ALIKE_SOFTMAX, between(_LOOK_ALIKE_SOFTMAX, "between_inner")), "between"),
+    between(_LOOK_ALIKE_SOFTMAX, "between"),
+    # tf.nn.dropout: where(keep, p * (1 / (1 - rate)), 0)
+    op(SELECT, ANY, op("Mul", _LOOK_ALIKE_SOFTMAX, ANY, label="between_inner"), ANY, label="between"),
     op("Transpose", op("Softmax", op("Transpose", _LOOK_ALIKE_LOGITS, ANY), label="softmax"), ANY,
        label="softmax_transpose"),
 ), "$v", label="context"))

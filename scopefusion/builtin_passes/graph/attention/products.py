@@ -21,6 +21,8 @@ class Operands:
     v: str
     layout: str
     k_scaled_inside: bool = False  # k's scale lies inside the k input (not part of the op's scale)
+    transpose_q: bool = False  # q is given as [.., size, seq]
+    transpose_k: bool = False
 
 
 def _flag(match: PatternMatch, label: str, *names: str) -> bool:
@@ -36,17 +38,20 @@ def _is_swap(perm: list[int]) -> bool:
 def operands(match: PatternMatch) -> Operands:
     """The fused op's q, k, v tensors and their layout; raises :class:`NotAttention`."""
     ops = match.view.index.ops
+    transposed = "scores_transpose" in match.nodes
+    if transposed and not _is_swap([int(p) for p in match.consts["scores_perm"].reshape(-1)]):
+        raise NotAttention("the scores are transposed other than over their last two axes")
     if ops[match.nodes["scores"]] == "Einsum":
+        if transposed:
+            raise NotAttention("the scores of an einsum are transposed")
         q, k, layout, inside = _einsum_scores(match)
+        parts = Operands(q, k, "v", layout, inside)
     else:
-        q, k, layout, inside = _matmul_scores(match)
-    if ops[match.nodes["context"]] == "Einsum":
-        v_layout = _einsum_context(match)
-    else:
-        v_layout = _matmul_context(match)
-    if v_layout != layout:
-        raise NotAttention(f"q and k have layout {layout}, v and the output {v_layout}")
-    return Operands(q, k, "v", layout, inside)
+        parts = _matmul_scores(match, transposed)
+    v_layout = _einsum_context(match) if ops[match.nodes["context"]] == "Einsum" else _matmul_context(match)
+    if v_layout != parts.layout:
+        raise NotAttention(f"q and k have layout {parts.layout}, v and the output {v_layout}")
+    return parts
 
 
 _RANK_LAYOUTS = {4: "BNSH", 3: "BSH", 2: "SH"}
@@ -60,20 +65,29 @@ def _rank_layout(match: PatternMatch, label: str) -> str:
     return _RANK_LAYOUTS[rank]
 
 
-def _matmul_scores(match: PatternMatch) -> tuple[str, str, str, bool]:
-    if _flag(match, "scores", "adj_x", "transpose_a"):
-        raise NotAttention("the scores' product reads q transposed")
-    adjoint = _flag(match, "scores", "adj_y", "transpose_b")
-    k, inside = "k", False
+def _matmul_scores(match: PatternMatch, transposed: bool) -> Operands:
+    """The product is ``X' @ Y'`` (``X' = X^T`` when it reads X adjoint); the scores are that or,
+    ``transposed``, ``Y'^T @ X'^T``, and must be ``q @ k^T``.  An operand the op must take
+    transposed (``[.., size, seq]``) is accepted only from a Transpose of the pattern: a
+    product with a plain tensor is no recognisable product of queries with keys."""
+    adj_x = _flag(match, "scores", "adj_x", "transpose_a")
+    adj_y = _flag(match, "scores", "adj_y", "transpose_b")
+    second, inside = "k", False
     if "k_transpose" in match.nodes:
         perm = [int(p) for p in match.consts["k_perm"].reshape(-1)]
         if _is_swap(perm):
-            adjoint = not adjoint
-        else:  # a head-split transpose: k is what it produces
-            k, inside = "k_transpose", True
-    if not adjoint:
-        raise NotAttention("q is multiplied by k without transposing k: not a product of queries with keys")
-    return "q", k, _rank_layout(match, "scores"), inside
+            adj_y = not adj_y
+        else:  # another transpose (a head split, with or without the swap): the op reads its output
+            second, inside = "k_transpose", True
+    if transposed:  # q = Y'^T, k^T = X'^T
+        q, transpose_q, k, transpose_k = second, adj_y is False, "q", adj_x
+    else:  # q = X', k^T = Y'
+        q, transpose_q, k, transpose_k = "q", adj_x, second, adj_y is False
+    for ref, flag in ((q, transpose_q), (k, transpose_k)):
+        if flag and ref != "k_transpose":
+            raise NotAttention("q is multiplied by k without transposing k: not a product of queries with keys")
+    layout = _rank_layout(match, "scores")
+    return Operands(q, k, "v", layout, inside, transpose_q, transpose_k)
 
 
 def _matmul_context(match: PatternMatch) -> str:

@@ -179,8 +179,8 @@ def test_reference_is_attention():
     mask[..., 0] = True
     (y,) = REGISTRY.fused_ops[OP].reference(tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(mask),
                                             tf.constant(bias), scale=0.3, is_causal=True, mask_fill=-1e9,
-                                            num_heads=4, num_kv_heads=2, layout="BNSH", T=tf.float32,
-                                            Tmask=tf.bool)
+                                            zero_dropped=False, num_heads=4, num_kv_heads=2, layout="BNSH",
+                                            transpose_q=False, transpose_k=False, T=tf.float32, Tmask=tf.bool)
     kk, vv = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
     s = 0.3 * q @ np.swapaxes(kk, -1, -2) + bias
     s = np.where(np.tril(np.ones((5, 5), bool)), s, -1e9)
@@ -194,5 +194,19 @@ def test_registered_with_its_fused_op():
     assert PASS in REGISTRY.graph_pass_names()
     op = REGISTRY.fused_ops[OP]
     assert op.signature() == "ScaledDotProductAttention(q, k, v[, mask][, bias]) -> (y)"
-    assert [a.name for a in op.attrs][:6] == ["scale", "is_causal", "mask_fill", "num_heads", "num_kv_heads",
-                                              "layout"]
+    assert [a.name for a in op.attrs][:7] == ["scale", "is_causal", "mask_fill", "zero_dropped", "num_heads",
+                                              "num_kv_heads", "layout"]
+
+
+def test_grouped_query_attention_takes_k_and_v_unrepeated():
+    """transformers' Mistral repeats its 2 key/value heads for 4 query heads (``tf.repeat``):
+    the op takes them as they are, the repetition goes with it."""
+    m, result = model("transformers_mistral"), fused("transformers_mistral")
+    assert op_count(m.graph_def, "Tile") == 2 * m.attentions
+    assert op_count(result.fused_graph_def, "Tile") == 0
+    graph = {n.name: n for n in result.fused_graph_def.node}
+    shapes = scopefusion.GraphView(result.fused_graph_def)
+    for node in graph.values():
+        if node.op == OP:
+            q, k, v = (shapes.static_shape((shapes.index.index[i.split(":")[0]], 0)) for i in node.input[:3])
+            assert (q[1], k[1], v[1]) == (4, 2, 2)

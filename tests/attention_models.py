@@ -160,24 +160,28 @@ def transformers_swin(seed: int = 0) -> AttentionModel:
 # ------------------------------------------------------------------ Keras MultiHeadAttention
 
 
-def keras_mha(mask: str = "none", library: str = "keras", seed: int = 0, layers: int = 2) -> AttentionModel:
+def keras_mha(mask: str = "none", library: str = "keras", seed: int = 0, layers: int = 2,
+              policy: str = "float32") -> AttentionModel:
     """Keras 3 or tf_keras ``MultiHeadAttention`` (einsum projections and products), self
     attention of ``layers`` stacked layers on [2, 6, 16]; ``mask``: ``none``, ``padding``
     (``attention_mask`` from a [2, 6] keep mask), ``causal`` (``use_causal_mask=True``) or
     ``both``."""
     import tensorflow as tf
 
+    dtype = tf.float16 if "float16" in policy else tf.float32
     if library == "keras":
         import keras
         keras.utils.set_random_seed(seed)
-        make = keras.layers.MultiHeadAttention
+
+        def make(**kwargs):
+            return keras.layers.MultiHeadAttention(dtype=policy, **kwargs)
     else:
         import tf_keras
         tf_keras.utils.set_random_seed(seed)
         make = tf_keras.layers.MultiHeadAttention
     blocks = [make(num_heads=2, key_dim=8) for _ in range(layers)]
     for block in blocks:
-        block(tf.ones([2, 6, 16]), tf.ones([2, 6, 16]))
+        block(tf.ones([2, 6, 16], dtype), tf.ones([2, 6, 16], dtype))
     am._randomize_keras(blocks, seed, scale=0.3)
     causal = mask in ("causal", "both")
     padded = mask in ("padding", "both")
@@ -191,13 +195,16 @@ def keras_mha(mask: str = "none", library: str = "keras", seed: int = 0, layers:
             x = block(x, x, attention_mask=attention_mask, use_causal_mask=causal)
         return x
 
-    specs = {"x": am._spec([2, 6, 16], "x")}
+    specs = {"x": am._spec([2, 6, 16], "x", dtype.name)}
     if padded:
         specs["keep"] = am._spec([2, 6], "keep", "int32")
     attrs = {"scale": 1 / np.sqrt(8), "num_heads": 2, "num_kv_heads": 2}
     if mask != "both":
         attrs["is_causal"] = causal
-    return traced(f"{library}_mha[{mask}]", fn, specs, seed, int_range=(0, 2), attentions=layers, attrs=attrs)
+    if policy != "float32":  # float16 products, the softmax in float32 between Keras' casts
+        attrs.update(T=19, softmax_dtype=1)
+    name = f"{library}_mha[{mask}]" + ("" if policy == "float32" else f"[{policy}]")
+    return traced(name, fn, specs, seed, int_range=(0, 2), attentions=layers, attrs=attrs)
 
 
 ATTENTION_FORMS: dict[str, Callable[[], AttentionModel]] = {
@@ -209,6 +216,8 @@ ATTENTION_FORMS: dict[str, Callable[[], AttentionModel]] = {
     "transformers_clip_text": transformers_clip_text,
     **{f"{lib}_mha_{mask}": (lambda lib=lib, mask=mask: keras_mha(mask, lib))
        for lib in ("keras", "tf_keras") for mask in ("none", "padding", "causal", "both")},
+    **{f"keras_mha_{mask}_{policy}": (lambda mask=mask, policy=policy: keras_mha(mask, policy=policy))
+       for mask in ("padding", "causal") for policy in ("float16", "mixed_float16")},
 }
 
 

@@ -71,7 +71,7 @@ def test_attention_is_fused(key):
         for name, want in m.attrs.items():
             got = attr(node, name)
             assert got == (pytest.approx(want, rel=1e-6) if isinstance(want, float) else want), (node.name, name)
-    assert assert_verifies_within(m, result) <= 1e-4
+    assert assert_verifies_within(m, result) <= (1e-2 if "float16" in key else 1e-4)
 
 
 def assert_verifies_within(m, result) -> float:
@@ -180,7 +180,8 @@ def test_reference_is_attention():
     (y,) = REGISTRY.fused_ops[OP].reference(tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(mask),
                                             tf.constant(bias), scale=0.3, is_causal=True, mask_fill=-1e9,
                                             zero_dropped=False, num_heads=4, num_kv_heads=2, layout="BNSH",
-                                            transpose_q=False, transpose_k=False, T=tf.float32, Tmask=tf.bool)
+                                            transpose_q=False, transpose_k=False, T=tf.float32, Tmask=tf.bool,
+                                            softmax_dtype=tf.float32)
     kk, vv = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
     s = 0.3 * q @ np.swapaxes(kk, -1, -2) + bias
     s = np.where(np.tril(np.ones((5, 5), bool)), s, -1e9)

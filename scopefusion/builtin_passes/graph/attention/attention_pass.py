@@ -24,6 +24,7 @@ from __future__ import annotations
 from ....core.graph.matching import PatternMatch
 from ....core.graph.vocabulary import FLOAT_DTYPES, dtype_name
 from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
+from .dims import dim
 from .masking import masking, scale_of
 from .op_def import ATTENTION
 from .patterns import ATTENTION_PATTERN, LOOK_ALIKE_PATTERN
@@ -58,9 +59,7 @@ def _attention(match: PatternMatch) -> FusedOp:
         _nothing_between(match)
         raise NotAttention("the softmax is taken over another axis than the keys' (a Transpose moves that "
                            "axis last and back): not attention over the keys")
-    dtype = match.node("softmax").attr["T"].type
-    if dtype not in FLOAT_DTYPES:
-        raise NotAttention(f"a softmax of {dtype_name(dtype)}")
+    dtype, softmax_dtype = _dtypes(match)
     parts = operands(match)
     scale = scale_of(match, parts.k_scaled_inside)
     masks = masking(match)
@@ -77,7 +76,10 @@ def _attention(match: PatternMatch) -> FusedOp:
         optional.append("bias")
     attrs = {"scale": scale, "is_causal": masks.is_causal, "num_heads": heads, "num_kv_heads": kv_heads,
              "layout": parts.layout, "T": dtype,
-             "Tmask": 10 if masks.mask_is_bool else dtype}  # 10: DT_BOOL
+             "Tmask": 10 if masks.mask_is_bool else softmax_dtype}  # 10: DT_BOOL
+    attrs["softmax_dtype"] = softmax_dtype
+    if softmax_dtype != dtype and masks.bias is not None:
+        raise NotAttention(f"a bias added in {dtype_name(softmax_dtype)} to {dtype_name(dtype)} products")
     if masks.fill is not None:
         attrs["mask_fill"] = masks.fill
     if masks.zero_dropped:
@@ -93,6 +95,25 @@ def _attention(match: PatternMatch) -> FusedOp:
         f"bias {masks.bias}" if masks.bias else "", parts.layout) if x)
     return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(absorbed),
                    description=f"ScaledDotProductAttention ({described})")
+
+
+def _dtypes(match: PatternMatch) -> tuple[int, int]:
+    """(the products' dtype, the softmax's): a Cast of the scores and one of the probabilities
+    back (Keras computes its softmax in float32 under float16) come together or not at all."""
+    softmax = match.node("softmax").attr["T"].type
+    if softmax not in FLOAT_DTYPES:
+        raise NotAttention(f"a softmax of {dtype_name(softmax)}")
+    casts = [label in match.nodes for label in ("scores_cast", "probs_cast")]
+    if not any(casts):
+        return softmax, softmax
+    if not all(casts):
+        raise NotAttention("the scores are cast for the softmax but the probabilities not back, or the other way")
+    product = match.node("scores").attr["T"].type
+    back = match.node("probs_cast").attr["DstT"].type
+    if back != product or product not in FLOAT_DTYPES:
+        raise NotAttention(f"the probabilities are cast to {dtype_name(back)}, the products are "
+                           f"{dtype_name(product)}")
+    return product, softmax
 
 
 def _nothing_between(match: PatternMatch) -> None:
@@ -123,7 +144,7 @@ def _grouped(match: PatternMatch, parts: Operands, heads: int, kv_heads: int, ab
     if "N" not in parts.layout or kv_heads != heads:
         return kv_heads
     axis = parts.layout.index("N")
-    found = [unrepeated(match, ref, axis, heads) for ref in (parts.k, parts.v)]
+    found = [unrepeated(match, ref, axis, heads, len(parts.layout)) for ref in (parts.k, parts.v)]
     if any(f is None for f in found) or found[0][1] != found[1][1]:  # type: ignore[index]
         return kv_heads
     for ref, (source, _, nodes) in zip(("k_kv", "v_kv"), found):  # type: ignore[misc]
@@ -137,11 +158,11 @@ def _heads(match: PatternMatch, q: str, k: str, layout: str) -> tuple[int, int]:
     """(num_heads, num_kv_heads) from the static shapes of q and k (1 without a head axis)."""
     if "N" not in layout:
         return 1, 1
-    axis = layout.index("N")
+    axis = layout.index("N") - len(layout)  # from the end: needs no rank
     counts = []
     for ref in (q, k):
-        shape = match.view.static_shape(match.tensor(ref))
-        if shape is None or len(shape) != len(layout) or shape[axis] is None:
+        count = dim(match.view, match.tensor(ref), axis)
+        if count is None:
             raise NotAttention(f"cannot tell the number of heads of {match.tensor_name(ref)!r} (layout {layout})")
-        counts.append(int(shape[axis]))
+        counts.append(count)
     return counts[0], counts[1]

@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ....core.graph.matching import PatternMatch
+from ....core.graph.view import GraphView
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS, numpy_dtype
+from . import dims
 
 #: Largest intermediate value evaluated (elements).
 MAX_ELEMENTS = 1 << 20
@@ -104,10 +105,10 @@ def _cumsum(x: np.ndarray, axis: int, attrs: dict[str, Any]) -> np.ndarray:
 
 
 class ConstantSubgraph:
-    """Evaluates tensors of one match's graph from constants, remembering the nodes used."""
+    """Evaluates tensors of a graph from constants, remembering the nodes used."""
 
-    def __init__(self, match: PatternMatch, given: dict[tuple[int, int], np.ndarray] | None = None) -> None:
-        self.view = match.view
+    def __init__(self, view: GraphView, given: dict[tuple[int, int], np.ndarray] | None = None) -> None:
+        self.view = view
         #: values to take for some tensors instead of computing them (a probe)
         self.given = dict(given or {})
         self.nodes: set[int] = set()
@@ -148,7 +149,7 @@ class ConstantSubgraph:
 
     def _shape(self, node: int) -> np.ndarray:
         """A Shape's value: the static shape of what it reads, when every dimension is known."""
-        shape = self.view.static_shape(self._data(node)[0])
+        shape = dims.shape(self.view, self._data(node)[0])
         if shape is None or None in shape:
             raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
         self.reads_shapes = True

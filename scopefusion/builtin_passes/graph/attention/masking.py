@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ....core.graph.matching import PatternMatch
+from .dims import shape
 from .folding import ConstantSubgraph, NotConstant
 from .patterns import MAX_STEPS
 from .products import NotAttention
@@ -41,12 +42,10 @@ def scale_of(match: PatternMatch, k_scaled_inside: bool) -> float:
     for where in ("q", "k", "s"):
         if where == "k" and k_scaled_inside:
             continue
-        for how in ("mul", "div"):
-            prefix = f"{where}_{how}"
-            if prefix not in match.nodes:
-                continue
-            value = _factor_value(match, prefix, {"q": "the query", "k": "the key", "s": "the product"}[where])
-            scale = scale * value if how == "mul" else scale / value
+        if f"{where}_scale" not in match.nodes:
+            continue
+        value = _factor_value(match, where, {"q": "the query", "k": "the key", "s": "the product"}[where])
+        scale = scale * value if match.view.index.ops[match.nodes[f"{where}_scale"]] == "Mul" else scale / value
     return scale
 
 
@@ -73,15 +72,17 @@ def masking(match: PatternMatch) -> Masking:
     steps: list[tuple[str, str | None]] = []  # (kind, variable) innermost first
     fills: list[float] = []
     keeps: dict[str, str] = {}  # the keep mask of each select step: "causal" or "mask" -> variable
+    ops = match.view.index.ops
     for n in range(1, MAX_STEPS + 1):
-        if f"add{n}" in match.nodes:
+        step = ops[match.nodes[f"step{n}"]] if f"step{n}" in match.nodes else None
+        if step in ("Add", "AddV2"):
             term = match.tensor(f"term{n}")
             value = match.view.const_value_of(term[0]) if term[1] == 0 else None
             if value is not None and value.size == 1:
                 out.dropped.append(match.tensor_name(f"term{n}"))
                 continue
             steps.append(("add", f"term{n}"))
-        elif f"select{n}" in match.nodes:
+        elif step in ("Select", "SelectV2"):
             fills.append(float(match.consts[f"fill{n}"].reshape(-1)[0]))
             causal = _causal_nodes(match, f"keep{n}")
             if causal is not None:
@@ -91,7 +92,7 @@ def masking(match: PatternMatch) -> Masking:
             else:
                 steps.append(("select", f"keep{n}"))
                 keeps["mask"] = f"keep{n}"
-        elif f"band{n}" in match.nodes:
+        elif step == "Sub":
             causal = _causal_nodes(match, f"band{n}", why=True)
             fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
             out.absorbed |= causal  # type: ignore[arg-type]
@@ -181,7 +182,7 @@ def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int]
     """The nodes computing the keep mask bound to ``name`` when its value is exactly causal
     for these scores (only those no node outside the result reads), else None; with ``why``,
     raises :class:`NotAttention` saying why it is not causal instead."""
-    sub = ConstantSubgraph(match)
+    sub = ConstantSubgraph(match.view)
     tensor = match.tensor(name)
     try:
         value = sub.value(tensor)
@@ -190,7 +191,7 @@ def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int]
             raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is not computed "
                                f"from constants ({reason}): cannot tell it is causal") from None
         return None
-    problem = _not_causal(value, match.view.static_shape(match.tensor("scores")))
+    problem = _not_causal(value, shape(match.view, match.tensor("scores")))
     if problem is not None:
         if why:
             raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
@@ -208,7 +209,7 @@ def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] |
     """The nodes computing the additive term bound to ``name`` and the value it adds to the
     dropped scores, when it is computed from constants and adds exactly 0 to the scores a
     causal mask keeps and one value (at most :data:`ADDITIVE_CAUSAL_AT_MOST`) to the others."""
-    sub = ConstantSubgraph(match)
+    sub = ConstantSubgraph(match.view)
     try:
         value = sub.value(match.tensor(name))
     except NotConstant:
@@ -219,7 +220,7 @@ def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] |
     if dropped.size == 0 or len(np.unique(dropped)) != 1 or float(dropped.reshape(-1)[0]) > ADDITIVE_CAUSAL_AT_MOST:
         return None
     keep = np.where(_causal_keep(value.shape[-2], value.shape[-1]), value != 0, False)
-    if keep.any() or _not_causal(value == 0, match.view.static_shape(match.tensor("scores"))) is not None:
+    if keep.any() or _not_causal(value == 0, shape(match.view, match.tensor("scores"))) is not None:
         return None
     nodes = set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
     return nodes, float(dropped.reshape(-1)[0])

@@ -12,9 +12,9 @@ LAYOUTS = ("BNSH", "BSNH", "BSH")
 def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = None, *, scale: float,
                         is_causal: bool, mask_fill: float, zero_dropped: bool, num_heads: int,
                         num_kv_heads: int, layout: str, transpose_q: bool, transpose_k: bool, T: Any,
-                        Tmask: Any) -> tuple[Any]:
+                        Tmask: Any, softmax_dtype: Any) -> tuple[Any]:
     """``softmax(mask(causal(scale * q @ k^T + bias))) @ v`` over the keys, in ``layout``."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow runs the reference only, never the fusion path
 
     if transpose_q:  # given as [.., size, seq]
         q = tf.linalg.matrix_transpose(q)
@@ -24,7 +24,10 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
         q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))
     if num_kv_heads and num_kv_heads != num_heads:  # grouped-query attention: each kv head serves a group
         k, v = (tf.repeat(t, num_heads // num_kv_heads, axis=1) for t in (k, v))
-    scores = tf.matmul(q, k, transpose_b=True) * tf.cast(scale, q.dtype)
+    scores = tf.matmul(q, k, transpose_b=True)
+    if softmax_dtype != scores.dtype:  # the softmax in a wider type
+        scores = tf.cast(scores, softmax_dtype)
+    scores = scores * tf.cast(scale, scores.dtype)
     if bias is not None:
         scores = scores + bias
     fill = tf.cast(mask_fill, scores.dtype)
@@ -37,7 +40,7 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
     probs = tf.nn.softmax(scores, axis=-1)
     if zero_dropped and mask is not None and mask.dtype == tf.bool:
         probs = tf.where(mask, probs, tf.zeros_like(probs))
-    out = tf.matmul(probs, v)
+    out = tf.matmul(tf.cast(probs, v.dtype), v)
     if layout == "BSNH":
         out = tf.transpose(out, [0, 2, 1, 3])
     return (out,)
@@ -72,7 +75,10 @@ ATTENTION = FusedOpDef(
         AttrDef("transpose_q", "bool", default=False, description="q is given as [.., size, q_len]"),
         AttrDef("transpose_k", "bool", default=False, description="k is given as [.., size, k_len]"),
         AttrDef("T", "type"),
-        AttrDef("Tmask", "type", description="the mask's dtype (bool, or T for an additive mask)"),
+        AttrDef("Tmask", "type", description="the mask's dtype (bool, or the softmax's for an additive mask)"),
+        AttrDef("softmax_dtype", "type",
+                description="the dtype the scores are scaled, masked and normalised in: T, or wider (Keras "
+                            "under float16: float32), the probabilities then cast back to T"),
     ),
     same_shape={},
     reference=attention_reference,

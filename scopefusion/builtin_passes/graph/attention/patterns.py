@@ -37,51 +37,59 @@ def _scalar(value: np.ndarray) -> bool:
     return value.size == 1
 
 
+# Labels: the alternatives of one step share their op's label (``<prefix>_scale``, ``step<n>``) and
+# the pass tells them apart by the op's type; a label only one alternative had would make every
+# alternative below it a different case when the pattern's smallest match is counted.
+
+
 def factor(prefix: str) -> Any:
     """A scale factor: a float constant (any shape: the pass refuses one that is not a scalar),
     or the square root or reciprocal square root of a scalar constant (``sqrt(d)`` computed in
     the graph, a ``Cast`` of an integer ``d`` included)."""
     return one_of(
         const(where=_floating, label=f"{prefix}_const", description="a float constant"),
-        op("Sqrt", const(where=_scalar, label=f"{prefix}_sqrt_of"), label=f"{prefix}_sqrt"),
-        op("Rsqrt", const(where=_scalar, label=f"{prefix}_rsqrt_of"), label=f"{prefix}_rsqrt"),
+        op("Sqrt", const(where=_scalar, label=f"{prefix}_sqrt_of")),
+        op("Rsqrt", const(where=_scalar, label=f"{prefix}_rsqrt_of")),
     )
 
 
 def scaled(x: Any, prefix: str) -> Any:
-    """``x * f``, ``x / f`` or ``x`` itself."""
-    return one_of(op("Mul", x, factor(f"{prefix}_mul"), label=f"{prefix}_mul"),
-                  op(DIV, x, factor(f"{prefix}_div"), label=f"{prefix}_div"),
+    """``x * f``, ``x / f`` (the op labelled ``<prefix>_scale``) or ``x`` itself."""
+    return one_of(op("Mul", x, factor(prefix), label=f"{prefix}_scale"),
+                  op(DIV, x, factor(prefix), label=f"{prefix}_scale"),
                   x)
 
 
 #: k as the product reads it: transposed over its last two axes by a Transpose, or not
 KEY = one_of(op("Transpose", scaled("$k", "k"), const(label="k_perm"), label="k_transpose"), scaled("$k", "k"))
 PRODUCT = op(PRODUCTS, scaled("$q", "q"), KEY, label="scores")
-#: the product, or its transpose over the last two axes (keras-hub computes k q^T, then transposes)
-SCORES = scaled(one_of(PRODUCT, op("Transpose", PRODUCT, const(label="scores_perm"), label="scores_transpose")), "s")
+#: the product, or its transpose over the last two axes (keras-hub computes k q^T, then transposes),
+#: or a Cast of it (Keras under float16 computes its softmax in float32)
+_PRODUCT = one_of(PRODUCT, op("Transpose", PRODUCT, const(label="scores_perm"), label="scores_transpose"))
+SCORES = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s")
 
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
-    """``scores`` after up to ``steps`` masking steps, step ``n`` the outermost: an added term
-    (``$term<n>``), a selection ``where(keep, x, fill)`` or GPT-2's ``x * band - c * (1 - band)``."""
+    """``scores`` after up to ``steps`` masking steps (the op labelled ``step<n>``, step ``n`` the
+    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)`` or GPT-2's
+    ``x * band - c * (1 - band)``."""
     if steps == 0:
         return scores
     inner = logits(scores, steps - 1)
     n = steps
-    band = op("Sub", op("Mul", inner, f"$band{n}", label=f"band_keep{n}"),
-              op("Mul", const(where=_scalar, label=f"band_c{n}"),
-                 op("Sub", const(1.0), f"$band{n}", label=f"band_not{n}"), label=f"band_drop{n}"),
-              label=f"band{n}")
+    band = op("Sub", op("Mul", inner, f"$band{n}"),
+              op("Mul", const(where=_scalar, label=f"band_c{n}"), op("Sub", const(1.0), f"$band{n}")),
+              label=f"step{n}")
     return one_of(
-        op(ADD, inner, f"$term{n}", label=f"add{n}"),
-        op(SELECT, f"$keep{n}", inner, const(where=_scalar, label=f"fill{n}"), label=f"select{n}"),
+        op(ADD, inner, f"$term{n}", label=f"step{n}"),
+        op(SELECT, f"$keep{n}", inner, const(where=_scalar, label=f"fill{n}"), label=f"step{n}"),
         band,
         inner,
     )
 
 
-SOFTMAX = op("Softmax", logits(SCORES), label="softmax")
+SOFTMAX = one_of(op("Softmax", logits(SCORES), label="softmax"),
+                 op("Cast", op("Softmax", logits(SCORES), label="softmax"), label="probs_cast"))
 #: the probabilities, or Keras' masked softmax zeroing the dropped keys' after it: where(keep, p, 0)
 PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
 ATTENTION_PATTERN = OpPattern("ScaledDotProductAttention", op(PRODUCTS, PROBS, "$v", label="context"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....core.graph.matching import PatternMatch
+from .dims import rank
 
 
 class NotAttention(Exception):
@@ -57,12 +58,14 @@ def operands(match: PatternMatch) -> Operands:
 _RANK_LAYOUTS = {4: "BNSH", 3: "BSH", 2: "SH"}
 
 
-def _rank_layout(match: PatternMatch, label: str) -> str:
-    rank = match.view.rank(match.tensor_name(label))
-    if rank not in _RANK_LAYOUTS:
-        raise NotAttention(f"{match.name(label)!r} has rank {rank}: q, k and v must have rank 2, 3 or 4"
-                           if rank is not None else f"cannot tell the rank of {match.name(label)!r}")
-    return _RANK_LAYOUTS[rank]
+def _rank_layout(match: PatternMatch, label: str, *operands: str) -> str:
+    """The layout of a product's operands by their rank (the larger, as the product broadcasts)."""
+    ranks = [r for r in (rank(match.view, match.tensor(ref)) for ref in operands) if r is not None]
+    r = max(ranks) if ranks else None
+    if r not in _RANK_LAYOUTS:
+        raise NotAttention(f"the operands of {match.name(label)!r} have rank {r}: q, k and v must have rank "
+                           "2, 3 or 4" if r is not None else f"cannot tell the rank of {match.name(label)!r}")
+    return _RANK_LAYOUTS[r]
 
 
 def _matmul_scores(match: PatternMatch, transposed: bool) -> Operands:
@@ -86,14 +89,14 @@ def _matmul_scores(match: PatternMatch, transposed: bool) -> Operands:
     for ref, flag in ((q, transpose_q), (k, transpose_k)):
         if flag and ref != "k_transpose":
             raise NotAttention("q is multiplied by k without transposing k: not a product of queries with keys")
-    layout = _rank_layout(match, "scores")
+    layout = _rank_layout(match, "scores", q, k)
     return Operands(q, k, "v", layout, inside, transpose_q, transpose_k)
 
 
 def _matmul_context(match: PatternMatch) -> str:
     if _flag(match, "context", "adj_x", "transpose_a", "adj_y", "transpose_b"):
         raise NotAttention("the product with v reads the probabilities or v transposed")
-    return _rank_layout(match, "context")
+    return _rank_layout(match, "context", "v")
 
 
 def _equation(match: PatternMatch, label: str) -> tuple[str, str, str]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ....core.graph.matching import PatternMatch
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
+from . import dims
 from .folding import ConstantSubgraph, NotConstant
 from .masking import _only_read_inside
 
@@ -24,9 +25,11 @@ COPYING_OPS = frozenset({"Reshape", "Tile", "ExpandDims", "BroadcastTo", "Squeez
 MAX_CHAIN = 8
 
 
-def unrepeated(match: PatternMatch, ref: str, heads_axis: int, heads: int) -> tuple[tuple[int, int], int, set[int]] | None:
-    """``(source tensor, its heads, nodes repeating it)`` when the tensor ``ref`` names is the
-    source repeated over axis ``heads_axis`` (``heads`` in all), else None."""
+def unrepeated(match: PatternMatch, ref: str, heads_axis: int, heads: int,
+               rank: int) -> tuple[tuple[int, int], int, set[int]] | None:
+    """``(source tensor, its heads, nodes repeating it)`` when the tensor ``ref`` names (of
+    ``rank``) is a source of the same rank repeated over axis ``heads_axis`` (``heads`` in all),
+    else None."""
     view = match.view
     index = view.index
     tensor = match.tensor(ref)
@@ -40,14 +43,14 @@ def unrepeated(match: PatternMatch, ref: str, heads_axis: int, heads: int) -> tu
     if not chain:
         return None
     source = tensor
-    shape = view.static_shape(source)
-    if shape is None or None in shape or len(shape) <= heads_axis:
+    shape = [dims.dim(view, source, axis - rank) for axis in range(rank)]
+    if None in shape:
         return None
     kv_heads = int(shape[heads_axis])
     if kv_heads == 0 or kv_heads == heads or heads % kv_heads:
         return None
     probe = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
-    sub = ConstantSubgraph(match, given={source: probe})
+    sub = ConstantSubgraph(match.view, given={source: probe})
     try:
         repeated = sub.value(match.tensor(ref))
     except NotConstant:

@@ -310,6 +310,21 @@ ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
 }
 
 
+def openai_gpt2(layers: int = 2) -> AttentionModel:
+    """openai/gpt-2's ``multihead_attn`` (``softmax_models.gpt2_attention``, its lines as that
+    repository writes them): ``w * rsqrt(d)``, ``mask_attn_weights`` (``w * b - 1e10 * (1 - b)``,
+    b from a range compare: causal) and its hand-written softmax."""
+    import softmax_models as sm
+
+    m = sm.gpt2_attention(layers=layers)
+    return AttentionModel(m.graph_def, m.inputs, m.outputs, name="openai_gpt2", signature=m.signature,
+                          attentions=layers, attrs={"scale": 0.5, "is_causal": True, "mask_fill": -1e10,
+                                                    "num_heads": 2, "num_kv_heads": 2})
+
+
+ATTENTION_FORMS["openai_gpt2"] = openai_gpt2
+
+
 # ------------------------------------------------------------------ keras-hub
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import weakref
 
-from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
 from ....core.graph.view import GraphView
+from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
 from . import folding
 
 Tensor = tuple[int, int]
@@ -44,7 +44,7 @@ def shape(view: GraphView, tensor: Tensor) -> list[int | None] | None:
 
 
 #: per graph view, the sizes told so far: (tensor, negative axis) -> size
-_KNOWN: "weakref.WeakKeyDictionary[GraphView, dict[tuple[Tensor, int], int | None]]" = weakref.WeakKeyDictionary()
+_KNOWN: weakref.WeakKeyDictionary[GraphView, dict[tuple[Tensor, int], int | None]] = weakref.WeakKeyDictionary()
 
 
 def dim(view: GraphView, tensor: Tensor, axis: int, depth: int = MAX_DEPTH) -> int | None:
@@ -66,8 +66,9 @@ def dim(view: GraphView, tensor: Tensor, axis: int, depth: int = MAX_DEPTH) -> i
 
 def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
     known = view.static_shape(tensor, infer=False)
-    if known is not None and -axis <= len(known) and known[axis] is not None:
-        return int(known[axis])
+    recorded = known[axis] if known is not None and -axis <= len(known) else None
+    if recorded is not None:
+        return int(recorded)
     index = view.index
     node = tensor[0]
     op = index.ops[node]
@@ -104,9 +105,9 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
         if axis == -1:
             return dim(view, data[1], -2 if adj_y else -1, depth - 1)
         for t in data:  # batch axes (broadcast)
-            size = dim(view, t, axis, depth - 1)
-            if size not in (None, 1):
-                return size
+            batch = dim(view, t, axis, depth - 1)
+            if batch not in (None, 1):
+                return batch
         return None
     if op == "Einsum":
         equation = index.nodes[node].attr["equation"].s.decode().replace(" ", "")
@@ -115,9 +116,9 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
             return None
         for labels, t in zip(inputs.split(","), data):
             if output[axis] in labels:
-                size = dim(view, t, labels.index(output[axis]) - len(labels), depth - 1)
-                if size not in (None, 1):
-                    return size
+                found = dim(view, t, labels.index(output[axis]) - len(labels), depth - 1)
+                if found not in (None, 1):
+                    return found
         return None
     return None
 

@@ -10,7 +10,8 @@ and the result must stay small.  Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def _set_diag(x: np.ndarray, diag: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 #: op type -> (inputs, attrs) -> value
 RULES: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = {
-    "Range": lambda a, _: np.arange(a[0], a[1], a[2]),
+    "Range": lambda a, _: np.arange(a[0].item(), a[1].item(), a[2].item()),
     "StridedSlice": lambda a, attrs: _strided_slice(a[0], a[1], a[2], a[3], attrs),
     "ExpandDims": lambda a, _: np.expand_dims(a[0], int(a[1])),
     "Reshape": lambda a, _: np.reshape(a[0], [int(d) for d in np.reshape(a[1], -1)]),
@@ -153,8 +154,8 @@ class ConstantSubgraph:
         if shape is None or None in shape:
             raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
         self.reads_shapes = True
-        dtype = numpy_dtype(self.view.index.nodes[node].attr["out_type"].type) or np.int32
-        return np.array(shape, dtype=dtype)
+        out_type = numpy_dtype(self.view.index.nodes[node].attr["out_type"].type) or np.int32
+        return np.array([int(d) for d in shape if d is not None]).astype(np.dtype(out_type))  # type: ignore[call-overload]
 
     def _data(self, node: int) -> list[tuple[int, int]]:
         return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]
@@ -166,7 +167,7 @@ class ConstantSubgraph:
         dtype = numpy_dtype(attrs["DstT"].type)
         if dtype is None:
             raise NotConstant(f"a Cast to a dtype numpy lacks at {self.view.index.names[node]!r}")
-        return value.astype(dtype)
+        return value.astype(np.dtype(dtype))  # type: ignore[call-overload]
 
 
 def _python(value: Any) -> Any:

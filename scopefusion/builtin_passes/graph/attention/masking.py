@@ -97,7 +97,7 @@ def masking(match: PatternMatch) -> Masking:
             fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
             out.absorbed |= causal  # type: ignore[arg-type]
             steps.append(("causal", None))
-    additive = [name for kind, name in steps if kind == "add"]
+    additive = [name for kind, name in steps if kind == "add" and name is not None]
     if len(steps) == 1 and additive:  # one additive mask and nothing else: is it exactly causal?
         causal_add = _additive_causal(match, additive[0])
         if causal_add is not None:
@@ -122,12 +122,14 @@ def _zeroed_after(match: PatternMatch, out: Masking, keeps: dict[str, str]) -> N
     if out.mask_is_bool and _same_value(match, match.tensor("keep_after"), match.tensor(keeps["mask"])):
         out.zero_dropped = True
         return
-    if out.is_causal and out.mask is None and "causal" in keeps and (out.fill or 0.0) <= ADDITIVE_CAUSAL_AT_MOST:
-        if _same_value(match, match.tensor("keep_after"), match.tensor(keeps["causal"])):
-            causal = _causal_nodes(match, "keep_after")
-            if causal is not None:
-                out.absorbed |= causal
-                return
+    causal_kept = (out.is_causal and out.mask is None and "causal" in keeps
+                   and (out.fill or 0.0) <= ADDITIVE_CAUSAL_AT_MOST
+                   and _same_value(match, match.tensor("keep_after"), match.tensor(keeps["causal"])))
+    if causal_kept:
+        causal = _causal_nodes(match, "keep_after")
+        if causal is not None:
+            out.absorbed |= causal
+            return
     raise NotAttention(f"the probabilities are zeroed by a mask ({match.tensor_name('keep_after')!r}) other "
                        "than the one that selected the scores")
 

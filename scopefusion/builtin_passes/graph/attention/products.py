@@ -112,7 +112,7 @@ def _einsum_scores(match: PatternMatch) -> tuple[str, str, str, bool]:
     a, b, out = _equation(match, "scores")
     if len(out) != 4 or len(a) != 4 or len(b) != 4:
         raise NotAttention(f"the scores' einsum {a},{b}->{out} is not over [batch, heads, seq, size] operands")
-    batch, heads, rows, cols = out
+    batch, heads, rows, cols = out[0], out[1], out[2], out[3]
     # the second operand as the pattern saw it: through a Transpose, the einsum reads that
     # Transpose's output (a head-split transpose), with any scale of k inside it
     inside = "k_transpose" in match.nodes

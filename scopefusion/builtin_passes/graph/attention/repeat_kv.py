@@ -33,18 +33,19 @@ def unrepeated(match: PatternMatch, ref: str, heads_axis: int, heads: int,
     view = match.view
     index = view.index
     tensor = match.tensor(ref)
-    chain = []
+    chain: list[int] = []
     while len(chain) < MAX_CHAIN:
         node = view.forwarded(tensor[0]) if index.ops[tensor[0]] in FORWARDING_OPS else tensor[0]
         if index.ops[node] not in COPYING_OPS:
             break
         chain.append(node)
-        tensor = [t for t in index.inputs[node] if t[1] != CONTROL][0]
+        tensor = next(t for t in index.inputs[node] if t[1] != CONTROL)
     if not chain:
         return None
     source = tensor
-    shape = [dims.dim(view, source, axis - rank) for axis in range(rank)]
-    if None in shape:
+    sizes = [dims.dim(view, source, axis - rank) for axis in range(rank)]
+    shape = [int(s) for s in sizes if s is not None]
+    if len(shape) != rank:
         return None
     kv_heads = int(shape[heads_axis])
     if kv_heads == 0 or kv_heads == heads or heads % kv_heads:

@@ -8,6 +8,7 @@ from ..core.fusion.fused_ops import FusedOpDef
 from ..core.graph_fusion.base_pass import PatternFusionBasePass
 from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
+from .graph.attention import ATTENTION, AttentionFusionPass
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
@@ -46,6 +47,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     SoftmaxFusionPass,
     ConcatFlattenFusionPass,
     EpilogueFusionPass,
+    AttentionFusionPass,
     ConvBatchnormFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
@@ -54,7 +56,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
-    RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
+    RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 
 

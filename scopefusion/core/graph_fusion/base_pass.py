@@ -30,6 +30,9 @@ class FusedOp:
     ``inputs[i]``; fused output ``k`` replaces ``outputs[k]`` (default: the
     pattern's outputs, or its root).  ``name`` defaults to the name of the node
     whose output is fused output 0, so the fused node takes over its name.
+    ``absorbed`` names more nodes (indices) the fused op replaces besides the match's:
+    what the op now knows as an attribute, e.g. a causal mask computed from constants
+    (a node still read from outside the result refuses it, as for any member).
 
     Instead of one node of ``type``, an inner graph of several new nodes may stand
     for the match: ``inner_nodes`` (inputs name other inner nodes or
@@ -44,6 +47,7 @@ class FusedOp:
     inner_nodes: Sequence[InnerNode] = ()
     inner_outputs: Mapping[int, str] = field(default_factory=dict)
     description: str = ""
+    absorbed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -293,7 +293,7 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
     attribute dicts of the pass's earlier candidates, by content, which an equal set reuses."""
     output_refs = list(fused.outputs) or list(match.pattern.outputs)
     outputs: dict[Tensor, int] = {}
-    members = match.members
+    members = match.members | fused.absorbed if fused.absorbed else match.members
     for k, ref in enumerate(output_refs):
         tensor = _tensor(match, ref)
         if tensor[0] not in members:

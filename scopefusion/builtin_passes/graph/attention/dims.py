@@ -1,0 +1,134 @@
+"""Sizes of single axes, told without TensorFlow: the graph's recorded shapes, constants, and
+a few rules that carry one axis through the ops around attention (a head split's Reshape by a
+constant shape, a Transpose, elementwise ops, products).  The fusion path never imports
+TensorFlow; an axis no rule tells is unknown (None), never guessed."""
+from __future__ import annotations
+
+import weakref
+
+from ....core.graph.view import GraphView
+from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
+from . import folding
+
+Tensor = tuple[int, int]
+
+#: ops whose output has the shape of the broadcast of their inputs
+ELEMENTWISE = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "BiasAdd", "Neg", "Cast", "Maximum",
+                         "Minimum", "SelectV2", "Relu", "Tanh", "Sigmoid", "Exp", "Softmax", "Erf", "Sqrt",
+                         "Rsqrt", "Square"})
+MAX_DEPTH = 24
+
+
+def rank(view: GraphView, tensor: Tensor) -> int | None:
+    """The rank by the local rules (``GraphView.rank_inference``), the recorded shape, or the
+    length of a Transpose's permutation or a Reshape's constant shape."""
+    local = view.rank_inference().rank_at(*tensor)
+    if local is not None and local >= 0:
+        return local
+    recorded = view.static_shape(tensor, infer=False)
+    if recorded is not None:
+        return len(recorded)
+    index = view.index
+    node = view.forwarded(tensor[0])
+    if index.ops[node] in ("Transpose", "Reshape"):
+        data = [t for t in index.inputs[node] if t[1] != CONTROL]
+        value = view.const_value_of(data[1][0]) if len(data) == 2 else None
+        return None if value is None else int(value.size)
+    return None
+
+
+def shape(view: GraphView, tensor: Tensor) -> list[int | None] | None:
+    """Every axis by :func:`dim` (None: the rank is unknown)."""
+    r = rank(view, tensor)
+    return None if r is None else [dim(view, tensor, axis - r) for axis in range(r)]
+
+
+#: per graph view, the sizes told so far: (tensor, negative axis) -> size
+_KNOWN: weakref.WeakKeyDictionary[GraphView, dict[tuple[Tensor, int], int | None]] = weakref.WeakKeyDictionary()
+
+
+def dim(view: GraphView, tensor: Tensor, axis: int, depth: int = MAX_DEPTH) -> int | None:
+    """The size of ``axis`` of ``tensor``, or None.  A negative axis counts from the end and
+    needs no rank: elementwise ops broadcast from the end.  Each is told once per view."""
+    r = rank(view, tensor)
+    if axis >= 0:
+        if r is None:
+            return None
+        axis -= r
+    if depth == 0 or (r is not None and -axis > r):
+        return None
+    known = _KNOWN.setdefault(view, {})
+    key = (tensor, axis)
+    if key not in known:
+        known[key] = _dim(view, tensor, axis, depth)
+    return known[key]
+
+
+def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
+    known = view.static_shape(tensor, infer=False)
+    recorded = known[axis] if known is not None and -axis <= len(known) else None
+    if recorded is not None:
+        return int(recorded)
+    index = view.index
+    node = tensor[0]
+    op = index.ops[node]
+    data = [t for t in index.inputs[node] if t[1] != CONTROL]
+    if op in FORWARDING_OPS and data:
+        return dim(view, data[0], axis, depth - 1)
+    if op == "Transpose":
+        perm = view.const_value_of(data[1][0])
+        if perm is None or -axis > perm.size:
+            return None
+        return dim(view, data[0], int(perm.reshape(-1)[axis]) - perm.size, depth - 1)
+    if op == "Reshape":
+        target = _evaluated(view, data[1])
+        if target is None or -axis > target.size:
+            return None
+        size = int(target.reshape(-1)[axis])
+        return size if size >= 0 else None
+    if op in ELEMENTWISE:
+        sizes = []
+        for t in data:
+            tr = rank(view, t)
+            if tr is None or -axis <= tr:
+                sizes.append(dim(view, t, axis, depth - 1))
+        known_sizes = {s for s in sizes if s is not None}
+        if len(known_sizes - {1}) == 1:
+            return (known_sizes - {1}).pop()
+        return 1 if known_sizes == {1} and None not in sizes else None
+    if op in ("BatchMatMulV2", "BatchMatMul", "BatchMatMulV3", "MatMul"):
+        attrs = index.nodes[node].attr
+        adj_x = any(attrs[k].b for k in ("adj_x", "transpose_a") if k in attrs)
+        adj_y = any(attrs[k].b for k in ("adj_y", "transpose_b") if k in attrs)
+        if axis == -2:
+            return dim(view, data[0], -1 if adj_x else -2, depth - 1)
+        if axis == -1:
+            return dim(view, data[1], -2 if adj_y else -1, depth - 1)
+        for t in data:  # batch axes (broadcast)
+            batch = dim(view, t, axis, depth - 1)
+            if batch not in (None, 1):
+                return batch
+        return None
+    if op == "Einsum":
+        equation = index.nodes[node].attr["equation"].s.decode().replace(" ", "")
+        inputs, _, output = equation.partition("->")
+        if "." in equation or -axis > len(output):
+            return None
+        for labels, t in zip(inputs.split(","), data):
+            if output[axis] in labels:
+                found = dim(view, t, labels.index(output[axis]) - len(labels), depth - 1)
+                if found not in (None, 1):
+                    return found
+        return None
+    return None
+
+
+def _evaluated(view: GraphView, tensor: Tensor):  # -> np.ndarray | None
+    """A small integer tensor computed from constants (a Reshape's shape), or None."""
+    value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
+    if value is not None:
+        return value
+    try:
+        return folding.ConstantSubgraph(view).value(tensor)
+    except folding.NotConstant:
+        return None

@@ -1,0 +1,258 @@
+"""What the scale and the masking steps of an attention match amount to: the ``scale``,
+the optional ``bias`` and ``mask`` inputs, ``is_causal`` and ``mask_fill``.
+
+The steps between the scaled scores and the softmax, innermost first, are additive terms,
+selections ``where(keep, x, fill)`` and GPT-2's ``x * b - c * (1 - b)`` (which is
+``where(b, x, -c)`` for a 0/1 band ``b``).  A scalar constant added to every score
+changes no softmax (transformers' "stable softmax" adds 1e-9) and is dropped.  A keep
+mask computed from constants only whose value is exactly causal becomes ``is_causal``
+(its nodes go with the fused op); any other mask stays an input.  The op applies, in
+this order, a bias, the causal mask, one mask; the steps of the graph must come in that
+order (two additive terms: the first is the bias), or the match is refused.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ....core.graph.matching import PatternMatch
+from .dims import shape
+from .folding import ConstantSubgraph, NotConstant
+from .patterns import MAX_STEPS
+from .products import NotAttention
+
+
+@dataclass
+class Masking:
+    bias: str | None = None  # a variable of the match
+    mask: str | None = None
+    mask_is_bool: bool = False
+    is_causal: bool = False
+    fill: float | None = None
+    zero_dropped: bool = False  # the probabilities of dropped keys are zeroed after the softmax
+    absorbed: set[int] = field(default_factory=set)
+    dropped: list[str] = field(default_factory=list)  # scalar shifts left out
+
+
+def scale_of(match: PatternMatch, k_scaled_inside: bool) -> float:
+    """The product of every scale factor on q, k and the scores; raises :class:`NotAttention`."""
+    scale = 1.0
+    for where in ("q", "k", "s"):
+        if where == "k" and k_scaled_inside:
+            continue
+        if f"{where}_scale" not in match.nodes:
+            continue
+        value = _factor_value(match, where, {"q": "the query", "k": "the key", "s": "the product"}[where])
+        scale = scale * value if match.view.index.ops[match.nodes[f"{where}_scale"]] == "Mul" else scale / value
+    return scale
+
+
+def _factor_value(match: PatternMatch, prefix: str, what: str) -> float:
+    consts = match.consts
+    if f"{prefix}_const" in consts:
+        value = consts[f"{prefix}_const"]
+        if value.size != 1:
+            raise NotAttention(f"{what} is scaled by a constant of shape {list(value.shape)}, not a scalar: "
+                               "not a scaled dot product")
+        factor = float(value.reshape(-1)[0])
+    elif f"{prefix}_sqrt_of" in consts:
+        factor = math.sqrt(float(consts[f"{prefix}_sqrt_of"].reshape(-1)[0]))
+    else:
+        factor = 1.0 / math.sqrt(float(consts[f"{prefix}_rsqrt_of"].reshape(-1)[0]))
+    if not math.isfinite(factor) or factor == 0.0:
+        raise NotAttention(f"{what} is scaled by {factor}")
+    return factor
+
+
+def masking(match: PatternMatch) -> Masking:
+    """The bias, mask and causality the steps amount to; raises :class:`NotAttention`."""
+    out = Masking()
+    steps: list[tuple[str, str | None]] = []  # (kind, variable) innermost first
+    fills: list[float] = []
+    keeps: dict[str, str] = {}  # the keep mask of each select step: "causal" or "mask" -> variable
+    ops = match.view.index.ops
+    for n in range(1, MAX_STEPS + 1):
+        step = ops[match.nodes[f"step{n}"]] if f"step{n}" in match.nodes else None
+        if step in ("Add", "AddV2"):
+            term = match.tensor(f"term{n}")
+            value = match.view.const_value_of(term[0]) if term[1] == 0 else None
+            if value is not None and value.size == 1:
+                out.dropped.append(match.tensor_name(f"term{n}"))
+                continue
+            steps.append(("add", f"term{n}"))
+        elif step in ("Select", "SelectV2"):
+            fills.append(float(match.consts[f"fill{n}"].reshape(-1)[0]))
+            causal = _causal_nodes(match, f"keep{n}")
+            if causal is not None:
+                out.absorbed |= causal
+                steps.append(("causal", None))
+                keeps["causal"] = f"keep{n}"
+            else:
+                steps.append(("select", f"keep{n}"))
+                keeps["mask"] = f"keep{n}"
+        elif step == "Sub":
+            causal = _causal_nodes(match, f"band{n}", why=True)
+            fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
+            out.absorbed |= causal  # type: ignore[arg-type]
+            steps.append(("causal", None))
+    additive = [name for kind, name in steps if kind == "add" and name is not None]
+    if len(steps) == 1 and additive:  # one additive mask and nothing else: is it exactly causal?
+        causal_add = _additive_causal(match, additive[0])
+        if causal_add is not None:
+            out.absorbed |= causal_add[0]
+            fills.append(causal_add[1])
+            steps = [("causal", None)]
+    if len(set(fills)) > 1:
+        raise NotAttention(f"masked scores become different values ({', '.join(map(str, fills))})")
+    if fills:
+        out.fill = fills[0]
+    _assign(steps, out)
+    if "zero_dropped" in match.nodes:
+        _zeroed_after(match, out, keeps)
+    return out
+
+
+def _zeroed_after(match: PatternMatch, out: Masking, keeps: dict[str, str]) -> None:
+    """Keras' masked softmax zeroes the dropped keys' probabilities after the softmax,
+    ``where(keep, p, 0)``, with the keep mask it selected the scores by: the op zeroes them
+    too (a query whose every key is dropped then gets zeros).  After a causal selection it
+    changes nothing (every query keeps a key; the dropped ones already weigh 0)."""
+    if out.mask_is_bool and _same_value(match, match.tensor("keep_after"), match.tensor(keeps["mask"])):
+        out.zero_dropped = True
+        return
+    causal_kept = (out.is_causal and out.mask is None and "causal" in keeps
+                   and (out.fill or 0.0) <= ADDITIVE_CAUSAL_AT_MOST
+                   and _same_value(match, match.tensor("keep_after"), match.tensor(keeps["causal"])))
+    if causal_kept:
+        causal = _causal_nodes(match, "keep_after")
+        if causal is not None:
+            out.absorbed |= causal
+            return
+    raise NotAttention(f"the probabilities are zeroed by a mask ({match.tensor_name('keep_after')!r}) other "
+                       "than the one that selected the scores")
+
+
+def _same_value(match: PatternMatch, a: tuple[int, int], b: tuple[int, int], depth: int = 12) -> bool:
+    """Whether two tensors hold the same value: the same tensor, equal constants, or the same
+    op with the same attributes on inputs that hold the same values (two copies of one
+    computation, as Keras makes of a mask)."""
+    view = match.view
+    a, b = (view.forwarded(a[0]), a[1]), (view.forwarded(b[0]), b[1])
+    if a == b:
+        return True
+    if a[1] != b[1] or depth == 0:
+        return False
+    va, vb = view.const_value_of(a[0]), view.const_value_of(b[0])
+    if va is not None or vb is not None:
+        return va is not None and vb is not None and va.dtype == vb.dtype and np.array_equal(va, vb)
+    index = view.index
+    na, nb = index.nodes[a[0]], index.nodes[b[0]]
+    if na.op != nb.op or {k: v for k, v in na.attr.items() if not k.startswith("_")} != {
+            k: v for k, v in nb.attr.items() if not k.startswith("_")}:
+        return False
+    ia = [t for t in index.inputs[a[0]] if t[1] >= 0]
+    ib = [t for t in index.inputs[b[0]] if t[1] >= 0]
+    return len(ia) == len(ib) and all(_same_value(match, x, y, depth - 1) for x, y in zip(ia, ib))
+
+
+def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
+    kinds = [k for k, _ in steps]
+    order = "bias, causal mask, mask"
+    if kinds.count("causal") > 1:
+        raise NotAttention("two causal masks")
+    if "causal" in kinds:
+        out.is_causal = True
+        c = kinds.index("causal")
+        before, after = steps[:c], steps[c + 1:]
+    elif len(steps) == 2:
+        before, after = steps[:1], steps[1:]
+    else:
+        before, after = [], steps
+    if len(before) > 1 or len(after) > 1 or any(k != "add" for k, _ in before):
+        raise NotAttention(f"the scores are masked by {' then '.join(kinds)}: the op applies at most a "
+                           f"{order}, in this order")
+    if before:
+        out.bias = before[0][1]
+    if after:
+        kind, name = after[0]
+        out.mask, out.mask_is_bool = name, kind == "select"
+
+
+def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int] | None:
+    """The nodes computing the keep mask bound to ``name`` when its value is exactly causal
+    for these scores (only those no node outside the result reads), else None; with ``why``,
+    raises :class:`NotAttention` saying why it is not causal instead."""
+    sub = ConstantSubgraph(match.view)
+    tensor = match.tensor(name)
+    try:
+        value = sub.value(tensor)
+    except NotConstant as reason:
+        if why:
+            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is not computed "
+                               f"from constants ({reason}): cannot tell it is causal") from None
+        return None
+    problem = _not_causal(value, shape(match.view, match.tensor("scores")))
+    if problem is not None:
+        if why:
+            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
+        return None
+    return set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
+
+
+#: An additive mask counts as causal when what it adds to a dropped score is at most this:
+#: exp of the difference then underflows (float32: below about -104; float16: -17), so the
+#: dropped score weighs exactly nothing, as when it is replaced.
+ADDITIVE_CAUSAL_AT_MOST = -1e4
+
+
+def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] | None:
+    """The nodes computing the additive term bound to ``name`` and the value it adds to the
+    dropped scores, when it is computed from constants and adds exactly 0 to the scores a
+    causal mask keeps and one value (at most :data:`ADDITIVE_CAUSAL_AT_MOST`) to the others."""
+    sub = ConstantSubgraph(match.view)
+    try:
+        value = sub.value(match.tensor(name))
+    except NotConstant:
+        return None
+    if value.dtype.kind != "f" or value.ndim < 2:
+        return None
+    dropped = value[..., ~_causal_keep(value.shape[-2], value.shape[-1])]
+    if dropped.size == 0 or len(np.unique(dropped)) != 1 or float(dropped.reshape(-1)[0]) > ADDITIVE_CAUSAL_AT_MOST:
+        return None
+    keep = np.where(_causal_keep(value.shape[-2], value.shape[-1]), value != 0, False)
+    if keep.any() or _not_causal(value == 0, shape(match.view, match.tensor("scores"))) is not None:
+        return None
+    nodes = set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
+    return nodes, float(dropped.reshape(-1)[0])
+
+
+def _causal_keep(rows: int, cols: int) -> np.ndarray:
+    return np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+
+
+def _not_causal(value: np.ndarray, scores: list[int | None] | None) -> str | None:
+    """Why ``value`` is not a causal keep mask for scores of that shape (None when it is)."""
+    if value.dtype != np.bool_ and not np.isin(value, (0, 1)).all():
+        return "holds values other than 0 and 1"
+    if value.ndim < 2 or scores is None or len(scores) < value.ndim:
+        return "has no [queries, keys] axes to compare with the scores'"
+    rows, cols = value.shape[-2:]
+    if [rows, cols] != scores[-2:]:
+        return f"is [.., {rows}, {cols}], the scores [.., {scores[-2]}, {scores[-1]}]"
+    if not (value.astype(bool) == _causal_keep(rows, cols)).all():
+        return "is not the causal triangle (key j seen by query i iff j <= i)"
+    return None
+
+
+def _only_read_inside(match: PatternMatch, nodes: set[int]) -> set[int]:
+    """Of ``nodes``, those whose every reader (data or control) is one of them or a member."""
+    consumers = match.view.index.consumers
+    kept = set(nodes)
+    changed = True
+    while changed:
+        outside = {i for i in kept if any(c not in kept and c not in match.members for c, _, _ in consumers[i])}
+        kept -= outside
+        changed = bool(outside)
+    return kept

@@ -21,6 +21,7 @@ not a scalar, k not transposed, masks in an order the op does not apply them.
 """
 from __future__ import annotations
 
+from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from ....core.graph.vocabulary import FLOAT_DTYPES, dtype_name
 from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
@@ -28,7 +29,7 @@ from .dims import dim
 from .masking import masking, scale_of
 from .op_def import ATTENTION
 from .patterns import ATTENTION_PATTERN, LOOK_ALIKE_PATTERN
-from .products import NotAttention, Operands, operands
+from .products import Operands, operands
 from .repeat_kv import unrepeated
 
 #: ops whose presence above a node between the softmax and the product marks dropout
@@ -48,17 +49,14 @@ class AttentionFusionPass(PatternFusionBasePass):
         return [ATTENTION_PATTERN, LOOK_ALIKE_PATTERN]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        try:
-            return _attention(match)
-        except NotAttention as why:
-            return self.refuse(str(why))
+        return _attention(match)
 
 
 def _attention(match: PatternMatch) -> FusedOp:
     if match.pattern.name == LOOK_ALIKE_PATTERN.name:
         _nothing_between(match)
-        raise NotAttention("the softmax is taken over another axis than the keys' (a Transpose moves that "
-                           "axis last and back): not attention over the keys")
+        fail("the softmax is taken over another axis than the keys' (a Transpose moves that "
+             "axis last and back): not attention over the keys")
     dtype, softmax_dtype = _dtypes(match)
     parts = operands(match)
     scale = scale_of(match, parts.k_scaled_inside)
@@ -79,7 +77,7 @@ def _attention(match: PatternMatch) -> FusedOp:
              "Tmask": 10 if masks.mask_is_bool else softmax_dtype}  # 10: DT_BOOL
     attrs["softmax_dtype"] = softmax_dtype
     if softmax_dtype != dtype and masks.bias is not None:
-        raise NotAttention(f"a bias added in {dtype_name(softmax_dtype)} to {dtype_name(dtype)} products")
+        fail(f"a bias added in {dtype_name(softmax_dtype)} to {dtype_name(dtype)} products")
     if masks.fill is not None:
         attrs["mask_fill"] = masks.fill
     if masks.zero_dropped:
@@ -102,17 +100,17 @@ def _dtypes(match: PatternMatch) -> tuple[int, int]:
     back (Keras computes its softmax in float32 under float16) come together or not at all."""
     softmax = match.node("softmax").attr["T"].type
     if softmax not in FLOAT_DTYPES:
-        raise NotAttention(f"a softmax of {dtype_name(softmax)}")
+        fail(f"a softmax of {dtype_name(softmax)}")
     casts = [label in match.nodes for label in ("scores_cast", "probs_cast")]
     if not any(casts):
         return softmax, softmax
     if not all(casts):
-        raise NotAttention("the scores are cast for the softmax but the probabilities not back, or the other way")
+        fail("the scores are cast for the softmax but the probabilities not back, or the other way")
     product = match.node("scores").attr["T"].type
     back = match.node("probs_cast").attr["DstT"].type
     if back != product or product not in FLOAT_DTYPES:
-        raise NotAttention(f"the probabilities are cast to {dtype_name(back)}, the products are "
-                           f"{dtype_name(product)}")
+        fail(f"the probabilities are cast to {dtype_name(back)}, the products are "
+             f"{dtype_name(product)}")
     return product, softmax
 
 
@@ -127,15 +125,15 @@ def _nothing_between(match: PatternMatch) -> None:
     while stack and len(seen) < 64:  # dropout: a random op a few steps above the node
         i = stack.pop()
         if index.ops[i] in RANDOM_OPS:
-            raise NotAttention(f"dropout ({name!r}, fed by the random {index.ops[i]} {index.names[i]!r}) lies "
-                               "between the softmax and the product with v: an inference graph has none "
-                               "(trace the model with training=False)")
+            fail(f"dropout ({name!r}, fed by the random {index.ops[i]} {index.names[i]!r}) lies "
+                 "between the softmax and the product with v: an inference graph has none "
+                 "(trace the model with training=False)")
         for p, _ in index.inputs[i]:
             if p not in seen and p != match.nodes["softmax"]:
                 seen.add(p)
                 stack.append(p)
-    raise NotAttention(f"a {op} ({name!r}) lies between the softmax and the product with v: the "
-                       "probabilities are not used as they are")
+    fail(f"a {op} ({name!r}) lies between the softmax and the product with v: the "
+         "probabilities are not used as they are")
 
 
 def _grouped(match: PatternMatch, parts: Operands, heads: int, kv_heads: int, absorbed: set[int]) -> int:
@@ -147,7 +145,7 @@ def _grouped(match: PatternMatch, parts: Operands, heads: int, kv_heads: int, ab
     found = [unrepeated(match, ref, axis, heads, len(parts.layout)) for ref in (parts.k, parts.v)]
     if any(f is None for f in found) or found[0][1] != found[1][1]:  # type: ignore[index]
         return kv_heads
-    for ref, (source, _, nodes) in zip(("k_kv", "v_kv"), found):  # type: ignore[misc]
+    for ref, (source, _, nodes) in zip(("k_kv", "v_kv"), found, strict=True):  # type: ignore[misc]
         match.tensors[ref] = source  # a tensor found beyond the pattern, named for the fused op
         absorbed |= nodes
     parts.k, parts.v = "k_kv", "v_kv"
@@ -163,6 +161,6 @@ def _heads(match: PatternMatch, q: str, k: str, layout: str) -> tuple[int, int]:
     for ref in (q, k):
         count = dim(match.view, match.tensor(ref), axis)
         if count is None:
-            raise NotAttention(f"cannot tell the number of heads of {match.tensor_name(ref)!r} (layout {layout})")
+            fail(f"cannot tell the number of heads of {match.tensor_name(ref)!r} (layout {layout})")
         counts.append(count)
     return counts[0], counts[1]

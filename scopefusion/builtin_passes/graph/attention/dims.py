@@ -114,7 +114,7 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
         inputs, _, output = equation.partition("->")
         if "." in equation or -axis > len(output):
             return None
-        for labels, t in zip(inputs.split(","), data):
+        for labels, t in zip(inputs.split(","), data, strict=False):  # a malformed equation: no answer below
             if output[axis] in labels:
                 found = dim(view, t, labels.index(output[axis]) - len(labels), depth - 1)
                 if found not in (None, 1):

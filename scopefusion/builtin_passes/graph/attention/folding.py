@@ -155,7 +155,7 @@ class ConstantSubgraph:
             raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
         self.reads_shapes = True
         out_type = numpy_dtype(self.view.index.nodes[node].attr["out_type"].type) or np.int32
-        return np.array([int(d) for d in shape if d is not None]).astype(np.dtype(out_type))  # type: ignore[call-overload]
+        return np.array([int(d) for d in shape if d is not None]).astype(np.dtype(out_type))
 
     def _data(self, node: int) -> list[tuple[int, int]]:
         return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]
@@ -167,7 +167,7 @@ class ConstantSubgraph:
         dtype = numpy_dtype(attrs["DstT"].type)
         if dtype is None:
             raise NotConstant(f"a Cast to a dtype numpy lacks at {self.view.index.names[node]!r}")
-        return value.astype(np.dtype(dtype))  # type: ignore[call-overload]
+        return value.astype(np.dtype(dtype))
 
 
 def _python(value: Any) -> Any:

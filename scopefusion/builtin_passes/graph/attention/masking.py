@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from .dims import shape
 from .folding import ConstantSubgraph, NotConstant
 from .patterns import MAX_STEPS
-from .products import NotAttention
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Masking:
 
 
 def scale_of(match: PatternMatch, k_scaled_inside: bool) -> float:
-    """The product of every scale factor on q, k and the scores; raises :class:`NotAttention`."""
+    """The product of every scale factor on q, k and the scores; refused (:func:`fail`) otherwise."""
     scale = 1.0
     for where in ("q", "k", "s"):
         if where == "k" and k_scaled_inside:
@@ -54,20 +54,20 @@ def _factor_value(match: PatternMatch, prefix: str, what: str) -> float:
     if f"{prefix}_const" in consts:
         value = consts[f"{prefix}_const"]
         if value.size != 1:
-            raise NotAttention(f"{what} is scaled by a constant of shape {list(value.shape)}, not a scalar: "
-                               "not a scaled dot product")
+            fail(f"{what} is scaled by a constant of shape {list(value.shape)}, not a scalar: "
+                 "not a scaled dot product")
         factor = float(value.reshape(-1)[0])
     elif f"{prefix}_sqrt_of" in consts:
         factor = math.sqrt(float(consts[f"{prefix}_sqrt_of"].reshape(-1)[0]))
     else:
         factor = 1.0 / math.sqrt(float(consts[f"{prefix}_rsqrt_of"].reshape(-1)[0]))
     if not math.isfinite(factor) or factor == 0.0:
-        raise NotAttention(f"{what} is scaled by {factor}")
+        fail(f"{what} is scaled by {factor}")
     return factor
 
 
 def masking(match: PatternMatch) -> Masking:
-    """The bias, mask and causality the steps amount to; raises :class:`NotAttention`."""
+    """The bias, mask and causality the steps amount to; refused (:func:`fail`) otherwise."""
     out = Masking()
     steps: list[tuple[str, str | None]] = []  # (kind, variable) innermost first
     fills: list[float] = []
@@ -105,7 +105,7 @@ def masking(match: PatternMatch) -> Masking:
             fills.append(causal_add[1])
             steps = [("causal", None)]
     if len(set(fills)) > 1:
-        raise NotAttention(f"masked scores become different values ({', '.join(map(str, fills))})")
+        fail(f"masked scores become different values ({', '.join(map(str, fills))})")
     if fills:
         out.fill = fills[0]
     _assign(steps, out)
@@ -130,8 +130,8 @@ def _zeroed_after(match: PatternMatch, out: Masking, keeps: dict[str, str]) -> N
         if causal is not None:
             out.absorbed |= causal
             return
-    raise NotAttention(f"the probabilities are zeroed by a mask ({match.tensor_name('keep_after')!r}) other "
-                       "than the one that selected the scores")
+    fail(f"the probabilities are zeroed by a mask ({match.tensor_name('keep_after')!r}) other "
+         "than the one that selected the scores")
 
 
 def _same_value(match: PatternMatch, a: tuple[int, int], b: tuple[int, int], depth: int = 12) -> bool:
@@ -154,14 +154,14 @@ def _same_value(match: PatternMatch, a: tuple[int, int], b: tuple[int, int], dep
         return False
     ia = [t for t in index.inputs[a[0]] if t[1] >= 0]
     ib = [t for t in index.inputs[b[0]] if t[1] >= 0]
-    return len(ia) == len(ib) and all(_same_value(match, x, y, depth - 1) for x, y in zip(ia, ib))
+    return len(ia) == len(ib) and all(_same_value(match, x, y, depth - 1) for x, y in zip(ia, ib, strict=True))
 
 
 def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
     kinds = [k for k, _ in steps]
     order = "bias, causal mask, mask"
     if kinds.count("causal") > 1:
-        raise NotAttention("two causal masks")
+        fail("two causal masks")
     if "causal" in kinds:
         out.is_causal = True
         c = kinds.index("causal")
@@ -171,8 +171,8 @@ def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
     else:
         before, after = [], steps
     if len(before) > 1 or len(after) > 1 or any(k != "add" for k, _ in before):
-        raise NotAttention(f"the scores are masked by {' then '.join(kinds)}: the op applies at most a "
-                           f"{order}, in this order")
+        fail(f"the scores are masked by {' then '.join(kinds)}: the op applies at most a "
+             f"{order}, in this order")
     if before:
         out.bias = before[0][1]
     if after:
@@ -183,20 +183,20 @@ def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
 def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int] | None:
     """The nodes computing the keep mask bound to ``name`` when its value is exactly causal
     for these scores (only those no node outside the result reads), else None; with ``why``,
-    raises :class:`NotAttention` saying why it is not causal instead."""
+    refused (:func:`fail`) saying why it is not causal instead."""
     sub = ConstantSubgraph(match.view)
     tensor = match.tensor(name)
     try:
         value = sub.value(tensor)
     except NotConstant as reason:
         if why:
-            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is not computed "
-                               f"from constants ({reason}): cannot tell it is causal") from None
+            fail(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is not computed "
+                 f"from constants ({reason}): cannot tell it is causal")
         return None
     problem = _not_causal(value, shape(match.view, match.tensor("scores")))
     if problem is not None:
         if why:
-            raise NotAttention(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
+            fail(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
         return None
     return set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from .dims import rank
-
-
-class NotAttention(Exception):
-    """The match is not scaled dot-product attention (the message says why)."""
 
 
 @dataclass
@@ -37,21 +34,21 @@ def _is_swap(perm: list[int]) -> bool:
 
 
 def operands(match: PatternMatch) -> Operands:
-    """The fused op's q, k, v tensors and their layout; raises :class:`NotAttention`."""
+    """The fused op's q, k, v tensors and their layout; refused (:func:`fail`) otherwise."""
     ops = match.view.index.ops
     transposed = "scores_transpose" in match.nodes
     if transposed and not _is_swap([int(p) for p in match.consts["scores_perm"].reshape(-1)]):
-        raise NotAttention("the scores are transposed other than over their last two axes")
+        fail("the scores are transposed other than over their last two axes")
     if ops[match.nodes["scores"]] == "Einsum":
         if transposed:
-            raise NotAttention("the scores of an einsum are transposed")
+            fail("the scores of an einsum are transposed")
         q, k, layout, inside = _einsum_scores(match)
         parts = Operands(q, k, "v", layout, inside)
     else:
         parts = _matmul_scores(match, transposed)
     v_layout = _einsum_context(match) if ops[match.nodes["context"]] == "Einsum" else _matmul_context(match)
     if v_layout != parts.layout:
-        raise NotAttention(f"q and k have layout {parts.layout}, v and the output {v_layout}")
+        fail(f"q and k have layout {parts.layout}, v and the output {v_layout}")
     return parts
 
 
@@ -63,8 +60,8 @@ def _rank_layout(match: PatternMatch, label: str, *operands: str) -> str:
     ranks = [r for r in (rank(match.view, match.tensor(ref)) for ref in operands) if r is not None]
     r = max(ranks) if ranks else None
     if r not in _RANK_LAYOUTS:
-        raise NotAttention(f"the operands of {match.name(label)!r} have rank {r}: q, k and v must have rank "
-                           "2, 3 or 4" if r is not None else f"cannot tell the rank of {match.name(label)!r}")
+        fail(f"the operands of {match.name(label)!r} have rank {r}: q, k and v must have rank "
+             "2, 3 or 4" if r is not None else f"cannot tell the rank of {match.name(label)!r}")
     return _RANK_LAYOUTS[r]
 
 
@@ -88,14 +85,14 @@ def _matmul_scores(match: PatternMatch, transposed: bool) -> Operands:
         q, transpose_q, k, transpose_k = "q", adj_x, second, adj_y is False
     for ref, flag in ((q, transpose_q), (k, transpose_k)):
         if flag and ref != "k_transpose":
-            raise NotAttention("q is multiplied by k without transposing k: not a product of queries with keys")
+            fail("q is multiplied by k without transposing k: not a product of queries with keys")
     layout = _rank_layout(match, "scores", q, k)
     return Operands(q, k, "v", layout, inside, transpose_q, transpose_k)
 
 
 def _matmul_context(match: PatternMatch) -> str:
     if _flag(match, "context", "adj_x", "transpose_a", "adj_y", "transpose_b"):
-        raise NotAttention("the product with v reads the probabilities or v transposed")
+        fail("the product with v reads the probabilities or v transposed")
     return _rank_layout(match, "context", "v")
 
 
@@ -104,14 +101,14 @@ def _equation(match: PatternMatch, label: str) -> tuple[str, str, str]:
     inputs, _, output = text.replace(" ", "").partition("->")
     parts = inputs.split(",")
     if len(parts) != 2 or "." in text or not output or any(len(set(x)) != len(x) for x in (*parts, output)):
-        raise NotAttention(f"the einsum {text!r} is not a product of two operands without ellipsis")
+        fail(f"the einsum {text!r} is not a product of two operands without ellipsis")
     return parts[0], parts[1], output
 
 
 def _einsum_scores(match: PatternMatch) -> tuple[str, str, str, bool]:
     a, b, out = _equation(match, "scores")
     if len(out) != 4 or len(a) != 4 or len(b) != 4:
-        raise NotAttention(f"the scores' einsum {a},{b}->{out} is not over [batch, heads, seq, size] operands")
+        fail(f"the scores' einsum {a},{b}->{out} is not over [batch, heads, seq, size] operands")
     batch, heads, rows, cols = out[0], out[1], out[2], out[3]
     # the second operand as the pattern saw it: through a Transpose, the einsum reads that
     # Transpose's output (a head-split transpose), with any scale of k inside it
@@ -122,34 +119,34 @@ def _einsum_scores(match: PatternMatch) -> tuple[str, str, str, bool]:
     elif rows in b and rows not in a and cols in a:
         q_labels, k_labels, q, k = b, a, second, "q"  # the key is the first operand (Keras)
     else:
-        raise NotAttention(f"the scores' einsum {a},{b}->{out} does not give [.., queries, keys]")
+        fail(f"the scores' einsum {a},{b}->{out} does not give [.., queries, keys]")
     summed = set(a) & set(b) - set(out)
     if len(summed) != 1:
-        raise NotAttention(f"the scores' einsum {a},{b}->{out} does not sum over one axis")
+        fail(f"the scores' einsum {a},{b}->{out} does not sum over one axis")
     size = summed.pop()
     q_layout = _layout(q_labels, {batch: "B", heads: "N", rows: "S", size: "H"})
     k_layout = _layout(k_labels, {batch: "B", heads: "N", cols: "S", size: "H"})
     if q_layout != k_layout or q_layout not in ("BNSH", "BSNH"):
-        raise NotAttention(f"q and k have layouts {q_layout} and {k_layout}: not both BNSH or BSNH")
+        fail(f"q and k have layouts {q_layout} and {k_layout}: not both BNSH or BSNH")
     return q, k, q_layout, inside
 
 
 def _einsum_context(match: PatternMatch) -> str:
     p, v_labels, context = _equation(match, "context")
     if len(p) != 4 or len(v_labels) != 4 or len(context) != 4:
-        raise NotAttention(f"the context einsum {p},{v_labels}->{context} is not over rank-4 operands")
+        fail(f"the context einsum {p},{v_labels}->{context} is not over rank-4 operands")
     v_size = (set(v_labels) & set(context)) - set(p)
     if len(v_size) != 1 or p[3] in context or p[2] in v_labels:
-        raise NotAttention(f"the context einsum {p},{v_labels}->{context} does not sum the values over the keys")
+        fail(f"the context einsum {p},{v_labels}->{context} does not sum the values over the keys")
     roles = {p[0]: "B", p[1]: "N", p[3]: "S", v_size.pop(): "H"}
     v_layout = _layout(v_labels, roles)
     out_layout = _layout(context, {**roles, p[2]: "S"})
     if v_layout != out_layout:
-        raise NotAttention(f"v has layout {v_layout} and the output {out_layout}")
+        fail(f"v has layout {v_layout} and the output {out_layout}")
     return v_layout
 
 
 def _layout(labels: str, roles: dict[str, str]) -> str:
     if any(label not in roles for label in labels):
-        raise NotAttention(f"the einsum operand {labels!r} has an axis that is not batch, head, sequence or size")
+        fail(f"the einsum operand {labels!r} has an axis that is not batch, head, sequence or size")
     return "".join(roles[label] for label in labels)

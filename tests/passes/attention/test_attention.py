@@ -20,8 +20,9 @@ import functools
 import numpy as np
 import pytest
 
-import attention_models as atm
-from pass_checks import REGISTRY, assert_verifies, op_count, pass_report
+from tests.models import attention_models as atm
+from tests.helpers.pass_checks import REGISTRY, op_count, pass_report
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-import activation_models as am
+from tests.models import activation_models as am
 
 
 @dataclass(repr=False)
@@ -293,7 +293,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
         return tf.matmul(p, v)
 
     refusals = {"wrong_axis": "another axis", "not_causal": "not the causal triangle", "matrix_scale": "not a scalar",
-                "op_between": "lies between the softmax", "dropout": "dropout", "k_not_transposed": "without transposing"}
+                "op_between": "lies between the softmax", "dropout": "dropout",
+                "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
     look_alike = which in refusals
@@ -314,7 +315,7 @@ def openai_gpt2(layers: int = 2) -> AttentionModel:
     """openai/gpt-2's ``multihead_attn`` (``softmax_models.gpt2_attention``, its lines as that
     repository writes them): ``w * rsqrt(d)``, ``mask_attn_weights`` (``w * b - 1e10 * (1 - b)``,
     b from a range compare: causal) and its hand-written softmax."""
-    import softmax_models as sm
+    from tests.models import softmax_models as sm
 
     m = sm.gpt2_attention(layers=layers)
     return AttentionModel(m.graph_def, m.inputs, m.outputs, name="openai_gpt2", signature=m.signature,

@@ -1,0 +1,1 @@
+"""The attention pass: scaled dot-product attention in every form real code writes."""

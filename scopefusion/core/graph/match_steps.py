@@ -19,9 +19,10 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .canonical import NodeView, Virtual, chain_cuts, operand_count, clip_epsilon, direct_view, is_family, rewrites, virtual_view
 from .const_checks import const_problem
 from .match_failure import FurthestFailure
-from .pattern import Alt, AnyTensor, Const, Op, Var
+from .pattern import Alt, AnyTensor, Const, Op, Var, as_var
 from .vocabulary import CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,6 +81,9 @@ def _not_an_expression(expr: Any) -> Step:
 
 
 def _any_step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+    if isinstance(tensor, Virtual):  # any tensor: an op the graph computes without one is none
+        m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor without a tensor of its own")
+        return False
     return then()
 
 
@@ -92,6 +96,10 @@ def _kept_if(m: "PatternMatcher", mark: int, matched: bool) -> bool:
 
 def _var_step(name: str) -> Step:
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of its input without a tensor of "
+                            f"its own, expected a tensor ${name}")
+            return False
         bound = m.tensors.get(name)
         if bound is not None:
             if m._forward(bound)[0] == m._forward(tensor)[0]:
@@ -143,9 +151,17 @@ def _const_step(expr: Const) -> Step:
     label = expr.label
 
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor, expected {expr.describe()}")
+            return False
         node, port = tensor
         view = m.view
         value = view.const_value_of(node) if port == 0 else None
+        chain = None
+        if value is None and port == 0:  # computed from constants (Squeeze of a read, Sqrt(2.0) ...)
+            folded = view.folded_constant(node)
+            if folded is not None:
+                value, chain = folded[0], list(folded[1])
         if value is None:
             m._fail(lambda: f"{m._tname(tensor)} is not a constant, expected {expr.describe()}")
             return False
@@ -157,20 +173,24 @@ def _const_step(expr: Const) -> Step:
             m._fail(lambda: f"{m._tname(tensor)} {problem()}")
             return False
         mark = len(m._trail)
-        chain = view.constant_chain(node) or [node]
+        if chain is None:
+            chain = view.constant_chain(node) or [node]
+            holder = chain[-1]  # the Const itself
+        else:
+            holder = node  # a computed constant: the node that computes it
         inside = m.inside
         for i in chain:
             if inside is None or i in inside:
                 m._add_member(i)
         if label:
             bound = m.nodes.get(label)
-            if bound is not None and bound != chain[-1]:
+            if bound is not None and bound != holder:
                 m._fail(lambda: f"label {label!r} is bound to {m.name(bound)!r}, but here it would be "
-                        f"{m.name(chain[-1])!r}")
+                        f"{m.name(holder)!r}")
                 m._undo(mark)
                 return False
             if bound is None:
-                m._bind(m.nodes, label, chain[-1])
+                m._bind(m.nodes, label, holder)
                 m._bind(m.consts, label, value)
         return _kept_if(m, mark, then())
     return step
@@ -179,9 +199,19 @@ def _const_step(expr: Const) -> Step:
 def _op_step(expr: Op) -> Step:
     types, label, wanted_port = frozenset(expr.types), expr.label, expr.port
     plain = expr.dtypes is None and not expr.attrs
-    inputs = None if expr.inputs is None else _inputs_step(expr)
+    leaves = _chain_leaves(expr)
+    if leaves is not None:  # an associative chain of three operands or more: matched by cuts
+        inputs: Callable[["PatternMatcher", int, Then], bool] | None = None
+        view_inputs = _chain_step(expr, leaves)
+    else:
+        inputs = None if expr.inputs is None else _inputs_step(expr)
+        view_inputs = None if expr.inputs is None else _view_inputs_step(expr)
+    rooted = _clip_step(expr) if expr.inputs is not None and len(expr.inputs) == 1 and \
+        types & {"Sqrt", "Rsqrt"} else None
 
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            return _view_step(m, expr, virtual_view(m, tensor), (), view_inputs, then)
         node, port = tensor
         ops = m.index.ops
         passed: Sequence[int] = ()
@@ -199,8 +229,15 @@ def _op_step(expr: Op) -> Step:
                 not types or ops[node] in types) and (inside is None or node in inside)):
             problem = m._op_problem(node, port, expr)
             if problem is not None:
+                if types and ops[node] not in types and port == 0 and (inside is None or node in inside):
+                    # another spelling of the same computation?
+                    if _rewritten(m, expr, node, passed, view_inputs, then):
+                        return True
                 m._fail(problem)
                 return False
+        if leaves is not None or (rooted is not None and ops[node] in ("Sqrt", "Rsqrt")):
+            view = direct_view(m, node)
+            return _view_step(m, expr, view, passed, rooted if leaves is None else view_inputs, then)
         trail = m._trail
         mark, progress = len(trail), m._progress
         for i in passed:
@@ -220,6 +257,198 @@ def _op_step(expr: Op) -> Step:
         m._progress = progress
         return False
     return step
+
+
+ViewInputs = Callable[["PatternMatcher", NodeView, Then], bool]
+
+
+def _rewritten(m: "PatternMatcher", expr: Op, node: int, passed: Sequence[int], inputs: ViewInputs | None,
+               then: Then) -> bool:
+    """``expr`` against ``node`` spelt another way (:func:`.canonical.rewrites`).  A failure inside
+    one is reported only when it got three ops past the node; else the node's own type is what
+    departs from the pattern."""
+    before, start = m._best, m._progress
+    m._best = None
+    for view in rewrites(m, node, frozenset(expr.types)):
+        if _view_step(m, expr, view, passed, inputs, then):
+            return True
+    inner, m._best = m._best, before
+    if inner is not None and inner.progress >= start + 3 and (before is None or inner.progress > before.progress):
+        m._best = inner
+    return False
+
+
+def _view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[int], inputs: ViewInputs | None,
+               then: Then) -> bool:
+    """``expr`` against a node seen through a view (another spelling, a virtual op, a chain):
+    the type, port 0, the label (bound to the view's anchor) and the dtype read from the anchor."""
+    label, anchor = expr.label, view.anchor
+    if expr.types and view.op not in expr.types:
+        m._fail(lambda: f"{m.name(anchor)!r} computes {view.op}, expected {expr.describe()}")
+        return False
+    if expr.port != 0:
+        m._fail(lambda: f"{m.name(anchor)!r} computes one output, expected output {expr.port}")
+        return False
+    bound = m.nodes.get(label) if label is not None else None
+    if bound is not None and bound != anchor:
+        m._fail(lambda: f"label {label!r} is bound to {m.name(bound)!r}, but here it would be {m.name(anchor)!r}")
+        return False
+    if expr.attrs or expr.dtypes is not None:
+        holder = view.attrs_of if view.attrs_of is not None else anchor
+        if expr.attrs and view.attrs_of is None and view.members[:1] != (anchor,):
+            m._fail(lambda: f"{m.name(anchor)!r} computes {view.op} without a node holding its attributes")
+            return False
+        problem = m._attr_problem(holder, expr)
+        if problem is not None:
+            m._fail(lambda: problem)  # type: ignore[arg-type, return-value]
+            return False
+    trail = m._trail
+    mark, progress = len(trail), m._progress
+    for i in (*passed, *view.members):
+        if m.inside is None or i in m.inside:
+            m._add_member(i)
+    if label is not None and bound is None:
+        m._bind(m.nodes, label, anchor)
+        m._bind(m._label_exprs, label, expr)
+    m._progress = progress + 1
+    if _kept_if(m, mark, then() if inputs is None else inputs(m, view, then)):
+        return True
+    m._progress = progress
+    return False
+
+
+def _chain_leaves(expr: Op) -> tuple[Any, ...] | None:
+    """The operands of an associative, commutative op with its unlabelled nested ops of the same
+    family inlined (``a * (b * c)`` is ``a * b * c``), when there are three or more."""
+    family = is_family(expr.types)
+    if family is None or not expr.inputs or expr.extra_inputs or expr.port != 0:
+        return None
+    out: list[Any] = []
+
+    def inline(e: Any) -> None:
+        e = as_var(e)
+        if isinstance(e, Op) and e.label is None and not e.attrs and e.dtypes is None and e.port == 0 and \
+                e.inputs and not e.extra_inputs and is_family(e.types) == family:
+            for sub in e.inputs:
+                inline(sub)
+        else:
+            out.append(e)
+    for e in expr.inputs:
+        inline(e)
+    return tuple(out) if len(out) >= 3 else None
+
+
+def _chain_step(expr: Op, leaves: tuple[Any, ...]) -> ViewInputs:
+    """Operands of a chain: every cut of the graph's chain into as many operands as the pattern
+    has, and every assignment of the pattern's operands to the cut's (each distinct operand
+    tried once per position)."""
+    steps = tuple(step_of(e) for e in leaves)
+    family = is_family(expr.types) or ""
+    count = len(steps)
+
+    def inputs(m: "PatternMatcher", view: NodeView, then: Then) -> bool:
+        cuts = chain_cuts(m, view, family, count)
+        if not cuts:
+            m._fail(lambda: f"{m.name(view.anchor)!r} has {len(view.inputs)} inputs, expected {count} (operands "
+                            f"of a {family} chain in any grouping; this chain has {operand_count(m, view, family)})")
+            return False
+        for operands, members in cuts:
+            mark = len(m._trail)
+            for i in members:
+                if m.inside is None or i in m.inside:
+                    m._add_member(i)
+            if _assign(m, operands, [False] * len(operands), steps, 0, then):
+                return True
+            m._undo(mark)
+        return False
+    return inputs
+
+
+def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], used: list[bool],
+            steps: tuple[Step, ...], k: int, then: Then) -> bool:
+    if k == len(steps):
+        return then()
+    tried: list[Any] = []
+    where = m._where
+    for j, (term, entry) in enumerate(operands):
+        if used[j] or term in tried:
+            continue
+        tried.append(term)
+        used[j] = True
+
+        def rest(entry: tuple[str, int] = entry) -> bool:
+            where.pop()
+            if _assign(m, operands, used, steps, k + 1, then):
+                return True
+            where.append(entry)
+            return False
+        where.append(entry)
+        if steps[k](m, term, rest):
+            return True
+        where.pop()
+        used[j] = False
+    return False
+
+
+def _view_inputs_step(expr: Op) -> ViewInputs:
+    """A view's input terms against the expression's inputs, in each order the expression allows."""
+    steps = tuple(step_of(e) for e in expr.inputs or ())
+    n = len(steps)
+    orders = _orders_of(expr, n)
+
+    def inputs(m: "PatternMatcher", view: NodeView, then: Then) -> bool:
+        actual = list(view.inputs)
+        if len(actual) != n and (len(actual) < n or not expr.extra_inputs):
+            m._fail(lambda: f"{m.name(view.anchor)!r} ({view.op}) has {len(actual)} inputs, expected {n}")
+            return False
+        for order in orders(actual):
+            if _view_sequence(m, view, order, steps, 0, then):
+                return True
+        return False
+    return inputs
+
+
+def _view_sequence(m: "PatternMatcher", view: NodeView, order: list[tuple[int, Any]], steps: tuple[Step, ...],
+                   k: int, then: Then) -> bool:
+    if k == len(order):
+        return then()
+    slot, term = order[k]
+    where = m._where
+    entry = view.wheres[slot]
+
+    def rest() -> bool:
+        where.pop()
+        if _view_sequence(m, view, order, steps, k + 1, then):
+            return True
+        where.append(entry)
+        return False
+    where.append(entry)
+    if steps[k](m, term, rest):
+        return True
+    where.pop()
+    return False
+
+
+def _clip_step(expr: Op) -> ViewInputs:
+    """The input of a square root that reads ``Maximum(v, c)``, c a tiny constant: first as the
+    epsilon form ``v + c`` (``v`` itself for c = 0), then as it is."""
+    plain = _view_inputs_step(expr)
+    step = step_of(expr.inputs[0]) if expr.inputs else None
+
+    def inputs(m: "PatternMatcher", view: NodeView, then: Then) -> bool:
+        clip = clip_epsilon(m, view.inputs[0]) if len(view.inputs) == 1 and step is not None else None
+        if clip is not None:
+            value, epsilon, nodes, _ = clip
+            term: Any = value if epsilon is None else Virtual("Add", (value, epsilon), (), nodes[-1])
+            mark = len(m._trail)
+            for i in nodes:
+                if m.inside is None or i in m.inside:
+                    m._add_member(i)
+            if _single(m, view.wheres[0], term, step, then):  # type: ignore[arg-type]
+                return True
+            m._undo(mark)
+        return plain(m, view, then)
+    return inputs
 
 
 def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:

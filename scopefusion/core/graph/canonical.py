@@ -327,17 +327,27 @@ def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
 
 
 def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int] | None, list[int], float] | None:
-    """``Maximum(v, c)`` read by a square root, c a scalar constant in ``[0, MAX_CLIP_EPSILON]``:
-    ``(v, the constant's tensor or None for c = 0, the nodes passed, c)``."""
+    """A square root's argument ``Maximum(v, c)`` - a chain of Maximums, in any grouping, of one
+    tensor v and scalar constants, the largest c in ``[0, MAX_CLIP_EPSILON]``: ``(v, the tensor
+    of c or None when c = 0, the nodes of the chain, c)``.  Under the root, ``max(v, 0)`` is v
+    (a variance is never negative) and ``max(v, tiny)`` an epsilon form."""
     found = _producer(m, term, "Maximum")
     if found is None:
         return None
-    node, passed = found
-    data = _data(m, node)
-    if len(data) != 2:
+    root = direct_view(m, found[0])
+    cuts = chain_cuts(m, root, "Maximum", operand_count(m, root, "Maximum"))
+    if not cuts:
         return None
-    for k in (1, 0):
-        c = _scalar(m, data[k])
-        if c is not None and 0.0 <= c[0] <= MAX_CLIP_EPSILON:
-            return data[1 - k], (data[k] if c[0] > 0 else None), [*passed, node], c[0]
-    return None
+    operands, members = cuts[0]
+    value, best, nodes = None, None, [*found[1], found[0], *members]
+    for operand, _ in operands:
+        c = None if isinstance(operand, Virtual) else _scalar(m, operand)
+        if c is None:
+            if value is not None:
+                return None  # two tensors: no clip of one
+            value = operand
+        elif best is None or c[0] > best[1]:
+            best = (operand, c[0])
+    if value is None or best is None or not 0.0 <= best[1] <= MAX_CLIP_EPSILON:
+        return None
+    return value, (best[0] if best[1] > 0 else None), nodes, best[1]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 import numpy as np
 
 from .attrs import attr_equals, attr_value_to_python
+from .canonical import Virtual
 from .match_failure import FurthestFailure, MatchFailure
 from .match_steps import step_of
 from .pattern import Op, OpPattern, as_var
@@ -170,6 +171,8 @@ class PatternMatcher:
         return (node, port), passed
 
     def _tname(self, tensor: Tensor) -> str:
+        if isinstance(tensor, Virtual):  # an op the graph computes without a node of its own
+            return f"the {tensor.op} that {self.index.names[tensor.anchor]!r} computes"
         return repr(tensor_name(self.index.names[tensor[0]], tensor[1]))
 
     def _op_problem(self, node: int, port: int, expr: Op) -> Callable[[], str] | None:

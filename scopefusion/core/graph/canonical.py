@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
 import numpy as np
 
+from .pattern import Op, as_var
 from .vocabulary import CONTROL, FLOAT_DTYPES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,10 +78,65 @@ class NodeView:
     attrs_of: int | None = None  # the node holding the attributes, when not the anchor
 
 
+#: Per op type, the other op types a node may have and still be seen as that type (the
+#: declared equivalences, read backwards).
+SPELT_AS: dict[str, frozenset[str]] = {
+    "Add": frozenset({"BiasAdd", "Sub"}),
+    "AddV2": frozenset({"BiasAdd", "Sub"}),
+    "BiasAdd": frozenset({"Add", "AddV2"}),
+    "Sub": frozenset({"Add", "AddV2"}),
+    "Mul": frozenset({"RealDiv", "Div", "Square", "Pow"}),
+    "RealDiv": frozenset({"Mul"}),
+    "Div": frozenset({"Mul"}),
+    "Square": frozenset({"Pow", "Mul", "SquaredDifference"}),
+    "Sqrt": frozenset({"Pow"}),
+    "Rsqrt": frozenset({"Pow", "Reciprocal"}),
+    "Reciprocal": frozenset({"Pow", "RealDiv", "Div", "Rsqrt"}),
+    "SquaredDifference": frozenset({"Square"}),
+    "Mean": frozenset({"RealDiv", "Div"}),
+}
+#: Per chain family, the op types of nodes a chain may split into operands besides its own.
+CHAIN_SPLITS: dict[str, frozenset[str]] = {
+    "Mul": frozenset({"Mul", "Square", "Pow", "RealDiv", "Div"}),
+    "Add": frozenset({"Add", "AddV2", "Sub"}),
+    "Maximum": frozenset({"Maximum"}),
+    "Minimum": frozenset({"Minimum"}),
+}
+
+
+def spellings(types: Sequence[str] | frozenset[str]) -> frozenset[str]:
+    """``types`` and every op type a node may have and be seen as one of them."""
+    out = set(types)
+    for t in types:
+        out |= SPELT_AS.get(t, frozenset())
+    return frozenset(out)
+
+
 def is_family(types: Sequence[str]) -> str | None:
     """The family all of ``types`` belong to, or None."""
     families = {FAMILY.get(t) for t in types}
     return families.pop() if len(families) == 1 and None not in families else None
+
+
+def chain_leaves(expr: Any) -> tuple[Any, ...] | None:
+    """The operands of an associative, commutative op with its unlabelled nested ops of the same
+    family inlined (``a * (b * c)`` is ``a * b * c``), when there are three or more."""
+    family = is_family(expr.types)
+    if family is None or not expr.inputs or expr.extra_inputs or expr.port != 0:
+        return None
+    out: list[Any] = []
+
+    def inline(e: Any) -> None:
+        e = as_var(e)
+        if isinstance(e, Op) and e.label is None and not e.attrs and e.dtypes is None and e.port == 0 and \
+                e.inputs and not e.extra_inputs and is_family(e.types) == family:
+            for sub in e.inputs:
+                inline(sub)
+        else:
+            out.append(e)
+    for e in expr.inputs:
+        inline(e)
+    return tuple(out) if len(out) >= 3 else None
 
 
 def _data(m: "PatternMatcher", node: int) -> list[tuple[int, int]]:

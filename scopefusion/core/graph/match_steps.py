@@ -19,10 +19,10 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .canonical import NodeView, Virtual, chain_cuts, operand_count, clip_epsilon, direct_view, is_family, rewrites, virtual_view
+from .canonical import NodeView, Virtual, chain_cuts, chain_leaves, operand_count, clip_epsilon, direct_view, is_family, rewrites, virtual_view
 from .const_checks import const_problem
 from .match_failure import FurthestFailure
-from .pattern import Alt, AnyTensor, Const, Op, Var, as_var
+from .pattern import Alt, AnyTensor, Const, Op, Var
 from .vocabulary import CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -199,7 +199,7 @@ def _const_step(expr: Const) -> Step:
 def _op_step(expr: Op) -> Step:
     types, label, wanted_port = frozenset(expr.types), expr.label, expr.port
     plain = expr.dtypes is None and not expr.attrs
-    leaves = _chain_leaves(expr)
+    leaves = chain_leaves(expr)
     if leaves is not None:  # an associative chain of three operands or more: matched by cuts
         inputs: Callable[["PatternMatcher", int, Then], bool] | None = None
         view_inputs = _chain_step(expr, leaves)
@@ -315,27 +315,6 @@ def _view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[i
         return True
     m._progress = progress
     return False
-
-
-def _chain_leaves(expr: Op) -> tuple[Any, ...] | None:
-    """The operands of an associative, commutative op with its unlabelled nested ops of the same
-    family inlined (``a * (b * c)`` is ``a * b * c``), when there are three or more."""
-    family = is_family(expr.types)
-    if family is None or not expr.inputs or expr.extra_inputs or expr.port != 0:
-        return None
-    out: list[Any] = []
-
-    def inline(e: Any) -> None:
-        e = as_var(e)
-        if isinstance(e, Op) and e.label is None and not e.attrs and e.dtypes is None and e.port == 0 and \
-                e.inputs and not e.extra_inputs and is_family(e.types) == family:
-            for sub in e.inputs:
-                inline(sub)
-        else:
-            out.append(e)
-    for e in expr.inputs:
-        inline(e)
-    return tuple(out) if len(out) >= 3 else None
 
 
 def _chain_step(expr: Op, leaves: tuple[Any, ...]) -> ViewInputs:

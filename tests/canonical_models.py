@@ -64,7 +64,8 @@ def keras_ops_tanh_gelu(grouping: str, layers: int = 2) -> ActivationModel:
     """A dense layer's output through the tanh GELU written with Keras 3 ``ops``, ``layers``
     times, the cube in the grouping named: ``"constant_first"`` ``0.044715 * x * x * x``,
     ``"nested"`` ``x * (x * x) * 0.044715``, ``"middle"`` ``x * 0.044715 * x * x``; the
-    look-alike ``"square"`` multiplies by ``x * x`` only (not a GELU)."""
+    look-alike ``"square"`` multiplies by ``x * x`` only (not a GELU); ``"shared_square"``
+    computes ``0.044715 * (x * x) * x`` and returns ``x * x`` too, which fusing would lose."""
     import keras
     import tensorflow as tf
     from keras import ops
@@ -83,6 +84,13 @@ def keras_ops_tanh_gelu(grouping: str, layers: int = 2) -> ActivationModel:
     def gelu(x: Any) -> Any:
         return 0.5 * x * (1.0 + ops.tanh(k * (x + cube_term(x))))
 
+    squares = []
+
+    def gelu_sharing_its_square(x: Any) -> Any:  # x * x is read by the GELU and returned
+        square = x * x
+        squares.append(square)
+        return 0.5 * x * (1.0 + ops.tanh(k * (x + c * square * x)))
+
     rng = np.random.default_rng(3)
     denses = [keras.layers.Dense(HIDDEN) for _ in range(layers)]
     for d in denses:
@@ -91,12 +99,13 @@ def keras_ops_tanh_gelu(grouping: str, layers: int = 2) -> ActivationModel:
                        rng.normal(0, 0.5, HIDDEN).astype(np.float32)])
 
     def fn(x: Any) -> Any:
+        squares.clear()
         for d in denses:
-            x = gelu(d(x))
-        return x
+            x = gelu_sharing_its_square(d(x)) if grouping == "shared_square" else gelu(d(x))
+        return [x, *squares] if squares else x
 
     specs = {"x": tf.TensorSpec([2, HIDDEN], tf.float32, name="x")}
-    gelus = 0 if grouping == "square" else layers
+    gelus = 0 if grouping in ("square", "shared_square") else layers
     return _traced(f"keras_ops_tanh_gelu[{grouping}]", fn, specs, rng, gelus=gelus, approximate=True,
                    signature=("Tanh", "Mul"))
 
@@ -133,7 +142,8 @@ def sonnet_conv_batch_norm(local_stats: bool = False, layers: int = 2, seed: int
                      {"x": tf.TensorSpec([2, 6, 6, 3], tf.float32, name="x")}, rng)
     return ConvModel(frozen.graph_def, frozen.inputs, frozen.outputs, name=frozen.name, pairs=layers,
                      folds=0 if local_stats else layers, refusals=layers if local_stats else 0,
-                     reason="training mode", signature=("FusedBatchNormV2", "Squeeze"))
+                     reason="training mode",
+                     signature=("FusedBatchNormV2",) if local_stats else ("FusedBatchNormV2", "Squeeze"))
 
 
 def sonnet_group_norm(create_scale: bool = True, layers: int = 2, seed: int = 0) -> NormModel:

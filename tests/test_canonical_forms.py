@@ -23,6 +23,7 @@ import canonical_models as cm
 import conv_models as cvm
 import group_norm_models as gnm
 import layer_norm_models as lnm
+import model_builders as mb
 import rms_norm_models as rnm
 from pass_checks import REGISTRY, op_count, pass_report, refusals
 
@@ -177,6 +178,9 @@ def test_group_norm_with_an_offset_and_no_scale_is_refused_with_the_reason():
 # ------------------------------------------------------------------ names decide nothing
 
 NEUTRAL_MODELS = {
+    # tf_slim layer norms in their scopes: the scope pass fuses them by name; on neutral names the
+    # graph pass must find them
+    "layer norm, tf_slim in a BERT encoder": lambda: mb.bert_style_encoder(layers=1, hidden=16, heads=2),
     "layer norm, hand-written rsqrt": lambda: lnm.hand_written_layer_norm("rsqrt"),
     "layer norm, tf.nn.batch_normalization": lambda: lnm.hand_written_layer_norm("batch_normalization"),
     "layer norm, Keras 3 ops": lnm.keras_ops_layer_normalization,

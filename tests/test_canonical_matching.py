@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scopefusion import ANY, GraphView, MatchFailure, OpPattern, PatternMatcher, const, op
-from scopefusion.core.graph.canonical import MAX_CHAIN_LEAVES
+from scopefusion.core.graph.chains import MAX_CHAIN_LEAVES
 
 
 def _model(x, y):

@@ -2,12 +2,12 @@
 
 A pattern names one spelling of a computation; the matcher finds the others here:
 
-* **equivalent spellings** (:func:`rewrites`): a node of one op type seen as another, its
-  inputs possibly *virtual* (a :class:`Virtual` term: an op the graph does not hold as a
+* **equivalent spellings** (:func:`rewrites`, here): a node of one op type seen as another,
+  its inputs possibly *virtual* (a :class:`Virtual` term: an op the graph does not hold as a
   node of its own, such as the ``Neg(b)`` of ``a - b`` read as ``a + (-b)``);
-* **associative and commutative chains** (:func:`chain_cuts`): ``Mul``, ``Add``/``AddV2``,
-  ``Maximum``, ``Minimum`` nested in any grouping are one operation of several operands,
-  each cut of the chain into operands tried in turn (bounded by :data:`MAX_CHAIN_LEAVES`).
+* **associative and commutative chains** (:mod:`.chains`): ``Mul``, ``Add``/``AddV2``,
+  ``Maximum``, ``Minimum`` nested in any grouping are one operation of several operands;
+* **constants computed from constants** (:mod:`.constant_eval`), seen by their value.
 
 The declared equivalences (each both ways where both make sense):
 
@@ -22,6 +22,7 @@ graph spelling                              seen as
 ``Pow(x, 0.5)`` / ``-0.5`` / ``-1``         ``Sqrt(x)`` / ``Rsqrt(x)`` / ``Reciprocal(x)``
 ``Reciprocal(Sqrt(v))``, ``RealDiv(1, d)``  ``Rsqrt(v)``, ``Reciprocal(d)``
 ``Sqrt(Maximum(v, c))``, ``0 <= c`` tiny    ``Sqrt(v + c)`` (an epsilon form), ``Sqrt(v)`` for c = 0
+                                            (:func:`.chains.clip_epsilon`)
 ``RealDiv(Sum(x, axes), n)``                ``Mean(x, axes)`` when n is the reduced count
 ``SquaredDifference(a, b)``                 ``Square(Sub(a, b))``, and back
 ==========================================  ==============================================
@@ -29,23 +30,15 @@ graph spelling                              seen as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
 import numpy as np
 
-from .pattern import Op, as_var
 from .vocabulary import CONTROL, FLOAT_DTYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
 
-#: The associative and commutative op families; a chain mixes the types of one family.
-FAMILY = {"Mul": "Mul", "Add": "Add", "AddV2": "Add", "Maximum": "Maximum", "Minimum": "Minimum"}
-#: A chain is cut into at most this many operands, and at most this many cuts are tried.
-MAX_CHAIN_LEAVES = 8
-MAX_CUTS = 64
-#: ``Maximum(v, c)`` under a square root is an epsilon form for ``0 <= c <=`` this.
-MAX_CLIP_EPSILON = 1e-3
 #: ``Pow(x, k)`` is a product of k factors x for these k.
 POWER_FACTORS = (2, 3, 4)
 
@@ -78,32 +71,6 @@ class NodeView:
     attrs_of: int | None = None  # the node holding the attributes, when not the anchor
 
 
-#: Per op type, the other op types a node may have and still be seen as that type (the
-#: declared equivalences, read backwards).
-SPELT_AS: dict[str, frozenset[str]] = {
-    "Add": frozenset({"BiasAdd", "Sub"}),
-    "AddV2": frozenset({"BiasAdd", "Sub"}),
-    "BiasAdd": frozenset({"Add", "AddV2"}),
-    "Sub": frozenset({"Add", "AddV2"}),
-    "Mul": frozenset({"RealDiv", "Div", "Square", "Pow"}),
-    "RealDiv": frozenset({"Mul"}),
-    "Div": frozenset({"Mul"}),
-    "Square": frozenset({"Pow", "Mul", "SquaredDifference"}),
-    "Sqrt": frozenset({"Pow"}),
-    "Rsqrt": frozenset({"Pow", "Reciprocal"}),
-    "Reciprocal": frozenset({"Pow", "RealDiv", "Div", "Rsqrt"}),
-    "SquaredDifference": frozenset({"Square"}),
-    "Mean": frozenset({"RealDiv", "Div"}),
-}
-#: Per chain family, the op types of nodes a chain may split into operands besides its own.
-CHAIN_SPLITS: dict[str, frozenset[str]] = {
-    "Mul": frozenset({"Mul", "Square", "Pow", "RealDiv", "Div"}),
-    "Add": frozenset({"Add", "AddV2", "Sub"}),
-    "Maximum": frozenset({"Maximum"}),
-    "Minimum": frozenset({"Minimum"}),
-}
-
-
 def spellings(types: Sequence[str] | frozenset[str]) -> frozenset[str]:
     """``types`` and every op type a node may have and be seen as one of them."""
     out = set(types)
@@ -112,38 +79,11 @@ def spellings(types: Sequence[str] | frozenset[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def is_family(types: Sequence[str]) -> str | None:
-    """The family all of ``types`` belong to, or None."""
-    families = {FAMILY.get(t) for t in types}
-    return families.pop() if len(families) == 1 and None not in families else None
-
-
-def chain_leaves(expr: Any) -> tuple[Any, ...] | None:
-    """The operands of an associative, commutative op with its unlabelled nested ops of the same
-    family inlined (``a * (b * c)`` is ``a * b * c``), when there are three or more."""
-    family = is_family(expr.types)
-    if family is None or not expr.inputs or expr.extra_inputs or expr.port != 0:
-        return None
-    out: list[Any] = []
-
-    def inline(e: Any) -> None:
-        e = as_var(e)
-        if isinstance(e, Op) and e.label is None and not e.attrs and e.dtypes is None and e.port == 0 and \
-                e.inputs and not e.extra_inputs and is_family(e.types) == family:
-            for sub in e.inputs:
-                inline(sub)
-        else:
-            out.append(e)
-    for e in expr.inputs:
-        inline(e)
-    return tuple(out) if len(out) >= 3 else None
-
-
 def _data(m: "PatternMatcher", node: int) -> list[tuple[int, int]]:
     return [t for t in m.index.inputs[node] if t[1] != CONTROL]
 
 
-def _resolved(m: "PatternMatcher", term: Term) -> tuple[int, int, list[int]] | None:
+def resolved(m: "PatternMatcher", term: Term) -> tuple[int, int, list[int]] | None:
     """A real term followed through forwarding reads: ``(node, port, forwarding nodes)``."""
     if isinstance(term, Virtual):
         return None
@@ -151,7 +91,7 @@ def _resolved(m: "PatternMatcher", term: Term) -> tuple[int, int, list[int]] | N
     return node, port, passed
 
 
-def _usable(m: "PatternMatcher", node: int) -> bool:
+def usable(m: "PatternMatcher", node: int) -> bool:
     return m.inside is None or node in m.inside
 
 
@@ -160,7 +100,7 @@ def _float_node(m: "PatternMatcher", node: int) -> bool:
     return "T" not in attrs or attrs["T"].type in FLOAT_DTYPES
 
 
-def _scalar(m: "PatternMatcher", tensor: tuple[int, int]) -> tuple[float, tuple[int, ...]] | None:
+def scalar_constant(m: "PatternMatcher", tensor: tuple[int, int]) -> tuple[float, tuple[int, ...]] | None:
     """A scalar constant's value and its nodes."""
     if tensor[1] != 0:
         return None
@@ -183,104 +123,188 @@ def virtual_view(m: "PatternMatcher", v: Virtual) -> NodeView:
     return NodeView(v.op, v.inputs, tuple((name, k) for k in range(len(v.inputs))), v.members, v.anchor)
 
 
-def _producer(m: "PatternMatcher", term: Term, *types: str) -> tuple[int, list[int]] | None:
+def producer(m: "PatternMatcher", term: Term, *types: str) -> tuple[int, list[int]] | None:
     """The node producing real ``term`` (through forwarding reads) when it is one of ``types``."""
-    found = _resolved(m, term)
+    found = resolved(m, term)
     if found is None:
         return None
     node, port, passed = found
-    if port != 0 or m.index.ops[node] not in types or not _usable(m, node):
+    if port != 0 or m.index.ops[node] not in types or not usable(m, node):
         return None
     return node, passed
 
 
 def rewrites(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
-    """Views of ``node`` as one of ``types``, by the declared equivalences."""
-    op = m.index.ops[node]
-    name = m.index.names[node]
-    data = _data(m, node)
+    """Views of ``node`` as one of ``types``, by the declared equivalences (:data:`RULES`)."""
+    for targets, rule in RULES.get(m.index.ops[node], ()):
+        if targets & types:
+            yield from rule(m, node, types)
+
+
+Rule = Callable[["PatternMatcher", int, frozenset[str]], Iterator[NodeView]]
+ADDS = frozenset({"Add", "AddV2"})
+DIVS = frozenset({"RealDiv", "Div"})
+
+
+def _first(types: frozenset[str], among: frozenset[str]) -> str:
+    return sorted(types & among)[0]
+
+
+def _bias_add_as_add(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    attrs = m.index.nodes[node].attr
+    if "data_format" not in attrs or attrs["data_format"].s in (b"NHWC", b"N...C", b""):
+        view = direct_view(m, node)
+        if len(view.inputs) == 2:
+            yield NodeView(_first(types, ADDS), view.inputs, view.wheres, (node,), node)
+
+
+def _add_as_bias_add(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data, name = _data(m, node), m.index.names[node]
+    for k in (1, 0) if len(data) == 2 else ():
+        shape = m.view.static_shape(data[k], infer=False)
+        if shape is not None and len(shape) == 1:
+            yield NodeView("BiasAdd", (data[1 - k], data[k]), ((name, 1 - k), (name, k)), (node,), node)
+            return
+
+
+def _sub_as_add(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
     view = direct_view(m, node)
-    if op == "BiasAdd" and types & {"Add", "AddV2"} and len(data) == 2:
-        attrs = m.index.nodes[node].attr
-        if "data_format" not in attrs or attrs["data_format"].s in (b"NHWC", b"N...C", b""):
-            yield NodeView(next(iter(sorted(types & {"Add", "AddV2"}))), view.inputs, view.wheres, (node,), node)
-    if op in ("Add", "AddV2") and "BiasAdd" in types and len(data) == 2:
-        for k in (1, 0):
-            shape = m.view.static_shape(data[k], infer=False)
-            if shape is not None and len(shape) == 1:
-                order = (data[1 - k], data[k])
-                yield NodeView("BiasAdd", order, ((name, 1 - k), (name, k)), (node,), node)
-                break
-    if op == "Sub" and types & {"Add", "AddV2"} and len(data) == 2:
-        neg = Virtual("Neg", (data[1],), (), node)
-        yield NodeView(sorted(types & {"Add", "AddV2"})[0], (data[0], neg), ((name, 0), (name, 1)), (node,), node)
-    if op in ("Add", "AddV2") and "Sub" in types and len(data) == 2:
-        for k in (1, 0):
-            neg = _producer(m, data[k], "Neg")
-            if neg is not None:
-                members = (node, *neg[1], neg[0])
-                yield NodeView("Sub", (data[1 - k], _data(m, neg[0])[0]),
-                               ((name, 1 - k), (m.index.names[neg[0]], 0)), members, node)
-    if op in ("RealDiv", "Div") and len(data) == 2 and _float_node(m, node):
-        if "Mul" in types:
-            sqrt = _producer(m, data[1], "Sqrt")
-            if sqrt is not None:
-                inverse = Virtual("Rsqrt", (_data(m, sqrt[0])[0],), (*sqrt[1], sqrt[0]), sqrt[0])
-            else:
-                inverse = Virtual("Reciprocal", (data[1],), (), node)
-            yield NodeView("Mul", (data[0], inverse), view.wheres, (node,), node)
-        if "Reciprocal" in types:
-            one = _scalar(m, data[0])
-            if one is not None and one[0] == 1.0:
-                yield NodeView("Reciprocal", (data[1],), ((name, 1),), (node, *one[1]), node)
-    if op == "Mul" and len(data) == 2:
-        if types & {"RealDiv", "Div"}:
-            for k in (1, 0):
-                rsqrt = _producer(m, data[k], "Rsqrt")
-                if rsqrt is not None:
-                    sqrt = Virtual("Sqrt", (_data(m, rsqrt[0])[0],), (*rsqrt[1], rsqrt[0]), rsqrt[0])
-                    yield NodeView(sorted(types & {"RealDiv", "Div"})[0], (data[1 - k], sqrt),
-                                   ((name, 1 - k), (name, k)), (node,), node)
-        if "Square" in types and m._forward(data[0])[0] == m._forward(data[1])[0]:
-            yield NodeView("Square", (data[0],), ((name, 0),), (node,), node)
-    if op == "Pow" and len(data) == 2:
-        exponent = _scalar(m, data[1])
-        if exponent is not None:
-            wanted = {2.0: "Square", 0.5: "Sqrt", -0.5: "Rsqrt", -1.0: "Reciprocal"}.get(exponent[0])
-            if wanted in types:
-                yield NodeView(wanted, (data[0],), ((name, 0),), (node, *exponent[1]), node)
-    if op in ("Square", "Pow") and "Mul" in types:
-        factors = power_factors(m, node)
-        if factors is not None and len(factors[0]) == 2:
-            yield NodeView("Mul", factors[0], ((name, 0), (name, 0)), factors[1], node)
-    if op == "Reciprocal" and "Rsqrt" in types:
-        sqrt = _producer(m, data[0], "Sqrt") if data else None
-        if sqrt is not None:
-            yield NodeView("Rsqrt", (_data(m, sqrt[0])[0],), ((m.index.names[sqrt[0]], 0),),
-                           (node, *sqrt[1], sqrt[0]), node)
-    if op == "Rsqrt" and "Reciprocal" in types and data:
-        yield NodeView("Reciprocal", (Virtual("Sqrt", (data[0],), (), node),), ((name, 0),), (node,), node)
-    if op == "SquaredDifference" and "Square" in types and len(data) == 2:
-        yield NodeView("Square", (Virtual("Sub", tuple(data), (), node),), ((name, 0),), (node,), node)
-    if op == "Square" and "SquaredDifference" in types and data:
-        sub = _producer(m, data[0], "Sub")
-        if sub is not None:
-            inner = _data(m, sub[0])
-            if len(inner) == 2:
-                sub_name = m.index.names[sub[0]]
-                yield NodeView("SquaredDifference", tuple(inner), ((sub_name, 0), (sub_name, 1)),
-                               (node, *sub[1], sub[0]), node)
-    if op in ("RealDiv", "Div") and "Mean" in types and len(data) == 2:
-        mean = _mean_of_sum(m, node, data)
-        if mean is not None:
-            yield mean
+    if len(view.inputs) == 2:
+        neg = Virtual("Neg", (view.inputs[1],), (), node)
+        yield NodeView(_first(types, ADDS), (view.inputs[0], neg), view.wheres, (node,), node)
+
+
+def _add_as_sub(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data, name = _data(m, node), m.index.names[node]
+    for k in (1, 0) if len(data) == 2 else ():
+        neg = producer(m, data[k], "Neg")
+        if neg is not None:
+            yield NodeView("Sub", (data[1 - k], _data(m, neg[0])[0]),
+                           ((name, 1 - k), (m.index.names[neg[0]], 0)), (node, *neg[1], neg[0]), node)
+
+
+def _div_as_mul(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    view = direct_view(m, node)
+    if len(view.inputs) != 2 or not _float_node(m, node):
+        return
+    sqrt = producer(m, view.inputs[1], "Sqrt")
+    if sqrt is not None:
+        inverse = Virtual("Rsqrt", (_data(m, sqrt[0])[0],), (*sqrt[1], sqrt[0]), sqrt[0])
+    else:
+        inverse = Virtual("Reciprocal", (view.inputs[1],), (), node)
+    yield NodeView("Mul", (view.inputs[0], inverse), view.wheres, (node,), node)
+
+
+def _div_as_reciprocal(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    one = scalar_constant(m, data[0]) if len(data) == 2 and _float_node(m, node) else None
+    if one is not None and one[0] == 1.0:
+        yield NodeView("Reciprocal", (data[1],), ((m.index.names[node], 1),), (node, *one[1]), node)
+
+
+def _mul_as_div(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data, name = _data(m, node), m.index.names[node]
+    for k in (1, 0) if len(data) == 2 else ():
+        rsqrt = producer(m, data[k], "Rsqrt")
+        if rsqrt is not None:
+            sqrt = Virtual("Sqrt", (_data(m, rsqrt[0])[0],), (*rsqrt[1], rsqrt[0]), rsqrt[0])
+            yield NodeView(_first(types, DIVS), (data[1 - k], sqrt), ((name, 1 - k), (name, k)), (node,), node)
+
+
+def _mul_as_square(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    if len(data) == 2 and m._forward(data[0])[0] == m._forward(data[1])[0]:
+        yield NodeView("Square", (data[0],), ((m.index.names[node], 0),), (node,), node)
+
+
+_POWERS = {2.0: "Square", 0.5: "Sqrt", -0.5: "Rsqrt", -1.0: "Reciprocal"}
+
+
+def _pow_as_root(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    exponent = scalar_constant(m, data[1]) if len(data) == 2 else None
+    if exponent is not None and _POWERS.get(exponent[0]) in types:
+        yield NodeView(_POWERS[exponent[0]], (data[0],), ((m.index.names[node], 0),), (node, *exponent[1]), node)
+
+
+def _power_as_mul(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    factors = power_factors(m, node)
+    if factors is not None and len(factors[0]) == 2:
+        name = m.index.names[node]
+        yield NodeView("Mul", factors[0], ((name, 0), (name, 0)), factors[1], node)
+
+
+def _reciprocal_as_rsqrt(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    sqrt = producer(m, data[0], "Sqrt") if data else None
+    if sqrt is not None:
+        yield NodeView("Rsqrt", (_data(m, sqrt[0])[0],), ((m.index.names[sqrt[0]], 0),), (node, *sqrt[1], sqrt[0]),
+                       node)
+
+
+def _rsqrt_as_reciprocal(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    if data:
+        yield NodeView("Reciprocal", (Virtual("Sqrt", (data[0],), (), node),), ((m.index.names[node], 0),),
+                       (node,), node)
+
+
+def _squared_difference_as_square(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    if len(data) == 2:
+        yield NodeView("Square", (Virtual("Sub", tuple(data), (), node),), ((m.index.names[node], 0),), (node,),
+                       node)
+
+
+def _square_as_squared_difference(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    sub = producer(m, data[0], "Sub") if data else None
+    inner = _data(m, sub[0]) if sub is not None else []
+    if sub is not None and len(inner) == 2:
+        sub_name = m.index.names[sub[0]]
+        yield NodeView("SquaredDifference", tuple(inner), ((sub_name, 0), (sub_name, 1)), (node, *sub[1], sub[0]),
+                       node)
+
+
+def _div_as_mean(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    data = _data(m, node)
+    mean = _mean_of_sum(m, node, data) if len(data) == 2 else None
+    if mean is not None:
+        yield mean
+
+
+#: Per graph op type, the equivalences that see it as another: ``(op types it can be seen as,
+#: the rule giving the views)``.
+RULES: dict[str, tuple[tuple[frozenset[str], Rule], ...]] = {
+    "BiasAdd": ((ADDS, _bias_add_as_add),),
+    "Add": ((frozenset({"BiasAdd"}), _add_as_bias_add), (frozenset({"Sub"}), _add_as_sub)),
+    "AddV2": ((frozenset({"BiasAdd"}), _add_as_bias_add), (frozenset({"Sub"}), _add_as_sub)),
+    "Sub": ((ADDS, _sub_as_add),),
+    "RealDiv": ((frozenset({"Mul"}), _div_as_mul), (frozenset({"Reciprocal"}), _div_as_reciprocal),
+                (frozenset({"Mean"}), _div_as_mean)),
+    "Div": ((frozenset({"Mul"}), _div_as_mul), (frozenset({"Reciprocal"}), _div_as_reciprocal),
+            (frozenset({"Mean"}), _div_as_mean)),
+    "Mul": ((DIVS, _mul_as_div), (frozenset({"Square"}), _mul_as_square)),
+    "Pow": ((frozenset(_POWERS.values()), _pow_as_root), (frozenset({"Mul"}), _power_as_mul)),
+    "Square": ((frozenset({"Mul"}), _power_as_mul), (frozenset({"SquaredDifference"}), _square_as_squared_difference)),
+    "Reciprocal": ((frozenset({"Rsqrt"}), _reciprocal_as_rsqrt),),
+    "Rsqrt": ((frozenset({"Reciprocal"}), _rsqrt_as_reciprocal),),
+    "SquaredDifference": ((frozenset({"Square"}), _squared_difference_as_square),),
+}
+
+#: Per op type, the other op types a node may have and still be seen as that type.
+SPELT_AS: dict[str, frozenset[str]] = {}
+for _source, _rules in RULES.items():
+    for _targets, _ in _rules:
+        for _target in _targets:
+            SPELT_AS[_target] = SPELT_AS.get(_target, frozenset()) | {_source}
 
 
 def _mean_of_sum(m: "PatternMatcher", node: int, data: list[tuple[int, int]]) -> NodeView | None:
     """``Sum(x, axes) / n`` as ``Mean(x, axes)`` when n is the number of elements summed (the
     reduced dimensions of x's static shape)."""
-    total = _producer(m, data[0], "Sum")
-    count = _scalar(m, data[1])
+    total = producer(m, data[0], "Sum")
+    count = scalar_constant(m, data[1])
     if total is None or count is None:
         return None
     sum_node = total[0]
@@ -291,7 +315,8 @@ def _mean_of_sum(m: "PatternMatcher", node: int, data: list[tuple[int, int]]) ->
         return None
     rank = len(shape)
     dims = [shape[int(a) % rank] if -rank <= int(a) < rank else None for a in np.asarray(axes[0]).reshape(-1)]
-    if None in dims or int(np.prod(dims)) != count[0]:
+    known = [d for d in dims if d is not None]
+    if len(known) != len(dims) or int(np.prod(known)) != count[0]:
         return None
     sum_name = m.index.names[sum_node]
     return NodeView("Mean", tuple(inner), ((sum_name, 0), (sum_name, 1)), (node, *total[1], sum_node, *count[1]),
@@ -306,104 +331,7 @@ def power_factors(m: "PatternMatcher", node: int) -> tuple[tuple[Term, ...], tup
     if op == "Square" and len(data) == 1:
         return (data[0], data[0]), (node,)
     if op == "Pow" and len(data) == 2:
-        exponent = _scalar(m, data[1])
+        exponent = scalar_constant(m, data[1])
         if exponent is not None and exponent[0] in POWER_FACTORS:
             return (data[0],) * int(exponent[0]), (node, *exponent[1])
     return None
-
-
-def _expansion(m: "PatternMatcher", term: Term, family: str) -> tuple[NodeView, list[int]] | None:
-    """The operands ``term`` splits into within a chain of ``family`` (its node view and the
-    forwarding reads passed), or None when it is an operand itself."""
-    if isinstance(term, Virtual):
-        return None
-    node, port, passed = _resolved(m, term)  # type: ignore[misc]
-    if port != 0 or not _usable(m, node):
-        return None
-    op = m.index.ops[node]
-    if FAMILY.get(op) == family:
-        return direct_view(m, node), passed
-    if family == "Mul" and op in ("Square", "Pow"):
-        factors = power_factors(m, node)
-        if factors is not None:
-            name = m.index.names[node]
-            return NodeView("Mul", factors[0], tuple((name, 0) for _ in factors[0]), factors[1], node), passed
-    if family in ("Mul", "Add") and op in ("RealDiv", "Div", "Sub"):
-        wanted = frozenset({"Mul"} if family == "Mul" else {"Add"})
-        for view in rewrites(m, node, wanted):
-            return view, passed
-    return None
-
-
-def operand_count(m: "PatternMatcher", view: NodeView, family: str) -> int:
-    """How many operands the chain at ``view`` has when cut as far as it goes (at most
-    :data:`MAX_CHAIN_LEAVES` expansions deep)."""
-    total, stack = 0, [(t, 0) for t in view.inputs]
-    while stack:
-        term, depth = stack.pop()
-        expanded = _expansion(m, term, family) if depth < MAX_CHAIN_LEAVES else None
-        if expanded is None:
-            total += 1
-        else:
-            stack.extend((t, depth + 1) for t in expanded[0].inputs)
-    return total
-
-
-Cut = tuple[list[tuple[Term, tuple[str, int]]], list[int]]
-
-
-def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> list[Cut]:
-    """The ways to cut the chain at ``root`` into exactly ``count`` operands: each a list of
-    ``(operand, where it is read)`` and the chain nodes inside the cut (most expanded first)."""
-    cuts: list[Cut] = []
-
-    def operands(term: Term, where: tuple[str, int], budget: int) -> Iterator[Cut]:
-        expanded = _expansion(m, term, family) if budget > 1 else None
-        if expanded is not None:
-            view, passed = expanded
-            for inner, members in children(view, 0, budget):
-                yield inner, [*passed, *view.members, *members]
-        yield [(term, where)], []
-
-    def children(view: NodeView, k: int, budget: int) -> Iterator[Cut]:
-        if k == len(view.inputs):
-            yield [], []
-            return
-        rest = len(view.inputs) - k - 1  # each later input takes at least one operand
-        for first, members in operands(view.inputs[k], view.wheres[k], budget - rest):
-            for more, more_members in children(view, k + 1, budget - len(first)):
-                yield first + more, members + more_members
-
-    for leaves, members in children(root, 0, min(count, MAX_CHAIN_LEAVES)):
-        if len(leaves) == count:
-            cuts.append((leaves, members))
-            if len(cuts) >= MAX_CUTS:
-                break
-    return cuts
-
-
-def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int] | None, list[int], float] | None:
-    """A square root's argument ``Maximum(v, c)`` - a chain of Maximums, in any grouping, of one
-    tensor v and scalar constants, the largest c in ``[0, MAX_CLIP_EPSILON]``: ``(v, the tensor
-    of c or None when c = 0, the nodes of the chain, c)``.  Under the root, ``max(v, 0)`` is v
-    (a variance is never negative) and ``max(v, tiny)`` an epsilon form."""
-    found = _producer(m, term, "Maximum")
-    if found is None:
-        return None
-    root = direct_view(m, found[0])
-    cuts = chain_cuts(m, root, "Maximum", operand_count(m, root, "Maximum"))
-    if not cuts:
-        return None
-    operands, members = cuts[0]
-    value, best, nodes = None, None, [*found[1], found[0], *members]
-    for operand, _ in operands:
-        c = None if isinstance(operand, Virtual) else _scalar(m, operand)
-        if c is None:
-            if value is not None:
-                return None  # two tensors: no clip of one
-            value = operand
-        elif best is None or c[0] > best[1]:
-            best = (operand, c[0])
-    if value is None or best is None or not 0.0 <= best[1] <= MAX_CLIP_EPSILON:
-        return None
-    return value, (best[0] if best[1] > 0 else None), nodes, best[1]

@@ -54,7 +54,7 @@ def _unary(fn: Callable[[Any], Any]) -> Callable[..., Any]:
 
 def _cast(node: Any, a: np.ndarray) -> Any:
     dtype = numpy_dtype(node.attr["DstT"].type) if "DstT" in node.attr else None
-    return None if dtype is None else a.astype(dtype)
+    return None if dtype is None else a.astype(np.dtype(str(dtype)) if not isinstance(dtype, np.dtype) else dtype)
 
 
 def _squeeze(node: Any, a: np.ndarray) -> Any:
@@ -169,7 +169,7 @@ class ConstantFolder:
         op = self.index.ops[i]
         if op in CONST_OPS:
             value = self.decode(i)
-            result = None if value is None else (value, (i,))
+            result: tuple[np.ndarray, tuple[int, ...]] | None = None if value is None else (value, (i,))
             self._known[i] = result
             return result
         if op not in FOLDABLE_OPS:
@@ -197,7 +197,7 @@ class ConstantFolder:
             self._known[i] = None
             return None
         value.setflags(write=False)
-        result = (value, tuple(nodes))
+        result = (value, tuple(nodes))  # the node first, then what it is computed from
         self._known[i] = result
         return result
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .canonical import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_leaves, is_family, spellings
+from .canonical import spellings
+from .chains import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_leaves, is_family
 from .index import GraphIndex
 from .match_failure import MatchFailure
 from .pattern import Alt, Const, Op, OpPattern, Var, as_var, root_options
@@ -56,7 +57,7 @@ class RootFilter:
             return False  # every form is a chain of more operands than this one can be cut into
         return bool(types) and _reads_any(index, root, types, through)
 
-    def _wanted(self, op: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    def _wanted(self, op: str) -> tuple[frozenset[str], frozenset[str], int] | None:
         """The op types one of which a root of type ``op`` must read (through forwarding ops,
         and through the nodes of a chain) for some form to stay possible: the union over the
         forms of that type (a form is kept when its inputs' types meet what the root reads),

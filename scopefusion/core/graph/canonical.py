@@ -136,7 +136,7 @@ def producer(m: "PatternMatcher", term: Term, *types: str) -> tuple[int, list[in
 
 def rewrites(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
     """Views of ``node`` as one of ``types``, by the declared equivalences (:data:`RULES`)."""
-    for targets, rule in RULES.get(m.index.ops[node], ()):
+    for targets, rule, _ in RULES.get(m.index.ops[node], ()):
         if targets & types:
             yield from rule(m, node, types)
 
@@ -274,30 +274,60 @@ def _div_as_mean(m: "PatternMatcher", node: int, types: frozenset[str]) -> Itera
 
 
 #: Per graph op type, the equivalences that see it as another: ``(op types it can be seen as,
-#: the rule giving the views)``.
-RULES: dict[str, tuple[tuple[frozenset[str], Rule], ...]] = {
-    "BiasAdd": ((ADDS, _bias_add_as_add),),
-    "Add": ((frozenset({"BiasAdd"}), _add_as_bias_add), (frozenset({"Sub"}), _add_as_sub)),
-    "AddV2": ((frozenset({"BiasAdd"}), _add_as_bias_add), (frozenset({"Sub"}), _add_as_sub)),
-    "Sub": ((ADDS, _sub_as_add),),
-    "RealDiv": ((frozenset({"Mul"}), _div_as_mul), (frozenset({"Reciprocal"}), _div_as_reciprocal),
-                (frozenset({"Mean"}), _div_as_mean)),
-    "Div": ((frozenset({"Mul"}), _div_as_mul), (frozenset({"Reciprocal"}), _div_as_reciprocal),
-            (frozenset({"Mean"}), _div_as_mean)),
-    "Mul": ((DIVS, _mul_as_div), (frozenset({"Square"}), _mul_as_square)),
-    "Pow": ((frozenset(_POWERS.values()), _pow_as_root), (frozenset({"Mul"}), _power_as_mul)),
-    "Square": ((frozenset({"Mul"}), _power_as_mul), (frozenset({"SquaredDifference"}), _square_as_squared_difference)),
-    "Reciprocal": ((frozenset({"Rsqrt"}), _reciprocal_as_rsqrt),),
-    "Rsqrt": ((frozenset({"Reciprocal"}), _rsqrt_as_reciprocal),),
-    "SquaredDifference": ((frozenset({"Square"}), _squared_difference_as_square),),
+#: the rule giving the views, an op type the graph must hold for the rule to apply or None:
+#: the node's own)``.
+RULES: dict[str, tuple[tuple[frozenset[str], Rule, str | None], ...]] = {
+    "BiasAdd": ((ADDS, _bias_add_as_add, None),),
+    "Add": ((frozenset({"BiasAdd"}), _add_as_bias_add, None), (frozenset({"Sub"}), _add_as_sub, "Neg")),
+    "AddV2": ((frozenset({"BiasAdd"}), _add_as_bias_add, None), (frozenset({"Sub"}), _add_as_sub, "Neg")),
+    "Sub": ((ADDS, _sub_as_add, None),),
+    "RealDiv": ((frozenset({"Mul"}), _div_as_mul, None), (frozenset({"Reciprocal"}), _div_as_reciprocal, None),
+                (frozenset({"Mean"}), _div_as_mean, "Sum")),
+    "Div": ((frozenset({"Mul"}), _div_as_mul, None), (frozenset({"Reciprocal"}), _div_as_reciprocal, None),
+            (frozenset({"Mean"}), _div_as_mean, "Sum")),
+    "Mul": ((DIVS, _mul_as_div, "Rsqrt"), (frozenset({"Square"}), _mul_as_square, None)),
+    "Pow": ((frozenset(_POWERS.values()), _pow_as_root, None), (frozenset({"Mul"}), _power_as_mul, None)),
+    "Square": ((frozenset({"Mul"}), _power_as_mul, None),
+               (frozenset({"SquaredDifference"}), _square_as_squared_difference, "Sub")),
+    "Reciprocal": ((frozenset({"Rsqrt"}), _reciprocal_as_rsqrt, "Sqrt"),),
+    "Rsqrt": ((frozenset({"Reciprocal"}), _rsqrt_as_reciprocal, None),),
+    "SquaredDifference": ((frozenset({"Square"}), _squared_difference_as_square, None),),
 }
 
-#: Per op type, the other op types a node may have and still be seen as that type.
+#: Per op type, the other op types a node may have and still be seen as that type; and the op
+#: types of which a graph holds one when it holds such a node (the rule's witness).
 SPELT_AS: dict[str, frozenset[str]] = {}
+WITNESSES: dict[str, frozenset[str]] = {}
 for _source, _rules in RULES.items():
-    for _targets, _ in _rules:
+    for _targets, _, _witness in _rules:
         for _target in _targets:
             SPELT_AS[_target] = SPELT_AS.get(_target, frozenset()) | {_source}
+            WITNESSES[_target] = WITNESSES.get(_target, frozenset()) | {_witness or _source}
+for _add in ADDS:  # v + epsilon under a square root may be spelt Maximum(v, tiny) (.chains.clip_epsilon)
+    WITNESSES[_add] = WITNESSES[_add] | {"Maximum"}
+
+
+def witnesses(types: Sequence[str] | frozenset[str]) -> frozenset[str]:
+    """``types`` and the op types one of which a graph holds when it holds a node that can be
+    seen as one of ``types`` (a Mean spelt ``Sum / n`` needs a Sum)."""
+    out = set(types)
+    for t in types:
+        out |= WITNESSES.get(t, frozenset())
+    return frozenset(out)
+
+
+def seen_as(m: "PatternMatcher", node: int) -> frozenset[str]:
+    """The op types node ``node`` can be seen as by the equivalences (asked once per node and
+    view: every pattern of every pass looks its roots up here)."""
+    cache = m.view.spelt_as
+    known = cache.get(node)
+    if known is None:
+        found: set[str] = set()
+        for targets, rule, _ in RULES.get(m.index.ops[node], ()):
+            for view in rule(m, node, targets):  # an Add is seen as Add or AddV2 alike (RealDiv, Div too)
+                found.update(ADDS if view.op in ADDS else DIVS if view.op in DIVS else (view.op,))
+        known = cache[node] = frozenset(found)
+    return known
 
 
 def _mean_of_sum(m: "PatternMatcher", node: int, data: list[tuple[int, int]]) -> NodeView | None:

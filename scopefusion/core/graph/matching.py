@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 import numpy as np
 
 from .attrs import attr_equals, attr_value_to_python
-from .canonical import Virtual, rewrites, spellings
+from .canonical import Virtual, seen_as, spellings, witnesses
 from .match_failure import FurthestFailure, MatchFailure
 from .match_steps import step_of
 from .pattern import Op, OpPattern, as_var
@@ -236,13 +236,14 @@ def find_matches(view: GraphView, pattern: OpPattern,
     for t in pattern.root_types:
         roots.extend(index.nodes_of_type(t))
     matcher = PatternMatcher(view)  # one for every root: each match starts from a clean state
-    # nodes spelt otherwise that can be seen as a root type (a RealDiv as a Mul ...)
+    if any(not any(index.nodes_of_type(t) for t in witnesses(group)) for group in pattern.required_types()):
+        return []  # the graph lacks an op type every match has (in any spelling): nothing can match
+    # and nodes spelt otherwise that can be seen as a root type (a RealDiv as a Mul ...)
     wanted, plain = frozenset(pattern.root_types), len(roots)
     for t in sorted(spellings(wanted) - wanted):
-        roots.extend(i for i in index.nodes_of_type(t) if next(rewrites(matcher, i, wanted), None) is not None)
-    if not roots or any(not any(index.nodes_of_type(t) for t in spellings(group))
-                        for group in pattern.required_types()):
-        return []  # no root, or the graph lacks an op type every match has: nothing can match
+        roots.extend(i for i in index.nodes_of_type(t) if not seen_as(matcher, i).isdisjoint(wanted))
+    if not roots:
+        return []
     if len(pattern.root_types) > 1 or len(roots) > plain:
         roots.sort()
     first_look = root_filter(pattern)
@@ -250,7 +251,8 @@ def find_matches(view: GraphView, pattern: OpPattern,
     for root in roots:
         if not first_look.may_match(index, root):
             if on_failure is not None:
-                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root)))
+                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root),
+                                                   1 if index.ops[root] in wanted else 0))
             continue
         try:
             found.append(matcher.match_pattern(pattern, root))

@@ -22,6 +22,8 @@ from .match_failure import MatchFailure
 from .pattern import Alt, Const, Op, OpPattern, Var, as_var, root_options
 from .vocabulary import CONTROL, FORWARDING_OPS
 
+#: Op types seen as another with the very same inputs (a BiasAdd is an Add of the same two).
+_SAME_INPUTS = {"BiasAdd": frozenset({"Add", "AddV2"})}
 #: How far a chain of forwarding ops is followed (as the matcher does).
 MAX_FORWARDING = 64
 #: How many nodes of an associative chain are looked through (the matcher cuts a chain into at
@@ -77,9 +79,12 @@ class RootFilter:
             union.update(*wanted)
             through.update(chain)
             needs.append(count)
-        if not found:  # a node spelt otherwise: its inputs are not the form's
-            self._by_op[op] = None
-            return None
+        if not found:  # a node spelt otherwise: its inputs are the form's only for some spellings
+            # (the matcher sees it as the first of those types, in order, that the pattern roots at)
+            rooted = [t for t in sorted(_SAME_INPUTS.get(op, ())) if any(t in types for types, *_ in self._forms)]
+            known = self._wanted(rooted[0]) if rooted else None
+            self._by_op[op] = known
+            return known
         self._by_op[op] = known = (frozenset(union), frozenset(through), min(needs))
         return known
 
@@ -189,11 +194,12 @@ def root_filter(pattern: OpPattern) -> RootFilter:
 
 
 class FirstLevelFailure(MatchFailure):
-    """A root :class:`RootFilter` ruled out: it fails having matched the root alone (progress 1);
-    its reason, the matcher's own, is found only if asked for, by ``attempt`` (the match there)."""
+    """A root :class:`RootFilter` ruled out: it fails having matched the root alone (progress 1;
+    0 for a node spelt otherwise, whose own type is what departs from the pattern); its reason,
+    the matcher's own, is found only if asked for, by ``attempt`` (the match there)."""
 
-    def __init__(self, attempt: Callable[[], Any]) -> None:
-        super().__init__("", 1)
+    def __init__(self, attempt: Callable[[], Any], progress: int = 1) -> None:
+        super().__init__("", progress)
         self._attempt = attempt
 
     def __str__(self) -> str:

@@ -52,6 +52,8 @@ class GraphView:
         self._const_values: dict[int, Any] = {}
         self._small_values: dict[bytes, Any] = {}  # decoded small TensorProtos by their bytes
         self._folder: ConstantFolder | None = None
+        #: per node, the op types it can be seen as (:func:`.canonical.seen_as`)
+        self.spelt_as: dict[int, frozenset[str]] = {}
 
     @property
     def graph_def(self) -> "GraphDef":

@@ -24,7 +24,7 @@ graph spelling                              seen as
 ``Sqrt(Maximum(v, c))``, ``0 <= c`` tiny    ``Sqrt(v + c)`` (an epsilon form), ``Sqrt(v)`` for c = 0
                                             (:func:`.chains.clip_epsilon`)
 ``RealDiv(Sum(x, axes), n)``                ``Mean(x, axes)`` when n is the reduced count
-``SquaredDifference(a, b)``                 ``Square(Sub(a, b))``, and back
+``SquaredDifference(a, b)``                 ``Square(Sub(a, b))`` or ``Square(Sub(b, a))``, and back
 ==========================================  ==============================================
 """
 from __future__ import annotations
@@ -250,10 +250,12 @@ def _rsqrt_as_reciprocal(m: "PatternMatcher", node: int, types: frozenset[str]) 
 
 
 def _squared_difference_as_square(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
+    """``(a - b)^2``, and ``(b - a)^2``: the same square."""
     data = _data(m, node)
     if len(data) == 2:
-        yield NodeView("Square", (Virtual("Sub", tuple(data), (), node),), ((m.index.names[node], 0),), (node,),
-                       node)
+        where = ((m.index.names[node], 0),)
+        yield NodeView("Square", (Virtual("Sub", (data[0], data[1]), (), node),), where, (node,), node)
+        yield NodeView("Square", (Virtual("Sub", (data[1], data[0]), (), node),), where, (node,), node)
 
 
 def _square_as_squared_difference(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:

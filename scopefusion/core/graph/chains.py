@@ -109,10 +109,10 @@ def operand_count(m: "PatternMatcher", view: NodeView, family: str) -> int:
 Cut = tuple[list[tuple[Term, tuple[str, int]]], list[int]]
 
 
-def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> list[Cut]:
-    """The ways to cut the chain at ``root`` into exactly ``count`` operands: each a list of
-    ``(operand, where it is read)`` and the chain nodes inside the cut (most expanded first)."""
-    cuts: list[Cut] = []
+def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Iterator[Cut]:
+    """The ways to cut the chain at ``root`` into exactly ``count`` operands, made as they are
+    asked for: each a list of ``(operand, where it is read)`` and the chain nodes inside the
+    cut (most expanded first; at most :data:`MAX_CUTS`)."""
 
     def operands(term: Term, where: tuple[str, int], budget: int) -> Iterator[Cut]:
         expanded = _expansion(m, term, family) if budget > 1 else None
@@ -131,12 +131,13 @@ def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
             for more, more_members in children(view, k + 1, budget - len(first)):
                 yield first + more, members + more_members
 
+    made = 0
     for leaves, members in children(root, 0, min(count, MAX_CHAIN_LEAVES)):
         if len(leaves) == count:
-            cuts.append((leaves, members))
-            if len(cuts) >= MAX_CUTS:
-                break
-    return cuts
+            yield leaves, members
+            made += 1
+            if made >= MAX_CUTS:
+                return
 
 
 def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int] | None, list[int], float] | None:
@@ -148,10 +149,10 @@ def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int]
     if found is None:
         return None
     root = direct_view(m, found[0])
-    cuts = chain_cuts(m, root, "Maximum", operand_count(m, root, "Maximum"))
-    if not cuts:
+    first = next(chain_cuts(m, root, "Maximum", operand_count(m, root, "Maximum")), None)
+    if first is None:
         return None
-    operands, members = cuts[0]
+    operands, members = first
     value: Term | None = None
     best: tuple[tuple[int, int], float] | None = None
     nodes = [*found[1], found[0], *members]

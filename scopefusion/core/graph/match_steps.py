@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .canonical import Virtual, direct_view, virtual_view
+from .canonical import Virtual, direct_view, spellings, virtual_view
 from .chains import chain_leaves
 from .const_checks import const_problem
 from .match_failure import FurthestFailure
@@ -203,6 +203,7 @@ def _op_step(expr: Op) -> Step:
         view_inputs = None if expr.inputs is None else view_inputs_of(expr, tuple(step_of(e) for e in expr.inputs))
     rooted = clip_inputs(expr, step_of(expr.inputs[0])) if expr.inputs is not None and len(expr.inputs) == 1 and \
         types & {"Sqrt", "Rsqrt"} else None
+    spelt = spellings(types) - types  # the op types of nodes that may be seen as one of types
 
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
         if isinstance(tensor, Virtual):
@@ -224,9 +225,9 @@ def _op_step(expr: Op) -> Step:
                 not types or ops[node] in types) and (inside is None or node in inside)):
             problem = m._op_problem(node, port, expr)
             if problem is not None:
-                if types and ops[node] not in types and port == 0 and (inside is None or node in inside):
+                if ops[node] in spelt and port == 0 and (inside is None or node in inside):
                     # another spelling of the same computation?
-                    if rewritten(m, expr, node, passed, view_inputs, then):
+                    if rewritten(m, expr, node, passed, rooted or view_inputs, then):
                         return True
                 m._fail(problem)
                 return False

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 import numpy as np
 
 from .attrs import attr_equals, attr_value_to_python
-from .canonical import Virtual, seen_as, spellings, witnesses
+from .canonical import Virtual, rewrites, seen_as, spellings, witnesses
 from .match_failure import FurthestFailure, MatchFailure
 from .match_steps import step_of
 from .pattern import Op, OpPattern, as_var
@@ -249,10 +249,11 @@ def find_matches(view: GraphView, pattern: OpPattern,
     first_look = root_filter(pattern)
     found = []
     for root in roots:
-        if not first_look.may_match(index, root):
-            if on_failure is not None:
-                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root),
-                                                   1 if index.ops[root] in wanted else 0))
+        own = index.ops[root] in wanted
+        if not first_look.may_match(index, root) or not own and not any(
+                first_look.may_match_view(index, v) for v in rewrites(matcher, root, wanted)):
+            if on_failure is not None:  # (a node spelt otherwise fails at its own type: progress 0)
+                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root), int(own)))
             continue
         try:
             found.append(matcher.match_pattern(pattern, root))

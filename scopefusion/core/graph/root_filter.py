@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .canonical import spellings
+from .canonical import NodeView, Virtual, spellings
 from .chains import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_leaves, is_family
 from .index import GraphIndex
 from .match_failure import MatchFailure
@@ -58,6 +58,21 @@ class RootFilter:
         if needs and _most_operands(index, root, through, needs) < needs:
             return False  # every form is a chain of more operands than this one can be cut into
         return bool(types) and _reads_any(index, root, types, through)
+
+    def may_match_view(self, index: GraphIndex, view: NodeView) -> bool:
+        """:meth:`may_match` for a node seen through a view (another spelling of it): its inputs
+        are the view's, an op the graph has no node for counting as its own type."""
+        wanted = self._by_op[view.op] if view.op in self._by_op else self._wanted(view.op)
+        if wanted is None or wanted[2]:  # no shortcut, or a chain: its operands may sit deeper
+            return True
+        types = wanted[0]
+        for term in view.inputs:
+            if isinstance(term, Virtual):
+                if term.op in types:
+                    return True
+            elif _reads_any_of(index, [term[0]], types):
+                return True
+        return False
 
     def _wanted(self, op: str) -> tuple[frozenset[str], frozenset[str], int] | None:
         """The op types one of which a root of type ``op`` must read (through forwarding ops,
@@ -131,8 +146,14 @@ def _reads_any(index: GraphIndex, node: int, types: frozenset[str], through: fro
     """Whether a data input of ``node`` reads, through forwarding ops (and nodes of ``through``,
     a chain's, at most :data:`MAX_CHAIN_NODES` of them), a node of one of ``types`` (a forwarding
     op passed on the way counts too)."""
+    return _reads_any_of(index, [p for p, port in index.inputs[node] if port != CONTROL], types, through)
+
+
+def _reads_any_of(index: GraphIndex, producers: list[int], types: frozenset[str],
+                  through: frozenset[str] = frozenset()) -> bool:
+    """:func:`_reads_any` from the given producers."""
     ops, inputs = index.ops, index.inputs
-    stack = [p for p, port in inputs[node] if port != CONTROL]
+    stack = list(producers)
     opened = 0
     while stack:
         p = stack.pop()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .canonical import NodeView, Virtual, rewrites
 from .chains import chain_cuts, clip_epsilon, is_family, operand_count
-from .pattern import Op
+from .pattern import Alt, Op
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -76,13 +76,26 @@ def rewritten(m: "PatternMatcher", expr: Op, node: int, passed: Sequence[int], i
     departs from the pattern."""
     before, start = m._best, m._progress
     m._best = None
+    virtual_ok = takes_virtual(expr)
     for view in rewrites(m, node, frozenset(expr.types)):
+        if not virtual_ok and any(isinstance(t, Virtual) for t in view.inputs):
+            continue  # only ops match an op the graph has no node for: this view cannot match
         if view_step(m, expr, view, passed, inputs, then):
             return True
     inner, m._best = m._best, before
     if inner is not None and inner.progress >= start + 3 and (before is None or inner.progress > before.progress):
         m._best = inner
     return False
+
+
+def takes_virtual(expr: Op) -> bool:
+    """Whether an input of ``expr`` may match a virtual op (it is an op or alternatives); kept on
+    the expression."""
+    known = expr.__dict__.get("_takes_virtual")
+    if known is None:
+        known = any(isinstance(e, (Op, Alt)) for e in expr.inputs or ())
+        object.__setattr__(expr, "_takes_virtual", known)
+    return known  # type: ignore[no-any-return]
 
 
 def view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[int], inputs: ViewInputs | None,
@@ -132,12 +145,9 @@ def chain_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
     count = len(steps)
 
     def inputs(m: "PatternMatcher", view: NodeView, then: Then) -> bool:
-        cuts = chain_cuts(m, view, family, count)
-        if not cuts:
-            m._fail(lambda: f"{m.name(view.anchor)!r} has {len(view.inputs)} inputs, expected {count} (operands "
-                            f"of a {family} chain in any grouping; this chain has {operand_count(m, view, family)})")
-            return False
-        for operands, members in cuts:
+        cut = False
+        for operands, members in chain_cuts(m, view, family, count):
+            cut = True
             mark = len(m._trail)
             for i in members:
                 if m.inside is None or i in m.inside:
@@ -145,6 +155,9 @@ def chain_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
             if _assign(m, operands, [False] * len(operands), steps, 0, then):
                 return True
             m._undo(mark)
+        if not cut:
+            m._fail(lambda: f"{m.name(view.anchor)!r} has {len(view.inputs)} inputs, expected {count} (operands "
+                            f"of a {family} chain in any grouping; this chain has {operand_count(m, view, family)})")
         return False
     return inputs
 

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.graph.pattern import ANY, Alt, const, one_of, op
+from ...core.graph.pattern import ANY, const, one_of, op
 
 MUL = ("Mul",)
 ADD = ("Add", "AddV2")
@@ -58,9 +58,10 @@ INV = "inv"  # rstd * gamma, read twice by the batch-normalization forms
 OUTPUT = "output"  # the node whose output is the normalised result
 
 
-def product(a: Any, b: Any, c: Any) -> Alt:
-    """``a * b * c`` as two Muls, in any grouping (each Mul commutes)."""
-    return one_of(op(MUL, op(MUL, a, b), c), op(MUL, op(MUL, a, c), b), op(MUL, op(MUL, b, c), a))
+def product(a: Any, b: Any, c: Any) -> Any:
+    """``a * b * c``: one product of three factors, which the matcher takes in any grouping and
+    order (and through spellings such as ``a / sqrt(v)`` for ``a * rsqrt(v)``)."""
+    return op(MUL, a, b, c)
 
 
 def _scalar_float(value: np.ndarray) -> bool:

@@ -14,7 +14,10 @@ ops.  The forms, as TensorFlow records them (``x`` is the same tensor throughout
 * tanh without ``Pow``, transformers ``gelu_fast``:
   ``0.5 * x * (1 + tanh(x * sqrt(2/pi) * (1 + 0.044715 * x * x)))``.
 
-The three factors of each product may be multiplied in any grouping and order.
+Each product is written once: the matcher takes its factors in any grouping and order
+(``0.044715 * x * x * x`` and ``x * (x * x) * 0.044715`` alike), ``x^3`` as a ``Pow``,
+``x * Square(x)`` or three factors, and constants computed from constants (``Sqrt(2.0)``,
+a ``Cast``) by their value.
 Every constant is checked (at the precision of its dtype), so look-alikes such as
 ``x * sigmoid(1.702 * x)`` or a GELU with one constant changed are not fused.
 """
@@ -59,32 +62,26 @@ DIV = ("RealDiv", "Div")
 X = "$x"
 HALF = const(0.5, description="0.5")
 ONE = const(1.0, description="1.0")
-SQRT2 = one_of(const(math.sqrt(2.0), description="sqrt(2)"), op("Sqrt", const(2.0)))
+# constants computed in the graph (Sqrt(2.0), Sqrt(2 / pi), a Cast) are compared by their value
+SQRT2 = const(math.sqrt(2.0), description="sqrt(2)")
 INV_SQRT2 = const(1.0 / math.sqrt(2.0), description="1/sqrt(2)")
-SQRT_2_OVER_PI = one_of(const(math.sqrt(2.0 / math.pi), description="sqrt(2/pi)"),
-                        op("Sqrt", op(DIV, const(2.0), const(math.pi, description="pi"))))
+SQRT_2_OVER_PI = const(math.sqrt(2.0 / math.pi), description="sqrt(2/pi)")
 COEFF = const(0.044715, description="0.044715")
 
 
-def product(a: Any, b: Any, c: Any) -> Any:
-    """``a * b * c`` as two Muls, in any grouping (each Mul commutes)."""
-    return one_of(op(MUL, op(MUL, a, b), c), op(MUL, op(MUL, a, c), b), op(MUL, op(MUL, b, c), a))
-
-
 def _erf_forms() -> list[Any]:
-    scaled = one_of(op(DIV, X, SQRT2), op(MUL, X, INV_SQRT2))
-    erf = op(ADD, ONE, op("Erf", scaled))
-    neg_scaled = one_of(op(MUL, op("Neg", X), INV_SQRT2), op("Neg", op(MUL, X, INV_SQRT2)),
-                        op(DIV, op("Neg", X), SQRT2))
+    scaled = op(MUL, X, INV_SQRT2)
+    erf = op(ADD, ONE, op("Erf", one_of(scaled, op(DIV, X, SQRT2))))
+    neg_scaled = one_of(op(MUL, op("Neg", X), INV_SQRT2), op("Neg", scaled), op(DIV, op("Neg", X), SQRT2))
     erfc = op("Erfc", neg_scaled)
-    return [product(HALF, X, erfc), product(HALF, X, erf)]
+    return [op(MUL, HALF, X, erfc), op(MUL, HALF, X, erf)]
 
 
 def _tanh_forms() -> list[Any]:
-    cube = one_of(op("Pow", X, const(3.0, description="3")), product(X, X, X), op(MUL, X, op("Square", X)))
-    inner = op(MUL, SQRT_2_OVER_PI, op(ADD, X, op(MUL, COEFF, cube)))
-    fast = product(X, SQRT_2_OVER_PI, op(ADD, ONE, product(COEFF, X, X)))
-    return [product(HALF, X, op(ADD, ONE, op("Tanh", one_of(inner, fast))))]
+    # x**3 written as Pow(x, 3), x * x * x or x * Square(x) is the same product of three x
+    inner = op(MUL, SQRT_2_OVER_PI, op(ADD, X, op(MUL, COEFF, X, X, X)))
+    fast = op(MUL, X, SQRT_2_OVER_PI, op(ADD, ONE, op(MUL, COEFF, X, X)))
+    return [op(MUL, HALF, X, op(ADD, ONE, op("Tanh", one_of(inner, fast))))]
 
 
 class GeluFusionPass(PatternFusionBasePass):

@@ -12,6 +12,9 @@ sample's group over the group's channels and all spatial axes.  Libraries write 
   weights of ones, ``tf.nn.batch_normalization``), tf_slim ``group_norm`` and transformers'
   ``TFWav2Vec2GroupNorm`` / ``TFHubertGroupNorm`` (``tf.nn.moments``,
   ``tf.nn.batch_normalization``, shapes packed from ``tf.shape``);
+* Sonnet's ``GroupNorm``: the same moments and ``tf.nn.batch_normalization`` without scale or
+  offset, the reshape back, then ``* scale + offset`` with per-channel ``[C]`` parameters on
+  the result (channels last);
 * transformers' speech feature encoders (``feat_extract_norm="group"``: the first conv
   layer's norm has as many groups as channels) take the tensorflow-addons shortcut for
   ``groups == channels``: no reshape, moments over the spatial axes of channels-last
@@ -101,6 +104,9 @@ GROUP_NORM = FusedOpDef(
 )
 
 X, GAMMA, BETA = "$x", "$gamma", "$beta"
+MUL, ADD = ("Mul",), ("Add", "AddV2")
+#: Patterns (and the label of their last node) of the scale and offset applied after the reshape back.
+AFTER, OFFSET_AFTER, AFFINE = "GroupNormScaledAfter", "GroupNormOffsetAfter", "affine"
 GROUPED, GAMMA_GROUPED, BETA_GROUPED = "grouped", "gamma_grouped", "beta_grouped"
 
 
@@ -143,8 +149,14 @@ def _patterns() -> list[OpPattern]:
     channel_beta = op("Reshape", BETA, const(where=_per_channel), label=BETA_GROUPED)
     per_channel = moments(X, axes=_not_last)
     norm = normaliser(per_channel.variance, "rstd", "std")
+    # the scale and offset applied per channel after the reshape back (Sonnet's GroupNorm)
+    unscaled = _tails(grouped, None, None, True)
+    after = op(ADD, op(MUL, back(*unscaled), GAMMA), BETA, label=AFFINE)
+    offset_after = op(ADD, back(*unscaled), BETA, label=AFFINE)
     return [
         OpPattern("GroupNorm", back(*_tails(grouped, gamma, beta, True)), defs),
+        OpPattern(AFTER, after, defs),
+        OpPattern(OFFSET_AFTER, offset_after, defs),
         OpPattern("GroupNormWithoutScaleOrOffset", back(*partial), defs),
         OpPattern("GroupNormPerChannel", one_of(
             *affine_forms(X, per_channel.mean, norm.factor, channel_gamma, channel_beta, label=OUTPUT))),
@@ -167,6 +179,10 @@ class GroupNormFusionPass(PatternFusionBasePass):
 
 
 def _group_norm(match: PatternMatch) -> FusedOp:
+    if match.pattern.name == OFFSET_AFTER:
+        independent_of(match, "beta", "x", "the offset")
+        raise NotANorm("no gamma (scale=False): the offset is added after the reshape back, with no scale; "
+                       "GroupNorm needs both a scale and an offset input")
     if match.pattern.name == "GroupNormWithoutScaleOrOffset":
         params = ((GAMMA_GROUPED, "gamma (scale=False)"), (BETA_GROUPED, "beta (center=False)"))
         missing = [what for label, what in params if label not in match.nodes]
@@ -187,6 +203,12 @@ def _group_norm(match: PatternMatch) -> FusedOp:
     channels = groups * per_group
     for ref, grouped_ref, what in (("gamma", GAMMA_GROUPED, "gamma"), ("beta", BETA_GROUPED, "beta")):
         independent_of(match, ref, "x", what)
+        if match.pattern.name == AFTER:  # applied to the result, shaped like x: per channel only as [C], NHWC
+            if layout != NHWC:
+                raise NotANorm(f"{what} is applied after the reshape back to a channels-first input; GroupNorm "
+                               "takes it as [C] on the channel axis")
+            params_shape(match, ref, [channels], f"{what} (applied after the reshape back)")
+            continue
         params_shape(match, ref, [channels], what)
         params_shape(match, grouped_ref, broadcast, f"the reshaped {what}")
     inner_readers(match, {match.root})

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.graph.pattern import ANY, Alt, const, one_of, op
+from ...core.graph.pattern import ANY, const, one_of, op
 
 MUL = ("Mul",)
 ADD = ("Add", "AddV2")
@@ -58,9 +58,10 @@ INV = "inv"  # rstd * gamma, read twice by the batch-normalization forms
 OUTPUT = "output"  # the node whose output is the normalised result
 
 
-def product(a: Any, b: Any, c: Any) -> Alt:
-    """``a * b * c`` as two Muls, in any grouping (each Mul commutes)."""
-    return one_of(op(MUL, op(MUL, a, b), c), op(MUL, op(MUL, a, c), b), op(MUL, op(MUL, b, c), a))
+def product(a: Any, b: Any, c: Any) -> Any:
+    """``a * b * c``: one product of three factors, which the matcher takes in any grouping and
+    order (and through spellings such as ``a / sqrt(v)`` for ``a * rsqrt(v)``)."""
+    return op(MUL, a, b, c)
 
 
 def _scalar_float(value: np.ndarray) -> bool:
@@ -103,13 +104,8 @@ def moments(x: Any, axes: Callable[[np.ndarray], bool] | None = None) -> Moments
     # here so that it joins the match when the mean was met first), or a second mean of its
     # own (tf.math.reduce_variance)
     centre = one_of(op("StopGradient", mean), mean, reduction(x, CENTRE_AXES, CENTRE, axes))
-    deviation = op("Sub", x, centre, label="deviation")
-    squared = one_of(
-        op("SquaredDifference", x, centre, commutative=True),
-        op("Square", op("Sub", x, centre)),
-        op("Pow", op("Sub", x, centre), const(2.0, description="2")),
-        op(MUL, deviation, deviation),
-    )
+    # also SquaredDifference(x, centre) either way round, Pow(x - centre, 2), d * d (equivalent spellings)
+    squared = op("Square", op("Sub", x, centre))
     return Moments(mean, reduction(squared, VARIANCE_AXES, VARIANCE, axes))
 
 
@@ -135,8 +131,7 @@ def weighted_moments(x: Any, weights: Any) -> Moments:
 
 def mean_square(x: Any, axes_label: str, label: str) -> Any:
     """``Mean(x ** 2)`` with kept dimensions: an RMS norm's statistic."""
-    square = one_of(op("Square", x), op("Pow", x, const(2.0, description="2")), op(MUL, x, x))
-    return reduction(square, axes_label, label)
+    return reduction(op("Square", x), axes_label, label)  # also Pow(x, 2) and x * x
 
 
 @dataclass(frozen=True)
@@ -155,7 +150,7 @@ def normaliser(statistic: Any, root_label: str, sqrt_label: str) -> Normaliser:
     plus_epsilon = op(ADD, statistic, epsilon(), label="plus_epsilon")
     stabilised = one_of(plus_epsilon, statistic)
     sqrt = op("Sqrt", stabilised, label=sqrt_label)
-    factor = one_of(op("Rsqrt", stabilised, label=root_label), op("Reciprocal", sqrt, label=root_label))
+    factor = op("Rsqrt", stabilised, label=root_label)  # also Reciprocal(Sqrt(...)), Pow(..., -0.5)
     on_std = op(ADD, op("Sqrt", statistic, label=sqrt_label), epsilon(), label=STD_EPSILON)
     return Normaliser(factor, one_of(sqrt, on_std))
 

@@ -16,12 +16,17 @@ so the failure reported is the one that got furthest.
 """
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .canonical import Virtual, direct_view, spellings, virtual_view
+from .chains import chain_leaves
 from .const_checks import const_problem
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
+from .view_steps import (
+    ViewInputs, chain_inputs, clip_inputs, kept_if, orders_of, rewritten, single, view_inputs as view_inputs_of,
+    view_step,
+)
 from .vocabulary import CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,9 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 Tensor = tuple[int, int]
 Then = Callable[[], bool]
 Step = Callable[["PatternMatcher", Tensor, Then], bool]
-
-#: Unordered inputs are tried in every order up to this many orders.
-MAX_ORDERS = 720
 
 #: Steps of variables by name (a definition written as ``"$name"`` is such a variable).
 _VAR_STEPS: dict[str, Step] = {}
@@ -80,18 +82,18 @@ def _not_an_expression(expr: Any) -> Step:
 
 
 def _any_step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+    if isinstance(tensor, Virtual):  # any tensor: an op the graph computes without one is none
+        m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor without a tensor of its own")
+        return False
     return then()
-
-
-def _kept_if(m: "PatternMatcher", mark: int, matched: bool) -> bool:
-    """``matched``; when False, the bindings made since the trail stood at ``mark`` are undone."""
-    if not matched:
-        m._undo(mark)
-    return matched
 
 
 def _var_step(name: str) -> Step:
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of its input without a tensor of "
+                            f"its own, expected a tensor ${name}")
+            return False
         bound = m.tensors.get(name)
         if bound is not None:
             if m._forward(bound)[0] == m._forward(tensor)[0]:
@@ -108,7 +110,7 @@ def _var_step(name: str) -> Step:
         mark = len(trail)
         m.tensors[name] = tensor
         trail.append((m.tensors, name))
-        return _kept_if(m, mark, then())
+        return kept_if(m, mark, then())
     return step
 
 
@@ -143,9 +145,17 @@ def _const_step(expr: Const) -> Step:
     label = expr.label
 
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor, expected {expr.describe()}")
+            return False
         node, port = tensor
         view = m.view
         value = view.const_value_of(node) if port == 0 else None
+        chain = None
+        if value is None and port == 0:  # computed from constants (Squeeze of a read, Sqrt(2.0) ...)
+            folded = view.folded_constant(node)
+            if folded is not None:
+                value, chain = folded[0], list(folded[1])
         if value is None:
             m._fail(lambda: f"{m._tname(tensor)} is not a constant, expected {expr.describe()}")
             return False
@@ -157,31 +167,47 @@ def _const_step(expr: Const) -> Step:
             m._fail(lambda: f"{m._tname(tensor)} {problem()}")
             return False
         mark = len(m._trail)
-        chain = view.constant_chain(node) or [node]
+        if chain is None:
+            chain = view.constant_chain(node) or [node]
+            holder = chain[-1]  # the Const itself
+        else:
+            holder = node  # a computed constant: the node that computes it
         inside = m.inside
         for i in chain:
             if inside is None or i in inside:
                 m._add_member(i)
         if label:
             bound = m.nodes.get(label)
-            if bound is not None and bound != chain[-1]:
+            if bound is not None and bound != holder:
                 m._fail(lambda: f"label {label!r} is bound to {m.name(bound)!r}, but here it would be "
-                        f"{m.name(chain[-1])!r}")
+                        f"{m.name(holder)!r}")
                 m._undo(mark)
                 return False
             if bound is None:
-                m._bind(m.nodes, label, chain[-1])
+                m._bind(m.nodes, label, holder)
                 m._bind(m.consts, label, value)
-        return _kept_if(m, mark, then())
+        return kept_if(m, mark, then())
     return step
 
 
 def _op_step(expr: Op) -> Step:
     types, label, wanted_port = frozenset(expr.types), expr.label, expr.port
     plain = expr.dtypes is None and not expr.attrs
-    inputs = None if expr.inputs is None else _inputs_step(expr)
+    leaves = chain_leaves(expr)
+    view_inputs: ViewInputs | None
+    if leaves is not None:  # an associative chain of three operands or more: matched by cuts
+        inputs: Callable[["PatternMatcher", int, Then], bool] | None = None
+        view_inputs = chain_inputs(expr, tuple(step_of(e) for e in leaves))
+    else:
+        inputs = None if expr.inputs is None else _inputs_step(expr)
+        view_inputs = None if expr.inputs is None else view_inputs_of(expr, tuple(step_of(e) for e in expr.inputs))
+    rooted = clip_inputs(expr, step_of(expr.inputs[0])) if expr.inputs is not None and len(expr.inputs) == 1 and \
+        types & {"Sqrt", "Rsqrt"} else None
+    spelt = spellings(types) - types  # the op types of nodes that may be seen as one of types
 
     def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+        if isinstance(tensor, Virtual):
+            return view_step(m, expr, virtual_view(m, tensor), (), view_inputs, then)
         node, port = tensor
         ops = m.index.ops
         passed: Sequence[int] = ()
@@ -193,14 +219,21 @@ def _op_step(expr: Op) -> Step:
             mark = len(m._trail)
             for i in passed:  # reads forwarded on the way belong to the match too
                 m._add_member(i)
-            return _kept_if(m, mark, then())  # the same expression met again through another consumer
+            return kept_if(m, mark, then())  # the same expression met again through another consumer
         inside = m.inside
         if not (plain and port == wanted_port and (bound is None or bound == node) and (
                 not types or ops[node] in types) and (inside is None or node in inside)):
             problem = m._op_problem(node, port, expr)
             if problem is not None:
+                if ops[node] in spelt and port == 0 and (inside is None or node in inside):
+                    # another spelling of the same computation?
+                    if rewritten(m, expr, node, passed, rooted or view_inputs, then):
+                        return True
                 m._fail(problem)
                 return False
+        if leaves is not None or (rooted is not None and ops[node] in ("Sqrt", "Rsqrt")):
+            view = direct_view(m, node)
+            return view_step(m, expr, view, passed, rooted if leaves is None else view_inputs, then)
         trail = m._trail
         mark, progress = len(trail), m._progress
         for i in passed:
@@ -215,7 +248,7 @@ def _op_step(expr: Op) -> Step:
             members.add(node)
             trail.append((members, node))
         m._progress = progress + 1
-        if _kept_if(m, mark, then() if inputs is None else inputs(m, node, then)):
+        if kept_if(m, mark, then() if inputs is None else inputs(m, node, then)):
             return True
         m._progress = progress
         return False
@@ -227,7 +260,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
     two in their order or both orders, written out)."""
     steps = tuple(step_of(e) for e in expr.inputs or ())
     n, extra = len(steps), expr.extra_inputs
-    orders = _orders_of(expr, n)
+    orders = orders_of(expr, n)
 
     def count_problem(m: "PatternMatcher", node: int, actual: list[Tensor]) -> bool:
         if len(actual) != n and (len(actual) < n or not extra):
@@ -240,7 +273,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
             if len(actual) != 1 and count_problem(m, node, actual):
                 return False
-            return _single(m, (m.index.names[node], 0), actual[0], steps[0], then)
+            return single(m, (m.index.names[node], 0), actual[0], steps[0], then)
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps
@@ -251,8 +284,8 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             if len(actual) != 2 and count_problem(m, node, actual):
                 return False
             at0, at1 = (m.index.names[node], 0), (m.index.names[node], 1)
-            return _single(m, at0, actual[0], first, lambda: _single(m, at1, actual[1], second, then)) or (
-                swapped and _single(m, at1, actual[1], first, lambda: _single(m, at0, actual[0], second, then)))
+            return single(m, at0, actual[0], first, lambda: single(m, at1, actual[1], second, then)) or (
+                swapped and single(m, at1, actual[1], first, lambda: single(m, at0, actual[0], second, then)))
         return two
 
     def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
@@ -262,40 +295,6 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
         name = m.index.names[node]
         return any(_sequence(m, name, order, steps, 0, then) for order in orders(actual))
     return inputs
-
-
-def _single(m: "PatternMatcher", entry: tuple[str, int], tensor: Tensor, step: Step, then: Then) -> bool:
-    """:func:`_sequence` of one input, written out (two inputs are one within the other)."""
-    where = m._where
-
-    def last() -> bool:
-        where.pop()
-        if then():
-            return True
-        where.append(entry)
-        return False
-    where.append(entry)
-    if step(m, tensor, last):
-        return True
-    where.pop()
-    return False
-
-
-def _orders_of(expr: Op, n: int) -> Callable[[list[Tensor]], list[list[tuple[int, Tensor]]]]:
-    """The orders in which an op's inputs are tried, as ``(slot, tensor)`` lists."""
-    if expr.commutative:
-        def either(actual: list[Tensor]) -> list[list[tuple[int, Tensor]]]:
-            slots = list(enumerate(actual))
-            return [slots[:2], slots[1::-1]]
-        return either
-    if expr.unordered:
-        def unordered(actual: list[Tensor]) -> list[list[tuple[int, Tensor]]]:
-            slots = list(enumerate(actual))
-            if n > 1 or len(slots) > n:
-                return [list(o) for o in itertools.islice(itertools.permutations(slots, n), MAX_ORDERS)]
-            return [slots[:n]]
-        return unordered
-    return lambda actual: [list(enumerate(actual[:n]))]
 
 
 def _sequence(m: "PatternMatcher", name: str, order: list[tuple[int, Tensor]], steps: tuple[Step, ...],

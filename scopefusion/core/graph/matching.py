@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 import numpy as np
 
 from .attrs import attr_equals, attr_value_to_python
+from .canonical import Virtual, rewrites, seen_as, spellings, witnesses
 from .match_failure import FurthestFailure, MatchFailure
 from .match_steps import step_of
 from .pattern import Op, OpPattern, as_var
@@ -170,6 +171,8 @@ class PatternMatcher:
         return (node, port), passed
 
     def _tname(self, tensor: Tensor) -> str:
+        if isinstance(tensor, Virtual):  # an op the graph computes without a node of its own
+            return f"the {tensor.op} that {self.index.names[tensor.anchor]!r} computes"
         return repr(tensor_name(self.index.names[tensor[0]], tensor[1]))
 
     def _op_problem(self, node: int, port: int, expr: Op) -> Callable[[], str] | None:
@@ -232,17 +235,25 @@ def find_matches(view: GraphView, pattern: OpPattern,
     roots: list[int] = []
     for t in pattern.root_types:
         roots.extend(index.nodes_of_type(t))
-    if not roots or any(not any(index.nodes_of_type(t) for t in group) for group in pattern.required_types()):
-        return []  # no root, or the graph lacks an op type every match has: nothing can match
-    if len(pattern.root_types) > 1:
+    matcher = PatternMatcher(view)  # one for every root: each match starts from a clean state
+    if any(not any(index.nodes_of_type(t) for t in witnesses(group)) for group in pattern.required_types()):
+        return []  # the graph lacks an op type every match has (in any spelling): nothing can match
+    # and nodes spelt otherwise that can be seen as a root type (a RealDiv as a Mul ...)
+    wanted, plain = frozenset(pattern.root_types), len(roots)
+    for t in sorted(spellings(wanted) - wanted):
+        roots.extend(i for i in index.nodes_of_type(t) if not seen_as(matcher, i).isdisjoint(wanted))
+    if not roots:
+        return []
+    if len(pattern.root_types) > 1 or len(roots) > plain:
         roots.sort()
     first_look = root_filter(pattern)
-    matcher = PatternMatcher(view)  # one for every root: each match starts from a clean state
     found = []
     for root in roots:
-        if not first_look.may_match(index, root):
-            if on_failure is not None:
-                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root)))
+        own = index.ops[root] in wanted
+        if not first_look.may_match(index, root) or not own and not any(
+                first_look.may_match_view(index, v) for v in rewrites(matcher, root, wanted)):
+            if on_failure is not None:  # (a node spelt otherwise fails at its own type: progress 0)
+                on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root), int(own)))
             continue
         try:
             found.append(matcher.match_pattern(pattern, root))

@@ -6,14 +6,20 @@ with it.  An expression is built from these parts:
 * :func:`op` - a node of one of some op types (or of any type), whose data inputs
   match sub-expressions by position (``commutative=True``: in either order;
   ``unordered=True``: in any order), with attribute and dtype predicates;
-* :func:`const` - a constant, seen through Identity reads, whose value may be
-  checked (floats with a tolerance, or any predicate);
+* :func:`const` - a constant, seen through Identity reads and ops that compute it from
+  constants, whose value may be checked (floats with a tolerance, or any predicate);
 * :func:`var` (or the string ``"$name"``) - a tensor bound the first time it is
   met and required to be the same tensor wherever it is met again;
 * :data:`ANY` - any tensor; :func:`one_of` - the first alternative that matches.
 
 A ``label`` names a node of the match: a label binds exactly one node, so an
 expression that meets the same label twice requires the same node both times.
+
+Matching is canonical (:mod:`.canonical`, :mod:`.chains`, :mod:`.constant_eval`): an op of
+``Mul``, ``Add``/``AddV2``, ``Maximum`` or ``Minimum`` with three operands or more matches a
+chain of it in any grouping; a node spelt another way (``a - b`` for ``a + (-b)``, ``Pow(x, 2)``
+for ``Square(x)`` ...) matches the op it is equivalent to; a constant is seen through whatever
+computes it from constants.
 
 :class:`OpPattern` wraps a whole expression with a name, named definitions for
 variables and the labels whose outputs the match produces.  Matching is done by

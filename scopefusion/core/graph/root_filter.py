@@ -15,26 +15,37 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from .canonical import NodeView, Virtual, spellings
+from .chains import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_leaves, is_family
 from .index import GraphIndex
 from .match_failure import MatchFailure
 from .pattern import Alt, Const, Op, OpPattern, Var, as_var, root_options
 from .vocabulary import CONTROL, FORWARDING_OPS
 
+#: Op types seen as another with the very same inputs (a BiasAdd is an Add of the same two).
+_SAME_INPUTS = {"BiasAdd": frozenset({"Add", "AddV2"})}
 #: How far a chain of forwarding ops is followed (as the matcher does).
 MAX_FORWARDING = 64
+#: How many nodes of an associative chain are looked through (the matcher cuts a chain into at
+#: most MAX_CHAIN_LEAVES operands, so it opens fewer).
+MAX_CHAIN_NODES = 2 * MAX_CHAIN_LEAVES
 
 
 class RootFilter:
     """Rules out candidate roots of one pattern that fail at the root's inputs."""
 
     def __init__(self, pattern: OpPattern) -> None:
-        #: per root form: its op types, and the type sets of its inputs (None: the form cannot be
-        #: ruled out by its inputs: it does not look at them, or one may match ops of any type)
-        self._forms: list[tuple[frozenset[str], list[frozenset[str]] | None]] = []
+        #: per root form: its op types, the type sets of its inputs (None: the form cannot be
+        #: ruled out by its inputs: it does not look at them, or one may match ops of any type),
+        #: and the op types its operands may sit under when it is an associative chain
+        self._forms: list[tuple[frozenset[str], list[frozenset[str]] | None, frozenset[str], int]] = []
         for option in root_options(pattern.root):
-            self._forms.append((frozenset(option.types), _input_types(option, pattern.defs)))
+            leaves = chain_leaves(option)
+            through = CHAIN_SPLITS[is_family(option.types) or ""] if leaves is not None else frozenset()
+            needs = len(leaves) if leaves is not None else 0
+            self._forms.append((frozenset(option.types), _input_types(option, pattern.defs), through, needs))
         #: per root op type, what its forms ask of the root's inputs (see :meth:`_wanted`)
-        self._by_op: dict[str, frozenset[str] | None] = {}
+        self._by_op: dict[str, tuple[frozenset[str], frozenset[str], int] | None] = {}
 
     def may_match(self, index: GraphIndex, root: int) -> bool:
         op = index.ops[root]
@@ -43,32 +54,68 @@ class RootFilter:
         wanted = self._by_op[op] if op in self._by_op else self._wanted(op)
         if wanted is None:
             return True
-        return bool(wanted) and _reads_any(index, root, wanted)
+        types, through, needs = wanted
+        if needs and _most_operands(index, root, through, needs) < needs:
+            return False  # every form is a chain of more operands than this one can be cut into
+        return bool(types) and _reads_any(index, root, types, through)
 
-    def _wanted(self, op: str) -> frozenset[str] | None:
-        """The op types one of which a root of type ``op`` must read (through forwarding ops)
-        for some form to stay possible: the union over the forms of that type (a form is kept
-        when its inputs' types meet what the root reads); None when a form of that type cannot
-        be ruled out at all, empty when no form has that type."""
+    def may_match_view(self, index: GraphIndex, view: NodeView) -> bool:
+        """:meth:`may_match` for a node seen through a view (another spelling of it): its inputs
+        are the view's, an op the graph has no node for counting as its own type."""
+        wanted = self._by_op[view.op] if view.op in self._by_op else self._wanted(view.op)
+        if wanted is None or wanted[2]:  # no shortcut, or a chain: its operands may sit deeper
+            return True
+        types = wanted[0]
+        for term in view.inputs:
+            if isinstance(term, Virtual):
+                if term.op in types:
+                    return True
+            elif _reads_any_of(index, [term[0]], types):
+                return True
+        return False
+
+    def _wanted(self, op: str) -> tuple[frozenset[str], frozenset[str], int] | None:
+        """The op types one of which a root of type ``op`` must read (through forwarding ops,
+        and through the nodes of a chain) for some form to stay possible: the union over the
+        forms of that type (a form is kept when its inputs' types meet what the root reads),
+        with the op types of chain nodes read through; None when a form of that type cannot be
+        ruled out at all, or none has that type (a node spelt otherwise, seen as a root type)."""
         union: set[str] = set()
-        for types, wanted in self._forms:
+        through: set[str] = set()
+        needs: list[int] = []
+        found = False
+        for types, wanted, chain, count in self._forms:
             if types and op not in types:
                 continue
+            found = True
             if wanted is None:
                 self._by_op[op] = None
                 return None
             union.update(*wanted)
-        self._by_op[op] = known = frozenset(union)
+            through.update(chain)
+            needs.append(count)
+        if not found:  # a node spelt otherwise: its inputs are the form's only for some spellings
+            # (the matcher sees it as the first of those types, in order, that the pattern roots at)
+            rooted = [t for t in sorted(_SAME_INPUTS.get(op, ())) if any(t in types for types, *_ in self._forms)]
+            known = self._wanted(rooted[0]) if rooted else None
+            self._by_op[op] = known
+            return known
+        self._by_op[op] = known = (frozenset(union), frozenset(through), min(needs))
         return known
 
 
 def _input_types(option: Op, defs: Mapping[str, Any]) -> list[frozenset[str]] | None:
     """The type sets of ``option``'s inputs that are ops; None unless there is one and every
-    other input is a variable (defined as nothing) or a constant, which match no op."""
+    other input is a variable (defined as nothing) or a constant, which match no op.  An
+    associative chain's operands may sit deeper, under nodes of its family (or of a spelling
+    it splits); a square root's argument may be a clip (``Maximum``)."""
     if option.inputs is None:
         return None
+    leaves = chain_leaves(option)
     wanted = []
-    for e in option.inputs:
+    if set(option.types) & {"Sqrt", "Rsqrt"}:
+        wanted.append(frozenset({"Maximum"}))
+    for e in leaves if leaves is not None else option.inputs:
         types = _types(e, defs, frozenset())
         if types is not None:
             wanted.append(types)
@@ -86,7 +133,7 @@ def _types(expr: Any, defs: Mapping[str, Any], expanding: frozenset[str]) -> fro
     """The op types a tensor matching ``expr`` may be produced by (None: any)."""
     expr = as_var(expr)
     if isinstance(expr, Op):
-        return frozenset(expr.types) or None
+        return spellings(expr.types) or None
     if isinstance(expr, Alt):
         options = [_types(o, defs, expanding) for o in expr.options]
         return None if any(o is None for o in options) else frozenset().union(*options)  # type: ignore[arg-type]
@@ -95,13 +142,21 @@ def _types(expr: Any, defs: Mapping[str, Any], expanding: frozenset[str]) -> fro
     return None
 
 
-def _reads_any(index: GraphIndex, node: int, types: frozenset[str]) -> bool:
-    """Whether a data input of ``node`` reads, through forwarding ops, a node of one of ``types``
-    (a forwarding op passed on the way counts too)."""
+def _reads_any(index: GraphIndex, node: int, types: frozenset[str], through: frozenset[str] = frozenset()) -> bool:
+    """Whether a data input of ``node`` reads, through forwarding ops (and nodes of ``through``,
+    a chain's, at most :data:`MAX_CHAIN_NODES` of them), a node of one of ``types`` (a forwarding
+    op passed on the way counts too)."""
+    return _reads_any_of(index, [p for p, port in index.inputs[node] if port != CONTROL], types, through)
+
+
+def _reads_any_of(index: GraphIndex, producers: list[int], types: frozenset[str],
+                  through: frozenset[str] = frozenset()) -> bool:
+    """:func:`_reads_any` from the given producers."""
     ops, inputs = index.ops, index.inputs
-    for p, port in inputs[node]:
-        if port == CONTROL:
-            continue
+    stack = list(producers)
+    opened = 0
+    while stack:
+        p = stack.pop()
         for _ in range(MAX_FORWARDING):
             op = ops[p]
             if op in types:
@@ -112,7 +167,42 @@ def _reads_any(index: GraphIndex, node: int, types: frozenset[str]) -> bool:
             if not data:
                 break
             p = data[0][0]
+        if ops[p] in through and opened < MAX_CHAIN_NODES:
+            opened += 1
+            stack.extend(q for q, port in inputs[p] if port != CONTROL)
     return False
+
+
+#: Nodes that split into several copies of their input's operands (a square, a power): their
+#: count is not bounded here.
+_REPEATING = frozenset({"Square", "Pow"})
+
+
+def _most_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
+    """At most how many operands the chain at ``node`` may be cut into (through nodes of
+    ``through``, read through forwarding ops), counting up to ``enough``."""
+    ops, inputs = index.ops, index.inputs
+    stack = [p for p, port in inputs[node] if port != CONTROL]
+    count = opened = 0
+    while stack and count < enough:
+        p = stack.pop()
+        for _ in range(MAX_FORWARDING):
+            if ops[p] not in FORWARDING_OPS:
+                break
+            data = [t for t in inputs[p] if t[1] != CONTROL]
+            if not data:
+                break
+            p = data[0][0]
+        op = ops[p]
+        if op in through and opened < MAX_CHAIN_NODES:
+            opened += 1
+            if op in _REPEATING:
+                return enough
+            else:
+                stack.extend(q for q, port in inputs[p] if port != CONTROL)
+        else:
+            count += 1
+    return count + len(stack)
 
 
 def root_filter(pattern: OpPattern) -> RootFilter:
@@ -125,11 +215,12 @@ def root_filter(pattern: OpPattern) -> RootFilter:
 
 
 class FirstLevelFailure(MatchFailure):
-    """A root :class:`RootFilter` ruled out: it fails having matched the root alone (progress 1);
-    its reason, the matcher's own, is found only if asked for, by ``attempt`` (the match there)."""
+    """A root :class:`RootFilter` ruled out: it fails having matched the root alone (progress 1;
+    0 for a node spelt otherwise, whose own type is what departs from the pattern); its reason,
+    the matcher's own, is found only if asked for, by ``attempt`` (the match there)."""
 
-    def __init__(self, attempt: Callable[[], Any]) -> None:
-        super().__init__("", 1)
+    def __init__(self, attempt: Callable[[], Any], progress: int = 1) -> None:
+        super().__init__("", progress)
         self._attempt = attempt
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
+from .constant_eval import ConstantFolder
 from .constants import declared_shape, tensor_value
 from .index import GraphIndex
 from .shapes import RankInference
@@ -50,6 +51,9 @@ class GraphView:
         self._tf_shapes: TensorFlowShapes | None = None
         self._const_values: dict[int, Any] = {}
         self._small_values: dict[bytes, Any] = {}  # decoded small TensorProtos by their bytes
+        self._folder: ConstantFolder | None = None
+        #: per node, the op types it can be seen as (:func:`.canonical.seen_as`)
+        self.spelt_as: dict[int, frozenset[str]] = {}
 
     @property
     def graph_def(self) -> "GraphDef":
@@ -174,6 +178,19 @@ class GraphView:
                 value.setflags(write=False)  # shared by every reader
         self._const_values[i] = value
         return value
+
+    def folded_constant(self, i: int) -> "tuple[np.ndarray, tuple[int, ...]] | None":
+        """Node ``i``'s output 0 when the graph computes it from constants alone (through
+        Identity, Squeeze, Reshape, ExpandDims, Cast, Fill, Pack or simple arithmetic), evaluated
+        once in numpy: ``(value, nodes it is computed from, i first)``, else None."""
+        folder = self._folder
+        if folder is None:
+            folder = self._folder = ConstantFolder(self.index, self._const_node_value)
+        return folder.fold(i)
+
+    def _const_node_value(self, i: int) -> "np.ndarray | None":
+        node = self.index.nodes[i]
+        return self._decoded(node.attr["value"].tensor) if "value" in node.attr else None
 
     def _decoded(self, tensor: Any) -> "np.ndarray | None":
         """A TensorProto's value (read-only).  Small ones (a model's scalars, which every copy

@@ -1,0 +1,169 @@
+"""Associative and commutative chains: ``Mul``, ``Add``/``AddV2``, ``Maximum``, ``Minimum``
+nested in any grouping are one operation of several operands.
+
+A pattern's op of such a family with three operands or more (its unlabelled nested ops of the
+same family inlined, :func:`chain_leaves`) matches a graph's chain by its operands: the
+chain is cut into as many operands as the pattern has, every way it can be (:func:`chain_cuts`,
+the most expanded cut first), and the pattern's operands are assigned to the cut's in every
+order.  A chain splits through the nodes of its family and through spellings of the same
+operation (``Square(x)`` and ``Pow(x, k)`` are products of x, ``a / b`` is ``a *
+Reciprocal(b)``, ``a - b`` is ``a + (-b)``).  Cutting is bounded: at most
+:data:`MAX_CHAIN_LEAVES` operands, :data:`MAX_CUTS` cuts.  A chain member read from outside
+the chain is a member like any other: the fusion refuses to remove a node read outside.
+
+:func:`clip_epsilon` reads a square root's argument ``Maximum(v, c)`` (a Maximum chain) as an
+epsilon form.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from .canonical import (
+    NodeView, Term, Virtual, direct_view, power_factors, producer, resolved, rewrites, scalar_constant, usable,
+)
+from .pattern import Op, as_var
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .matching import PatternMatcher
+
+#: The associative and commutative op families; a chain mixes the types of one family.
+FAMILY = {"Mul": "Mul", "Add": "Add", "AddV2": "Add", "Maximum": "Maximum", "Minimum": "Minimum"}
+#: A chain is cut into at most this many operands, and at most this many cuts are tried.
+MAX_CHAIN_LEAVES = 8
+MAX_CUTS = 64
+#: ``Maximum(v, c)`` under a square root is an epsilon form for ``0 <= c <=`` this.
+MAX_CLIP_EPSILON = 1e-3
+#: Per chain family, the op types of nodes a chain may split into operands besides its own.
+CHAIN_SPLITS: dict[str, frozenset[str]] = {
+    "Mul": frozenset({"Mul", "Square", "Pow", "RealDiv", "Div"}),
+    "Add": frozenset({"Add", "AddV2", "Sub"}),
+    "Maximum": frozenset({"Maximum"}),
+    "Minimum": frozenset({"Minimum"}),
+}
+
+
+def is_family(types: Sequence[str]) -> str | None:
+    """The family all of ``types`` belong to, or None."""
+    families = {FAMILY.get(t) for t in types}
+    return families.pop() if len(families) == 1 and None not in families else None
+
+
+def chain_leaves(expr: Any) -> tuple[Any, ...] | None:
+    """The operands of an associative, commutative op with its unlabelled nested ops of the same
+    family inlined (``a * (b * c)`` is ``a * b * c``), when there are three or more."""
+    family = is_family(expr.types)
+    if family is None or not expr.inputs or expr.extra_inputs or expr.port != 0:
+        return None
+    out: list[Any] = []
+
+    def inline(e: Any) -> None:
+        e = as_var(e)
+        if isinstance(e, Op) and e.label is None and not e.attrs and e.dtypes is None and e.port == 0 and \
+                e.inputs and not e.extra_inputs and is_family(e.types) == family:
+            for sub in e.inputs:
+                inline(sub)
+        else:
+            out.append(e)
+    for e in expr.inputs:
+        inline(e)
+    return tuple(out) if len(out) >= 3 else None
+
+
+def _expansion(m: "PatternMatcher", term: Term, family: str) -> tuple[NodeView, list[int]] | None:
+    """The operands ``term`` splits into within a chain of ``family`` (its node view and the
+    forwarding reads passed), or None when it is an operand itself."""
+    if isinstance(term, Virtual):
+        return None
+    node, port, passed = resolved(m, term)  # type: ignore[misc]
+    if port != 0 or not usable(m, node):
+        return None
+    op = m.index.ops[node]
+    if FAMILY.get(op) == family:
+        return direct_view(m, node), passed
+    if family == "Mul" and op in ("Square", "Pow"):
+        factors = power_factors(m, node)
+        if factors is not None:
+            name = m.index.names[node]
+            return NodeView("Mul", factors[0], tuple((name, 0) for _ in factors[0]), factors[1], node), passed
+    if family in ("Mul", "Add") and op in ("RealDiv", "Div", "Sub"):
+        wanted = frozenset({"Mul"} if family == "Mul" else {"Add"})
+        for view in rewrites(m, node, wanted):
+            return view, passed
+    return None
+
+
+def operand_count(m: "PatternMatcher", view: NodeView, family: str) -> int:
+    """How many operands the chain at ``view`` has when cut as far as it goes (at most
+    :data:`MAX_CHAIN_LEAVES` expansions deep)."""
+    total, stack = 0, [(t, 0) for t in view.inputs]
+    while stack:
+        term, depth = stack.pop()
+        expanded = _expansion(m, term, family) if depth < MAX_CHAIN_LEAVES else None
+        if expanded is None:
+            total += 1
+        else:
+            stack.extend((t, depth + 1) for t in expanded[0].inputs)
+    return total
+
+
+Cut = tuple[list[tuple[Term, tuple[str, int]]], list[int]]
+
+
+def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Iterator[Cut]:
+    """The ways to cut the chain at ``root`` into exactly ``count`` operands, made as they are
+    asked for: each a list of ``(operand, where it is read)`` and the chain nodes inside the
+    cut (most expanded first; at most :data:`MAX_CUTS`)."""
+
+    def operands(term: Term, where: tuple[str, int], budget: int) -> Iterator[Cut]:
+        expanded = _expansion(m, term, family) if budget > 1 else None
+        if expanded is not None:
+            view, passed = expanded
+            for inner, members in children(view, 0, budget):
+                yield inner, [*passed, *view.members, *members]
+        yield [(term, where)], []
+
+    def children(view: NodeView, k: int, budget: int) -> Iterator[Cut]:
+        if k == len(view.inputs):
+            yield [], []
+            return
+        rest = len(view.inputs) - k - 1  # each later input takes at least one operand
+        for first, members in operands(view.inputs[k], view.wheres[k], budget - rest):
+            for more, more_members in children(view, k + 1, budget - len(first)):
+                yield first + more, members + more_members
+
+    made = 0
+    for leaves, members in children(root, 0, min(count, MAX_CHAIN_LEAVES)):
+        if len(leaves) == count:
+            yield leaves, members
+            made += 1
+            if made >= MAX_CUTS:
+                return
+
+
+def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int] | None, list[int], float] | None:
+    """A square root's argument ``Maximum(v, c)`` - a chain of Maximums, in any grouping, of one
+    tensor v and scalar constants, the largest c in ``[0, MAX_CLIP_EPSILON]``: ``(v, the tensor
+    of c or None when c = 0, the nodes of the chain, c)``.  Under the root, ``max(v, 0)`` is v
+    (a variance is never negative) and ``max(v, tiny)`` an epsilon form."""
+    found = producer(m, term, "Maximum")
+    if found is None:
+        return None
+    root = direct_view(m, found[0])
+    first = next(chain_cuts(m, root, "Maximum", operand_count(m, root, "Maximum")), None)
+    if first is None:
+        return None
+    operands, members = first
+    value: Term | None = None
+    best: tuple[tuple[int, int], float] | None = None
+    nodes = [*found[1], found[0], *members]
+    for operand, _ in operands:
+        c = None if isinstance(operand, Virtual) else scalar_constant(m, operand)
+        if c is None or isinstance(operand, Virtual):
+            if value is not None:
+                return None  # two tensors: no clip of one
+            value = operand
+        elif best is None or c[0] > best[1]:
+            best = (operand, c[0])
+    if value is None or best is None or not 0.0 <= best[1] <= MAX_CLIP_EPSILON:
+        return None
+    return value, (best[0] if best[1] > 0 else None), nodes, best[1]

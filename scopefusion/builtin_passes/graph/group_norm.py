@@ -181,8 +181,8 @@ class GroupNormFusionPass(PatternFusionBasePass):
 def _group_norm(match: PatternMatch) -> FusedOp:
     if match.pattern.name == OFFSET_AFTER:
         independent_of(match, "beta", "x", "the offset")
-        raise NotANorm("no gamma (scale=False): the offset is added after the reshape back, with no scale; "
-                       "GroupNorm needs both a scale and an offset input")
+        fail("no gamma (scale=False): the offset is added after the reshape back, with no scale; "
+             "GroupNorm needs both a scale and an offset input")
     if match.pattern.name == "GroupNormWithoutScaleOrOffset":
         params = ((GAMMA_GROUPED, "gamma (scale=False)"), (BETA_GROUPED, "beta (center=False)"))
         missing = [what for label, what in params if label not in match.nodes]
@@ -205,8 +205,8 @@ def _group_norm(match: PatternMatch) -> FusedOp:
         independent_of(match, ref, "x", what)
         if match.pattern.name == AFTER:  # applied to the result, shaped like x: per channel only as [C], NHWC
             if layout != NHWC:
-                raise NotANorm(f"{what} is applied after the reshape back to a channels-first input; GroupNorm "
-                               "takes it as [C] on the channel axis")
+                fail(f"{what} is applied after the reshape back to a channels-first input; GroupNorm "
+                     "takes it as [C] on the channel axis")
             params_shape(match, ref, [channels], f"{what} (applied after the reshape back)")
             continue
         params_shape(match, ref, [channels], what)

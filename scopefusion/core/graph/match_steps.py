@@ -225,10 +225,10 @@ def _op_step(expr: Op) -> Step:
                 not types or ops[node] in types) and (inside is None or node in inside)):
             problem = m._op_problem(node, port, expr)
             if problem is not None:
-                if ops[node] in spelt and port == 0 and (inside is None or node in inside):
-                    # another spelling of the same computation?
-                    if rewritten(m, expr, node, passed, rooted or view_inputs, then):
-                        return True
+                # another spelling of the same computation?
+                if ops[node] in spelt and port == 0 and (inside is None or node in inside) \
+                        and rewritten(m, expr, node, passed, rooted or view_inputs, then):
+                    return True
                 m._fail(problem)
                 return False
         if leaves is not None or (rooted is not None and ops[node] in ("Sqrt", "Rsqrt")):

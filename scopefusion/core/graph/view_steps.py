@@ -95,7 +95,7 @@ def takes_virtual(expr: Op) -> bool:
     if known is None:
         known = any(isinstance(e, (Op, Alt)) for e in expr.inputs or ())
         object.__setattr__(expr, "_takes_virtual", known)
-    return known  # type: ignore[no-any-return]
+    return known
 
 
 def view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[int], inputs: ViewInputs | None,
@@ -120,7 +120,7 @@ def view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[in
             return False
         problem = m._attr_problem(holder, expr)
         if problem is not None:
-            m._fail(lambda: problem)  # type: ignore[arg-type, return-value]
+            m._fail(lambda: problem)
             return False
     trail = m._trail
     mark, progress = len(trail), m._progress
@@ -199,10 +199,7 @@ def view_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
         if len(actual) != n and (len(actual) < n or not expr.extra_inputs):
             m._fail(lambda: f"{m.name(view.anchor)!r} ({view.op}) has {len(actual)} inputs, expected {n}")
             return False
-        for order in orders(actual):
-            if _view_sequence(m, view, order, steps, 0, then):
-                return True
-        return False
+        return any(_view_sequence(m, view, order, steps, 0, then) for order in orders(actual))
     return inputs
 
 

@@ -17,15 +17,16 @@ from collections import Counter
 
 import pytest
 
-import activation_models as am
-import activation_models2 as am2
-import canonical_models as cm
-import conv_models as cvm
-import group_norm_models as gnm
-import layer_norm_models as lnm
-import model_builders as mb
-import rms_norm_models as rnm
-from pass_checks import REGISTRY, op_count, pass_report, refusals
+from tests.models import activation_models as am
+from tests.models import activation_models2 as am2
+from tests.models import canonical_models as cm
+from tests.models import conv_models as cvm
+from tests.models import group_norm_models as gnm
+from tests.models import layer_norm_models as lnm
+from tests.models import model_builders as mb
+from tests.models import rms_norm_models as rnm
+from tests.helpers.pass_checks import REGISTRY, op_count, pass_report, refusals
+from tests.helpers.verify import assert_verifies
 
 import scopefusion
 
@@ -50,14 +51,6 @@ def model(key: str):
 @functools.cache
 def fused(key: str):
     return scopefusion.fuse(model(key).graph_def, registry=REGISTRY)
-
-
-def assert_verifies(m, result) -> float:
-    check = scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=REGISTRY.fused_ops,
-                               input_shapes=getattr(m, "input_shapes", None),
-                               int_range=getattr(m, "int_range", (0, 10)), runs=2)
-    assert check.passed, check.table()
-    return max(o.max_abs_error for o in check.outputs)
 
 
 def nodes_of(graph_def, op: str) -> list:

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from activation_models import ActivationModel, _traced
-from conv_models import ConvModel
-from norm_models import HIDDEN, NormModel, params, traced
+from tests.models.activation_models import ActivationModel, _traced
+from tests.models.conv_models import ConvModel
+from tests.models.norm_models import HIDDEN, NormModel, params, traced
 
 EPS = 1e-5
 
@@ -123,9 +123,9 @@ def sonnet_conv_batch_norm(local_stats: bool = False, layers: int = 2, seed: int
     convs = [snt.Conv2D(4, 3, name=f"conv{i}") for i in range(layers)]
     norms = [snt.BatchNorm(create_scale=True, create_offset=True, name=f"bn{i}") for i in range(layers)]
     h = tf.zeros([2, 6, 6, 3])
-    for conv, bn in zip(convs, norms):  # create every variable, then give it random values
+    for conv, bn in zip(convs, norms, strict=True):  # create every variable, then give it random values
         h = bn(conv(h), is_training=False)
-    for conv, bn in zip(convs, norms):
+    for conv, bn in zip(convs, norms, strict=True):
         conv.w.assign(rng.normal(0, 0.5, conv.w.shape).astype(np.float32))
         conv.b.assign(rng.normal(0, 0.5, conv.b.shape).astype(np.float32))
         bn.scale.assign(rng.uniform(0.5, 1.5, bn.scale.shape).astype(np.float32))
@@ -134,7 +134,7 @@ def sonnet_conv_batch_norm(local_stats: bool = False, layers: int = 2, seed: int
         bn.moving_variance.average.assign(rng.uniform(0.5, 2.0, bn.moving_variance.average.shape).astype(np.float32))
 
     def fn(x: Any) -> Any:
-        for conv, bn in zip(convs, norms):
+        for conv, bn in zip(convs, norms, strict=True):
             x = tf.nn.relu(bn(conv(x), is_training=False, test_local_stats=local_stats))
         return x
 

@@ -306,7 +306,7 @@ def test_the_reason_for_a_dropped_result_names_the_result_that_blocks_it():
     from scopefusion.core.fusion.conflicts import resolve_conflicts
 
     def plan(name, pass_name, order, members):
-        return SimpleNamespace(name=name, pass_name=pass_name, order=order, members=frozenset(members))
+        return SimpleNamespace(name=name, label=name, pass_name=pass_name, order=order, members=frozenset(members))
 
     inner = plan("a/blk", "P1", 0, {1, 2})          # inside "a"
     other = plan("b", "P2", 1_000_000, {3, 9})      # overlaps "a" in part

@@ -30,7 +30,7 @@ from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
-from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
+from ...core.graph.vocabulary import ADD_OPS as ADD, DIV_OPS as DIV, dtype_name, FLOAT_DTYPES, MUL_OPS as MUL
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 
 
@@ -55,9 +55,6 @@ GELU = FusedOpDef(
     description="Gaussian error linear unit",
 )
 
-MUL = ("Mul",)
-ADD = ("Add", "AddV2")
-DIV = ("RealDiv", "Div")
 
 X = "$x"
 HALF = const(0.5, description="0.5")

@@ -54,6 +54,7 @@ from .norm_patterns import (
     EPSILON, MEAN_AXES, OUTPUT, SHAPE, STD_EPSILON, VARIANCE_AXES, WEIGHT_AXES, affine_forms, moments, normaliser,
     ones_reshaped, weighted_moments,
 )
+from ...core.graph.vocabulary import ADD_OPS as ADD, MUL_OPS as MUL
 
 NHWC, NCHW = "NHWC", "NCHW"
 
@@ -104,7 +105,6 @@ GROUP_NORM = FusedOpDef(
 )
 
 X, GAMMA, BETA = "$x", "$gamma", "$beta"
-MUL, ADD = ("Mul",), ("Add", "AddV2")
 #: Patterns (and the label of their last node) of the scale and offset applied after the reshape back.
 AFTER, OFFSET_AFTER, AFFINE = "GroupNormScaledAfter", "GroupNormOffsetAfter", "affine"
 GROUPED, GAMMA_GROUPED, BETA_GROUPED = "grouped", "gamma_grouped", "beta_grouped"

@@ -25,6 +25,7 @@ from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
 from .naming import common_scope
+from ...core.graph.vocabulary import ADD_OPS as ADDS
 
 
 def matmul_bias_add_reference(a: Any, b: Any, bias: Any, *, transpose_a: bool, transpose_b: bool,
@@ -53,7 +54,6 @@ MATMUL_BIAS_ADD = FusedOpDef(
 )
 
 MATMULS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
-ADDS = ("Add", "AddV2")
 _TRANSPOSE_ATTRS = {"MatMul": ("transpose_a", "transpose_b")}
 
 

@@ -39,10 +39,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ...core.graph.pattern import ANY, const, one_of, op
+from ...core.graph.vocabulary import ADD_OPS as ADD, DIV_OPS as DIV, MUL_OPS as MUL
 
-MUL = ("Mul",)
-ADD = ("Add", "AddV2")
-DIV = ("RealDiv", "Div")
 
 #: Labels the patterns give the nodes passes read.
 MEAN = "mean"

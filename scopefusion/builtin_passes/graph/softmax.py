@@ -26,10 +26,9 @@ from __future__ import annotations
 from ...core.fusion.refusal import fail
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
-from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
+from ...core.graph.vocabulary import DIV_OPS as DIV, dtype_name, FLOAT_DTYPES
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 
-DIV = ("RealDiv", "Div")
 #: The reduction axes: a constant scalar or vector of integers.
 MAX_AXES = const(where=lambda v: v.dtype.kind == "i" and v.ndim <= 1, label="max_axes",
                  description="constant reduction axes")

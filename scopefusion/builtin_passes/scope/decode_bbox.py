@@ -30,6 +30,7 @@ from ...core.scope.results import FusionScopesResult
 from ...core.graph.matching import MatchFailure, PatternMatcher
 from ...core.graph.pattern import Alt, Op, const, one_of, op
 from ...core.scope.port_maps import input_slots, unmatched_nodes
+from ...core.graph.vocabulary import ADD_OPS as ADD, DIV_OPS as DIV
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...core.scope.scope_graph import Scope
@@ -75,8 +76,6 @@ DECODE_BBOX_V2 = FusedOpDef(
 
 
 # ------------------------------------------------------------------------ the pass
-ADD = ("Add", "AddV2")
-DIV = ("RealDiv", "Div")
 PERM = const([1, 0])
 HALF = const(2.0)
 

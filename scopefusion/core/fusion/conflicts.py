@@ -24,7 +24,7 @@ class Conflict(str):
 
     def __new__(cls, reason: str, winner: FusionPlan) -> "Conflict":
         self = super().__new__(cls, reason)
-        self.winner = f"{winner.candidate.label} ({winner.pass_name})"
+        self.winner = f"{winner.label} ({winner.pass_name})"
         return self
 
 

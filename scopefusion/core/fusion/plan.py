@@ -53,6 +53,11 @@ class FusionPlan:
         return self.candidate.name
 
     @property
+    def label(self) -> str:
+        """The name reports show (:attr:`FusionCandidate.label`)."""
+        return self.candidate.label
+
+    @property
     def pass_name(self) -> str:
         return self.candidate.pass_name
 

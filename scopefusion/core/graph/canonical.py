@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
 import numpy as np
 
-from .vocabulary import CONTROL, FLOAT_DTYPES
+from .vocabulary import ADD_OPS, CONTROL, FLOAT_DTYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -142,7 +142,7 @@ def rewrites(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[
 
 
 Rule = Callable[["PatternMatcher", int, frozenset[str]], Iterator[NodeView]]
-ADDS = frozenset({"Add", "AddV2"})
+ADDS = frozenset(ADD_OPS)
 DIVS = frozenset({"RealDiv", "Div"})
 
 

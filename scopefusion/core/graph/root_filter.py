@@ -20,10 +20,10 @@ from .chains import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_leaves, is_family
 from .index import GraphIndex
 from .match_failure import MatchFailure
 from .pattern import Alt, Const, Op, OpPattern, Var, as_var, root_options
-from .vocabulary import CONTROL, FORWARDING_OPS
+from .vocabulary import ADD_OPS, CONTROL, FORWARDING_OPS
 
 #: Op types seen as another with the very same inputs (a BiasAdd is an Add of the same two).
-_SAME_INPUTS = {"BiasAdd": frozenset({"Add", "AddV2"})}
+_SAME_INPUTS = {"BiasAdd": frozenset(ADD_OPS)}
 #: How far a chain of forwarding ops is followed (as the matcher does).
 MAX_FORWARDING = 64
 #: How many nodes of an associative chain are looked through (the matcher cuts a chain into at

@@ -24,6 +24,10 @@ FORWARDING_OPS = frozenset({"Identity", "ReadVariableOp", "Snapshot", "StopGradi
 
 #: Ops that hold a constant value in an attribute.
 CONST_OPS = frozenset({"Const", "HostConst"})
+#: the op types of one arithmetic operation as TensorFlow spells it (for op patterns and membership tests)
+ADD_OPS = ("Add", "AddV2")
+MUL_OPS = ("Mul",)
+DIV_OPS = ("RealDiv", "Div")
 
 #: Sinks of these op types are not treated as graph outputs by default.
 NON_OUTPUT_SINKS = frozenset({"Const", "NoOp", "Placeholder", "Assert", "VarHandleOp", "VariableV2"})

@@ -22,6 +22,7 @@ from ....core.graph.matching import PatternMatch
 from .dims import shape
 from .folding import ConstantSubgraph, NotConstant
 from .patterns import MAX_STEPS
+from ....core.graph.vocabulary import ADD_OPS
 
 
 @dataclass
@@ -75,7 +76,7 @@ def masking(match: PatternMatch) -> Masking:
     ops = match.view.index.ops
     for n in range(1, MAX_STEPS + 1):
         step = ops[match.nodes[f"step{n}"]] if f"step{n}" in match.nodes else None
-        if step in ("Add", "AddV2"):
+        if step in ADD_OPS:
             term = match.tensor(f"term{n}")
             value = match.view.const_value_of(term[0]) if term[1] == 0 else None
             if value is not None and value.size == 1:

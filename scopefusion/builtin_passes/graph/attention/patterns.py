@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from ....core.graph.pattern import ANY, OpPattern, const, one_of, op
+from ....core.graph.vocabulary import ADD_OPS as ADD, DIV_OPS as DIV
 
 BMM = ("BatchMatMulV2", "BatchMatMul", "BatchMatMulV3", "MatMul")
 PRODUCTS = BMM + ("Einsum",)
-DIV = ("RealDiv", "Div")
-ADD = ("Add", "AddV2")
 SELECT = ("SelectV2", "Select")
 #: How many masking steps (additive terms, selections) the logits may have.
 MAX_STEPS = 3

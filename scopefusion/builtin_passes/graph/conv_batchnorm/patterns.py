@@ -27,10 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 from ....core.graph.pattern import OpPattern, const, one_of, op
+from ....core.graph.vocabulary import ADD_OPS as ADDS
 
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative")
 FUSED_BATCH_NORMS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
-ADDS = ("Add", "AddV2")
 
 #: Pattern names.
 FUSED = "ConvFusedBatchNorm"

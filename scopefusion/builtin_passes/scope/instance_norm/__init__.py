@@ -48,12 +48,12 @@ import numpy as np
 from ....core.fusion.refusal import Refused, fail
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
-from ....core.graph.vocabulary import numpy_dtype
+from ....core.graph.vocabulary import DT_INT32, numpy_dtype
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .analysis import _analyse, _Candidate, _Match, _slots_of
-from .op import DT_INT32, INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
+from .op import INSTANCE_NORM, MOMENTS_LABEL, instance_norm_reference
 from .reads import OTHER_NORMALIZATION
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,12 +5,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ....core.fusion.refusal import fail
-from ....core.graph.vocabulary import FORWARDING_OPS
+from ....core.graph.vocabulary import ADD_OPS, DT_FLOAT, DT_HALF, FORWARDING_OPS, MUL_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
-from .op import ADD_OPS, NHWC, NCHW, DT_HALF, DT_FLOAT
+from .op import NCHW, NHWC
 from .reads import (
     OTHER_NORMALIZATION, _data_consumers, _inputs, _other_input, _other_input_or, _reduction_axes,
     _spatial_layout, _tensor, _within,
@@ -245,7 +245,7 @@ def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "S
         return t == (m.mean_out, 0) or (t[0] in neg_means and t[1] == 0)
 
     scale_mul = gamma_slot = None
-    for mul in _data_consumers(sg, rsqrt, ("Mul",)):
+    for mul in _data_consumers(sg, rsqrt, MUL_OPS):
         slot, other = _other_input(sg, mul, (rsqrt, 0))
         if other != m.x and not is_centre(other):
             if scale_mul is not None:
@@ -253,7 +253,7 @@ def _read_normaliser(sg: "ScopeGraph", m: _Moments, moments: "Scope", parent: "S
             scale_mul, gamma_slot = mul, slot
     inv = scale_mul or rsqrt
     products: dict[str, str | None] = {"x": None, "mean": None, "neg": None}
-    for mul in _data_consumers(sg, inv, ("Mul",)):
+    for mul in _data_consumers(sg, inv, MUL_OPS):
         _, other = _other_input(sg, mul, (inv, 0))
         kind = "x" if other == m.x else "mean" if other == (m.mean_out, 0) else "neg" if is_centre(other) else None
         if kind is not None:

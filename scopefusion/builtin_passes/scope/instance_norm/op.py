@@ -1,16 +1,11 @@
 """The ``InstanceNorm`` fused op: declaration and reference implementation."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
-ADD_OPS = ("Add", "AddV2")
 NHWC, NCHW = "NHWC", "NCHW"
-DT_HALF, DT_FLOAT, DT_INT32 = 19, 1, 3
 
 #: Label of the ``moments`` scopes this pass finds (its own, so no other pass counts them).
 MOMENTS_LABEL = "InstanceNormMoments"

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ....core.fusion.refusal import fail
-from ....core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import CONTROL, FLOAT_DTYPES
 from ....core.scope.base_pass import ScopeBasePass
 from ....core.scope.instances import ScopePart, split_instances
 from ....core.scope.patterns import PatternSet, ScopePattern
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["LAYER_NORM", "ScopeLayerNormPass", "layer_norm_reference", "analyse"]
 
 #: DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
-FLOAT_TYPES = (1, 2, 14, 19)
 #: Ops a layer norm's own scope never holds (inputs, matrix products, convolutions).
 NOT_IN_A_LAYER_NORM = ("Placeholder", "MatMul", "BatchMatMulV2", "Einsum", "Conv2D", "BiasAdd")
 #: The label of a ``tf.nn.moments`` sub-scope while calls are counted.
@@ -94,7 +93,7 @@ class ScopeLayerNormPass(ScopeBasePass):
         # (3 Means: tf.math.reduce_variance takes a mean of its own)
         flat = [
             ScopePattern("LayerNorm").add_node_op_type_feature("Mean", means).add_node_op_type_feature(op, 1)
-            .add_node_attr_feature(op, "T", frozenset(FLOAT_TYPES))
+            .add_node_attr_feature(op, "T", FLOAT_DTYPES)
             for means in (2, 3) for op in ("Rsqrt", "Sqrt")
         ]
         # tf_keras' FusedBatchNormV3 trick (once per call of the layer)

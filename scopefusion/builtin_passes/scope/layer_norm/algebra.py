@@ -18,7 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ....core.fusion.refusal import fail
-from ....core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import ADD_OPS, CONTROL
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import ScopeGraph
@@ -30,7 +30,6 @@ Poly = dict[Monomial, float]
 #: Ops that pass their first input through unchanged.
 PASS_THROUGH = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
                           "EnsureShape"})
-ADD_OPS = frozenset({"Add", "AddV2"})
 MAX_TERMS = 64
 MAX_DEPTH = 256
 

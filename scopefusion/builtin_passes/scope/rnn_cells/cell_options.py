@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ....core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import ADD_OPS as _ADD, CONTROL
 from .ops import ACTIVATION_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope
 
-_ADD = ("Add", "AddV2")
 
 
 def _readers(scope: "Scope", node: int) -> list[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ....core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import ADD_OPS as _ADD, CONTROL
 from .ops import ACTIVATION_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 Order = tuple[int, int, int, int]
 #: the order Keras writes (and Sonnet): i, f, g, o
 KERAS_ORDER: Order = (0, 1, 2, 3)
-_ADD = ("Add", "AddV2")
 
 
 def _ins(view: "GraphView", node: int) -> list[tuple[int, int]]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ....core.graph.pattern import one_of, op
+from ....core.graph.vocabulary import ADD_OPS as ADD
 
-ADD = ("Add", "AddV2")
 
 
 def plus_bias(value: Any, bias: Any) -> Any:

@@ -29,6 +29,7 @@ from ....core.fusion.fused_ops import listed_optional_inputs
 from ....core.fusion.refusal import fail
 from ....core.graph.tf_ops import tensorflow_op_def
 from .copy_through import COPY_OPS, CopyThrough, one_compare, select_nodes
+from ....core.graph.vocabulary import ADD_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -170,7 +171,7 @@ def _one(function: "FunctionDef", op: str) -> Any:
 def _increment(reader: _Reader, ref: str) -> int | None:
     """The argument ``ref`` (an ``Add`` output) adds 1 to, or None."""
     node = reader.node(ref)
-    if node is None or node.op not in ("Add", "AddV2"):
+    if node is None or node.op not in ADD_OPS:
         return None
     data = reader.data(node)
     if len(data) == 2 and reader.arg(data[0]) is not None and _const_is(reader.node(data[1]), 1):

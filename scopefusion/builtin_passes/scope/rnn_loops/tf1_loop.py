@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ....core.fusion.refusal import fail
-from ....core.graph.vocabulary import CONTROL
+from ....core.graph.vocabulary import ADD_OPS, CONTROL
 from ..rnn_cells.gru import GRU_FORM, gru_attrs
 from ..rnn_cells.lstm import LSTM_FORM, lstm_attrs
 from ..rnn_cells.steps import CellStep, match_steps
@@ -108,7 +108,7 @@ def _outer(sg: "ScopeGraph", tensor: Tensor, what: str) -> Tensor:
 def _increment(sg: "ScopeGraph", var: _Var) -> bool:
     index = sg.index
     node = var.next[0]
-    if index.ops[node] not in ("Add", "AddV2"):
+    if index.ops[node] not in ADD_OPS:
         return False
     a, b = data_inputs(index, node)
     one = sg.const_value_of(b[0])
@@ -232,7 +232,7 @@ def _bounds(sg: "ScopeGraph", frame: set[int], variables: list[_Var], counter: i
 def _check_frame(sg: "ScopeGraph", frame: set[int], members: set[int], increments: set[int]) -> None:
     index = sg.index
     extra = [index.names[i] for i in sorted(frame - members)
-             if (index.ops[i] not in _MACHINERY or (index.ops[i] in ("Add", "AddV2") and i not in increments))
+             if (index.ops[i] not in _MACHINERY or (index.ops[i] in ADD_OPS and i not in increments))
              and sg.const_value_of(i) is None]
     if extra:
         fail(f"the TF1 loop does more than its cells and plumbing: {', '.join(map(repr, extra[:3]))}")

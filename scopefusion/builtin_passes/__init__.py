@@ -9,6 +9,7 @@ from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
+from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ConvBiasAddFusionPass
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
 from .graph.gelu import GELU, GeluFusionPass
 from .graph.group_norm import GROUP_NORM, GroupNormFusionPass
@@ -45,6 +46,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     SoftmaxFusionPass,
     ConcatFlattenFusionPass,
     EpilogueFusionPass,
+    ConvBiasAddFusionPass,
     ConvBatchnormFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
@@ -53,6 +55,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
+    CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD,
     RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 

@@ -11,7 +11,7 @@ import group_norm_models as gnm
 import layer_norm_models as lnm
 import norm_models as nm
 import rms_norm_models as rnm
-from pass_checks import REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared with the norm tests)
+from pass_checks import NORMS_APART, REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared with the norm tests)
 
 import scopefusion
 
@@ -47,7 +47,8 @@ def model(key: str) -> nm.NormModel:
 @functools.cache
 def fused(key: str, enable: str = ""):
     """The fusion result of a model (fused form), with the non-general scope passes ``enable`` names."""
-    return scopefusion.fuse(model(key).graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable or None)
+    return scopefusion.fuse(model(key).graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable or None,
+                            fusion_switch_file=NORMS_APART)
 
 
 def refusals(result, name: str) -> list[str]:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from pass_checks import NORMS_APART
+
 import scopefusion
 from scopefusion import GraphIndex, ScopeGraph
 from scopefusion.builtin_passes.scope.layer_norm import analyse
@@ -44,7 +46,7 @@ class Built:
 
 
 def _fuse(graph_def, registry):
-    result = scopefusion.fuse(graph_def, emit="tf", registry=registry)
+    result = scopefusion.fuse(graph_def, emit="tf", registry=registry, fusion_switch_file=NORMS_APART)
     GraphIndex(result.graph_def)
     return result
 

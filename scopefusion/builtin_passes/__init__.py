@@ -15,6 +15,7 @@ from .graph.gelu import GELU, GeluFusionPass
 from .graph.group_norm import GROUP_NORM, GroupNormFusionPass
 from .graph.layer_norm import LayerNormFusionPass
 from .graph.matmul_bias_add import MATMUL_BIAS_ADD, MatMulBiasAddFusionPass
+from .graph.residual_norm import ADD_LAYER_NORM, ADD_RMS_NORM, ResidualNormFusionPass
 from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
 from .graph.softmax import SoftmaxFusionPass
 from .graph.swish import SWISH, SwishFusionPass
@@ -47,6 +48,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     ConcatFlattenFusionPass,
     EpilogueFusionPass,
     ConvBiasAddFusionPass,
+    ResidualNormFusionPass,
     ConvBatchnormFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
@@ -55,7 +57,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
-    CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD,
+    CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 

@@ -11,6 +11,7 @@ from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
 from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ConvBiasAddFusionPass
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
+from .graph.gated_activation import GATED_ACTIVATION, GatedActivationFusionPass
 from .graph.gelu import GELU, GeluFusionPass
 from .graph.group_norm import GROUP_NORM, GroupNormFusionPass
 from .graph.layer_norm import LayerNormFusionPass
@@ -46,6 +47,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     SwishFusionPass,
     SoftmaxFusionPass,
     ConcatFlattenFusionPass,
+    GatedActivationFusionPass,
     EpilogueFusionPass,
     ConvBiasAddFusionPass,
     ResidualNormFusionPass,
@@ -58,6 +60,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
+    GATED_ACTIVATION,
     RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 

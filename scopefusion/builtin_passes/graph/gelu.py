@@ -70,7 +70,8 @@ def product(a: Any, b: Any, c: Any) -> Any:
     return one_of(op(MUL, op(MUL, a, b), c), op(MUL, op(MUL, a, c), b), op(MUL, op(MUL, b, c), a))
 
 
-def _erf_forms() -> list[Any]:
+def erf_forms() -> list[Any]:
+    """The erf and erfc forms of ``gelu($x)`` (also the gated-activation pass's raw GELU)."""
     scaled = one_of(op(DIV, X, SQRT2), op(MUL, X, INV_SQRT2))
     erf = op(ADD, ONE, op("Erf", scaled))
     neg_scaled = one_of(op(MUL, op("Neg", X), INV_SQRT2), op("Neg", op(MUL, X, INV_SQRT2)),
@@ -79,7 +80,8 @@ def _erf_forms() -> list[Any]:
     return [product(HALF, X, erfc), product(HALF, X, erf)]
 
 
-def _tanh_forms() -> list[Any]:
+def tanh_forms() -> list[Any]:
+    """The tanh forms of ``gelu($x)``."""
     cube = one_of(op("Pow", X, const(3.0, description="3")), product(X, X, X), op(MUL, X, op("Square", X)))
     inner = op(MUL, SQRT_2_OVER_PI, op(ADD, X, op(MUL, COEFF, cube)))
     fast = product(X, SQRT_2_OVER_PI, op(ADD, ONE, product(COEFF, X, X)))
@@ -94,7 +96,7 @@ class GeluFusionPass(PatternFusionBasePass):
     description = "GELU written as ops (erf, erfc or tanh form, any grouping) -> Gelu(x, approximate)"
 
     def define_patterns(self) -> list[OpPattern]:
-        return [OpPattern("GeluErf", one_of(*_erf_forms())), OpPattern("GeluTanh", one_of(*_tanh_forms()))]
+        return [OpPattern("GeluErf", one_of(*erf_forms())), OpPattern("GeluTanh", one_of(*tanh_forms()))]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
         root = match.view.lend(match.root)

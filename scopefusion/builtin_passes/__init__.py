@@ -18,6 +18,7 @@ from .graph.layer_norm import LayerNormFusionPass
 from .graph.matmul_bias_add import MATMUL_BIAS_ADD, MatMulBiasAddFusionPass
 from .graph.residual_norm import ADD_LAYER_NORM, ADD_RMS_NORM, ResidualNormFusionPass
 from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
+from .graph.rotary_embedding import ROTARY_EMBEDDING, RotaryEmbeddingFusionPass
 from .graph.softmax import SoftmaxFusionPass
 from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
@@ -46,6 +47,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     GeluFusionPass,
     SwishFusionPass,
     SoftmaxFusionPass,
+    RotaryEmbeddingFusionPass,
     ConcatFlattenFusionPass,
     GatedActivationFusionPass,
     EpilogueFusionPass,
@@ -60,7 +62,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
-    GATED_ACTIVATION,
+    GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 

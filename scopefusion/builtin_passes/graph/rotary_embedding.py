@@ -34,7 +34,7 @@ from .rotary_checks import NotRotary, halves_of, slice_indices, split_indices
 
 def rotary_embedding_reference(x: Any, cos: Any, sin: Any, *, interleaved: bool, T: Any) -> tuple[Any]:
     """``x * cos + rotate(x) * sin`` (rotate-half or interleaved rotation of the last axis)."""
-    import tensorflow as tf
+    import tensorflow as tf  # deferred: TensorFlow runs a reference only when a graph is verified
 
     if interleaved:
         rotated = tf.reshape(tf.stack([-x[..., 1::2], x[..., ::2]], axis=-1), tf.shape(x))

@@ -1,13 +1,13 @@
-"""ConvBiasAddFusionPass (the ``UBFusion`` stage) on convolutions that add their bias with
-nothing after it, as real libraries build them (``conv_bias_models``, frozen, random weights).
+"""EpilogueFusionPass (the ``UBFusion`` stage) on convolutions that add their bias with nothing
+after it, as real libraries build them (``conv_bias_models``, frozen, random weights).
 
 Each becomes one ``Conv2DBiasAdd`` or ``DepthwiseConv2dNativeBiasAdd`` with the
 convolution's attributes, verified numerically against the original: Keras 3 and tf_keras
 ``Conv2D`` / ``DepthwiseConv2D``, tf_slim ``conv2d`` / ``separable_conv2d``, a tf_keras
 convolution whose batch norm the batch-norm pass folded into a bias, ``tf.nn.bias_add``, and
 ``Add`` of a [C] or [1, 1, 1, C] channel vector.  A convolution followed by an activation stays
-the epilogue pass's ``Conv2DBiasAddActivation`` (tests/test_epilogue.py), whose result
-contains this pass's.  Refused with the reason: a convolution something else reads, an
+``Conv2DBiasAddActivation`` (tests/test_epilogue.py): that match contains the convolution's and
+the outermost match of the pass wins.  Refused with the reason: a convolution something else reads, an
 added feature map, a vector along another axis.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pass_checks import REGISTRY, assert_builds, assert_verifies, op_count, pass
 
 import scopefusion
 
-PASS = "ConvBiasAddFusionPass"
+PASS = "EpilogueFusionPass"  # its patterns without an activation
 MODELS = {**cm.CONV_BIAS_FORMS, **cm.CONV_BIAS_REFUSALS}
 FUSED_TYPES = {"Conv2D": "Conv2DBiasAdd", "DepthwiseConv2dNative": "DepthwiseConv2dNativeBiasAdd"}
 CONV_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
@@ -82,25 +82,24 @@ def test_what_is_no_conv_bias_is_refused_with_the_reason(key):
 
 
 def test_a_convolution_with_an_activation_stays_the_epilogue_op():
-    """Conv2D + BiasAdd + ReLU: the epilogue's Conv2DBiasAddActivation contains this pass's
-    match and wins; the conv-bias result is dropped as subsumed, not applied twice."""
+    """Conv2D + BiasAdd + ReLU: the Conv2DBiasAddActivation match contains the conv-bias match, which
+    is then no match of its own (nothing dropped, nothing applied twice)."""
     m = em.keras_layers("tf_keras", "relu")
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
     fused = result.fused_graph_def
     assert op_count(fused, "Conv2DBiasAddActivation") == 1 and op_count(fused, "Conv2DBiasAdd") == 0
     report = pass_report(result, PASS)
-    (dropped,) = report.dropped
-    assert report.fused == [] and report.refused == []
-    assert "subsumed" in dropped.reason and "EpilogueFusionPass" in dropped.reason
+    assert len(report.fused) == 3 and report.refused == [] and report.dropped == []
     assert_verifies(m, result)
 
 
-def test_the_pre_activation_read_elsewhere_still_fuses_convolution_and_bias():
-    """tf_slim conv2d, ReLU, and the pre-activation added back: the epilogue refuses (it would
-    lose the pre-activation), and the convolution with its bias is fused on its own."""
+def test_the_pre_activation_read_elsewhere_leaves_the_convolution_apart():
+    """tf_slim conv2d, ReLU, and the pre-activation added back: the activation match is refused (it
+    would lose the pre-activation) and the convolution with its bias, inside it, is no match of its own."""
     m = em.refusal("slim_pre_activation_read")
     result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
     fused = result.fused_graph_def
-    assert op_count(fused, "Conv2DBiasAdd") == 1 and op_count(fused, "Relu") == 1
-    assert pass_report(result, "EpilogueFusionPass").fused == []
+    (refusal,) = pass_report(result, PASS).refused
+    assert "the pre-activation" in refusal.reason
+    assert op_count(fused, "Conv2DBiasAdd") == 0 and op_count(fused, "Conv2D") == 1
     assert_verifies(m, result)

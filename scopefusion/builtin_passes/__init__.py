@@ -9,7 +9,7 @@ from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
-from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ConvBiasAddFusionPass
+from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
 from .graph.gated_activation import GATED_ACTIVATION, GatedActivationFusionPass
 from .graph.gelu import GELU, GeluFusionPass
@@ -51,7 +51,6 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     ConcatFlattenFusionPass,
     GatedActivationFusionPass,
     EpilogueFusionPass,
-    ConvBiasAddFusionPass,
     ResidualNormFusionPass,
     ConvBatchnormFusionPass,
     LayerNormFusionPass,

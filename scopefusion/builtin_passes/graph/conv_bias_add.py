@@ -1,4 +1,4 @@
-"""ConvBiasAddFusionPass: a convolution plus its bias, with nothing after it -> one op.
+"""A convolution plus its bias, with nothing after it -> one op (part of the epilogue pass).
 
 ``Conv2D`` becomes ``Conv2DBiasAdd(x, filter, bias)`` and ``DepthwiseConv2dNative``
 becomes ``DepthwiseConv2dNativeBiasAdd(x, filter, bias)``, each with the convolution's
@@ -7,16 +7,16 @@ attributes.  The forms real code writes:
 * ``BiasAdd`` of a 1-D bias: tf_keras and Keras 3 ``Conv2D`` / ``DepthwiseConv2D``
   (Keras 3 passes ``Squeeze(Reshape(bias))``, which is still a ``[C]`` tensor), tf_slim
   ``conv2d`` / ``separable_conv2d``, ``tf.nn.bias_add``, and the ``BiasAdd`` that
-  :class:`ConvBatchnormFusionPass` leaves after folding a batch norm into a convolution;
+  ``ConvBatchnormFusionPass`` leaves after folding a batch norm into a convolution;
 * ``Add``/``AddV2`` of a channel vector, either operand first: ``tf.nn.conv2d(x, w) + b``
   with ``b`` of shape ``[C]`` (or ``[1, 1, 1, C]``) on NHWC data, ``[C, 1, 1]`` (or
   ``[1, C, 1, 1]``) on NCHW data.  The fused op takes the bias as ``[C]``: a ``Squeeze``
   of the vector's unit axes comes before it when it has more than one axis.
 
-The pass runs in the ``UBFusion`` stage, after graph fusion: a convolution followed by an
-activation is the epilogue pass's ``Conv2DBiasAddActivation`` (its match contains this
-one, and the containing result wins), so this pass takes exactly the convolutions whose
-bias add has no activation after it, or whose activation stays apart.
+These are patterns of :class:`EpilogueFusionPass` (the ``UBFusion`` stage, after graph fusion):
+a convolution followed by an activation is that pass's ``Conv2DBiasAddActivation``, whose match
+contains this one, and the outermost match of a pass wins, so this op is made exactly for the
+convolutions whose bias add no activation the epilogue takes follows.
 
 Refused with the reason: a convolution something else reads too (fusing would lose it), a
 ``BiasAdd`` in another data format than its convolution, an added tensor that is not one
@@ -29,7 +29,8 @@ from typing import Any
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
-from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
+from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, NotFused, fused_input, inner_node
+from .fused_shapes import static_shape
 from .naming import common_scope
 
 #: The convolution attributes the fused op carries, as they are.
@@ -82,45 +83,39 @@ DEPTHWISE_CONV2D_BIAS_ADD = _op_def("DepthwiseConv2dNative", "[height, width, C,
                                     "C * multiplier")
 
 
-class ConvBiasAddFusionPass(PatternFusionBasePass):
-    """Conv2D / DepthwiseConv2dNative + BiasAdd or Add of a channel vector -> Conv2DBiasAdd /
-    DepthwiseConv2dNativeBiasAdd."""
+def conv_bias_patterns() -> list[OpPattern]:
+    """``BiasAdd`` or ``Add`` of a bias to a ``Conv2D`` / ``DepthwiseConv2dNative`` (labels ``conv``, ``add``)."""
+    conv = op(tuple(FUSED_TYPES), "$x", "$filter", label="conv")
+    return [
+        OpPattern("ConvBiasAdd", op("BiasAdd", conv, "$bias", label="add")),
+        OpPattern("ConvAddBias", op(ADDS, conv, "$bias", label="add")),
+    ]
 
-    name = "ConvBiasAddFusionPass"
-    fusion_type = "UBFusion"
-    description = ("Conv2D/DepthwiseConv2dNative + BiasAdd/Add of a per-channel bias -> Conv2DBiasAdd / "
-                   "DepthwiseConv2dNativeBiasAdd")
 
-    def define_patterns(self) -> list[OpPattern]:
-        conv = op(tuple(FUSED_TYPES), "$x", "$filter", label="conv")
-        return [
-            OpPattern("ConvBiasAdd", op("BiasAdd", conv, "$bias", label="add")),
-            OpPattern("ConvAddBias", op(ADDS, conv, "$bias", label="add")),
-        ]
-
-    def fusion(self, match: PatternMatch) -> FusionAnswer:
-        readers = self.outside_readers(match, "conv")
-        if readers:
-            return self.refuse(f"the convolution {match.name('conv')!r} is also read by {readers[0]!r}; "
-                               "fusing would lose it")
-        conv, add = match.node("conv"), match.node("add")
-        conv_format = _data_format(conv)
-        attrs: dict[str, Any] = {key: conv.attr[key] for key in CONV_ATTRS if key in conv.attr}
-        attrs["T"] = conv.attr["T"].type
-        fused_type = FUSED_TYPES[conv.op]
-        if add.op == "BiasAdd":
-            if _data_format(add) != conv_format:
-                return self.refuse(f"the BiasAdd {match.name('add')!r} adds in data format {_data_format(add)} to a "
-                                   f"{conv_format} convolution: the bias lies along another axis than the channels")
-            return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + BiasAdd")
-        shape = match.view.static_shape(match.tensor("bias"))
-        problem = _channel_vector_problem(match, shape, conv_format)
-        if problem:
-            return self.refuse(problem)
-        assert shape is not None  # _channel_vector_problem refuses an unknown shape
-        if len(shape) == 1:
-            return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + Add")
-        return _squeezed(match, fused_type, attrs, len(shape), conv_format)
+def conv_bias_fusion(match: PatternMatch, outside_readers: Any) -> FusionAnswer:
+    """What a match of :func:`conv_bias_patterns` becomes; ``outside_readers(match, label)`` names the
+    readers of a node outside the match."""
+    readers = outside_readers(match, "conv")
+    if readers:
+        return NotFused(f"the convolution {match.name('conv')!r} is also read by {readers[0]!r}; fusing would lose it")
+    conv, add = match.node("conv"), match.node("add")
+    conv_format = _data_format(conv)
+    attrs: dict[str, Any] = {key: conv.attr[key] for key in CONV_ATTRS if key in conv.attr}
+    attrs["T"] = conv.attr["T"].type
+    fused_type = FUSED_TYPES[conv.op]
+    if add.op == "BiasAdd":
+        if _data_format(add) != conv_format:
+            return NotFused(f"the BiasAdd {match.name('add')!r} adds in data format {_data_format(add)} to a "
+                            f"{conv_format} convolution: the bias lies along another axis than the channels")
+        return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + BiasAdd")
+    shape = static_shape(match.view, match.tensor("bias"))
+    problem = _channel_vector_problem(match, shape, conv_format)
+    if problem:
+        return NotFused(problem)
+    assert shape is not None  # _channel_vector_problem refuses an unknown shape
+    if len(shape) == 1:
+        return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + Add")
+    return _squeezed(match, fused_type, attrs, len(shape), conv_format)
 
 
 def _data_format(node: Any) -> str:
@@ -131,10 +126,10 @@ def _channels(match: PatternMatch) -> int | None:
     """The convolution's output channels: from the filter, else from its output's shape."""
     view = match.view
     conv = match.node("conv")
-    filter_shape = view.static_shape(match.tensor("filter"))
+    filter_shape = static_shape(view, match.tensor("filter"))
     if filter_shape is not None and len(filter_shape) == 4 and None not in filter_shape[2:]:
         return filter_shape[3] if conv.op == "Conv2D" else filter_shape[2] * filter_shape[3]
-    out = view.static_shape(match.tensor("conv"))
+    out = static_shape(view, match.tensor("conv"))
     if out is None or len(out) != OUTPUT_RANK:
         return None
     return out[1 if _data_format(conv) == "NCHW" else 3]

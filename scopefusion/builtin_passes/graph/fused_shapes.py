@@ -41,9 +41,16 @@ MAX_DEPTH = 32
 
 def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
     """The static shape of ``tensor`` (unknown dimensions as None), or None when not even its rank
-    can be told: from the graph and the rules above first, from TensorFlow's shape inference last."""
+    can be told: from the graph and the rules above first, from TensorFlow's shape inference when
+    they leave it or one of its dimensions unknown (a recorded ``_output_shapes`` may say less than
+    inference does)."""
     shape = _local(view, tensor, MAX_DEPTH)
-    return shape if shape is not None else view.static_shape(tensor)
+    if shape is not None and None not in shape:
+        return shape
+    inferred = view.static_shape(tensor)
+    if inferred is None or (shape is not None and inferred.count(None) >= shape.count(None)):
+        return shape
+    return inferred
 
 
 def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:

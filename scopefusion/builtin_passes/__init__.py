@@ -11,12 +11,16 @@ from ..plugins.hookspecs import hookimpl
 from .graph.attention import ATTENTION, AttentionFusionPass
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
+from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
+from .graph.gated_activation import GATED_ACTIVATION, GatedActivationFusionPass
 from .graph.gelu import GELU, GeluFusionPass
 from .graph.group_norm import GROUP_NORM, GroupNormFusionPass
 from .graph.layer_norm import LayerNormFusionPass
 from .graph.matmul_bias_add import MATMUL_BIAS_ADD, MatMulBiasAddFusionPass
+from .graph.residual_norm import ADD_LAYER_NORM, ADD_RMS_NORM, ResidualNormFusionPass
 from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
+from .graph.rotary_embedding import ROTARY_EMBEDDING, RotaryEmbeddingFusionPass
 from .graph.softmax import SoftmaxFusionPass
 from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
@@ -45,9 +49,12 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     GeluFusionPass,
     SwishFusionPass,
     SoftmaxFusionPass,
+    RotaryEmbeddingFusionPass,
     ConcatFlattenFusionPass,
+    GatedActivationFusionPass,
     EpilogueFusionPass,
     AttentionFusionPass,
+    ResidualNormFusionPass,
     ConvBatchnormFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
@@ -56,6 +63,8 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
 BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     LAYER_NORM, INSTANCE_NORM, DECODE_BBOX_V2, CLIP_BOXES, BATCH_MULTICLASS_NMS, GELU, MATMUL_BIAS_ADD,
     SWISH, MATMUL_BIAS_ADD_ACTIVATION, CONV2D_BIAS_ADD_ACTIVATION,
+    CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
+    GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
 )
 

@@ -15,13 +15,14 @@ def test_run_without_a_model_fuses_the_built_in_example(tmp_path, monkeypatch, c
     out = capsys.readouterr()
     assert "built-in example" in out.err
     # 5 layer norms (scope fusion), then 13 MatMul + bias and 2 GELUs (graph fusion), then 3 of those
-    # MatMulBiasAdd with the activation after them (the two GELUs, the pooler's Tanh) and the two
-    # attention blocks (UB fusion)
-    assert "ScopeLayerNormPass" in out.out and "GeluFusionPass" in out.out and "25 fused op(s)" in out.out
+    # MatMulBiasAdd with the activation after them (the two GELUs, the pooler's Tanh), the 4 layer norms
+    # of residual sums with their add, and the two attention blocks (UB fusion)
+    assert "ScopeLayerNormPass" in out.out and "GeluFusionPass" in out.out and "29 fused op(s)" in out.out
     written = tmp_path / "bert_tiny_fused.pb"
     graph = load_model(written).graph_def
     ops = [n.op for n in graph.node]
-    assert [ops.count(op) for op in ("LayerNorm", "MatMulBiasAdd", "Gelu", "MatMulBiasAddActivation")] == [5, 10, 0, 3]
+    assert [ops.count(op) for op in ("LayerNorm", "AddLayerNorm", "MatMulBiasAdd", "Gelu", "MatMulBiasAddActivation")
+            ] == [1, 4, 10, 0, 3]
 
 
 def test_run_with_options_report_and_text_output(tmp_path, capsys):
@@ -33,8 +34,9 @@ def test_run_with_options_report_and_text_output(tmp_path, capsys):
     loaded = load_model(out)
     assert loaded.format == "pbtxt"
     calls = [n.attr["_scopefusion_op"].s.decode() for n in loaded.graph_def.node if n.op == "PartitionedCall"]
-    assert sorted(set(calls)) == ["LayerNorm", "MatMulBiasAdd", "MatMulBiasAddActivation", "ScaledDotProductAttention"]
-    assert calls.count("LayerNorm") == 5
+    assert sorted(set(calls)) == ["AddLayerNorm", "LayerNorm", "MatMulBiasAdd", "MatMulBiasAddActivation",
+                                  "ScaledDotProductAttention"]
+    assert (calls.count("LayerNorm"), calls.count("AddLayerNorm")) == (1, 4)  # 4 of the 5 read a residual sum
     data = json.loads(report.read_text())
     passes = {p["name"]: p for p in data["passes"]}
     ln, matmul, gelu = passes["ScopeLayerNormPass"], passes["MatMulBiasAddFusionPass"], passes["GeluFusionPass"]
@@ -103,7 +105,7 @@ def test_the_console_script_prints_nothing_but_its_own_lines(tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["No model given: fusing the built-in example bert_tiny.pb"]
-    assert "25 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
+    assert "29 fused op(s)" in proc.stdout and "verified: 1 output(s) match" in proc.stdout
 
 
 def test_nothing_it_writes_may_overwrite_the_input(tmp_path, capsys):

@@ -11,7 +11,7 @@ from tests.models import group_norm_models as gnm
 from tests.models import layer_norm_models as lnm
 from tests.models import norm_models as nm
 from tests.models import rms_norm_models as rnm
-from tests.helpers.pass_checks import REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared with the norm tests)
+from tests.helpers.pass_checks import NORMS_APART, REGISTRY, assert_builds, op_count, pass_report  # noqa: F401  (shared)
 from tests.helpers.verify import assert_verifies  # noqa: F401  (shared with the norm tests)
 
 import scopefusion
@@ -48,7 +48,8 @@ def model(key: str) -> nm.NormModel:
 @functools.cache
 def fused(key: str, enable: str = ""):
     """The fusion result of a model (fused form), with the non-general scope passes ``enable`` names."""
-    return scopefusion.fuse(model(key).graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable or None)
+    return scopefusion.fuse(model(key).graph_def, registry=REGISTRY, enable_scope_fusion_passes=enable or None,
+                            fusion_switch_file=NORMS_APART)
 
 
 def refusals(result, name: str) -> list[str]:

@@ -11,6 +11,10 @@ import scopefusion
 
 #: The built-in passes only: installed plugins must not change what these tests see.
 REGISTRY = scopefusion.load_registry(autoload=False)
+#: The residual-norm pass (UBFusion) takes every layer or RMS norm of a residual sum into an
+#: ``AddLayerNorm`` / ``AddRMSNorm``.  The tests of the norm passes look at the norms those
+#: passes made, before it; tests/test_residual_norm.py tests it, on the same models.
+NORMS_APART = scopefusion.FusionSwitch.from_text('{"Switch": {"UBFusion": {"ResidualNormFusionPass": "off"}}}')
 
 
 def op_count(graph_def: Any, *ops: str) -> int:

@@ -413,7 +413,7 @@ def transformers_gpt2(num_layers: int = 2, seed: int = 0) -> ActivationModel:
     """``transformers.TFGPT2Model`` (activation_function ``"gelu_new"``: one tanh
     GELU per layer). Its ``TFConv1D`` (c_attn and c_proj in the attention, c_fc and
     c_proj in the MLP) is ``reshape(matmul(reshape(x), w) + b)`` with a bias of
-    shape [1, nf], not 1-D: no product here is a MatMulBiasAdd."""
+    shape [1, nf]: four MatMulBiasAdds per layer."""
     import tf_keras
     from transformers import GPT2Config, TFGPT2Model
 
@@ -423,7 +423,7 @@ def transformers_gpt2(num_layers: int = 2, seed: int = 0) -> ActivationModel:
     model = TFGPT2Model(config, name="gpt2")
     fn, specs = _transformers_model(model, seed, ("input_ids", "attention_mask"))
     return _traced("transformers_gpt2", fn, specs, np.random.default_rng(seed),
-                   gelus=config.n_layer, approximate=True, matmul_bias_adds=0,
+                   gelus=config.n_layer, approximate=True, matmul_bias_adds=4 * config.n_layer,
                    int_range=(0, 2), signature=("Tanh", "Pow"))
 
 
@@ -613,12 +613,44 @@ def batch_matmul_bias(seed: int = 0) -> ActivationModel:
     return _tf1("batch_matmul_bias", build, seed, matmul_bias_adds=1, signature=("BatchMatMulV2", "AddV2"))
 
 
+def unit_axes_bias(form: str, seed: int = 0) -> ActivationModel:
+    """A product plus a bias with unit axes before it (TF1 graph, variables):
+
+    ``1xn``: ``tf.matmul(a, w) + b``, b of shape [1, n] (as transformers ``TFConv1D``
+    holds it); ``1x1xn_tensordot``: ``tf.tensordot(a, w, 1) + b`` on a [2, 3, 8] input,
+    b of shape [1, 1, n] (Reshape -> MatMul -> Reshape -> AddV2); ``1x1xn_batch``:
+    ``tf.matmul`` of rank-3 tensors (``BatchMatMulV2``) plus a [1, 1, n] bias."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+    shape = [2, 8] if form == "1xn" else [2, 3, 8]
+
+    def build():
+        a = tf1.placeholder(tf.float32, shape, name="x")
+        kernel, bias = _initializers(seed)
+        with tf1.variable_scope("dense"):
+            b = tf1.get_variable("bias", [1, 4] if form == "1xn" else [1, 1, 4], initializer=bias)
+            if form == "1x1xn_batch":
+                y = tf.matmul(a, tf1.get_variable("kernel", [2, 8, 4], initializer=kernel))
+            else:
+                w = tf1.get_variable("kernel", [8, 4], initializer=kernel)
+                y = tf.matmul(a, w) if form == "1xn" else tf.tensordot(a, w, 1)
+            y = y + b
+        return {a: rng.normal(size=shape).astype(np.float32)}, [tf.identity(y, name="out")]
+
+    product = "BatchMatMulV2" if form == "1x1xn_batch" else "MatMul"
+    return _tf1(f"bias[{form}]", build, seed, matmul_bias_adds=1, signature=(product, "AddV2"))
+
+
 def matmul_bias_refusal(which: str, seed: int = 0) -> ActivationModel:
     """Matmuls plus something that MatMulBiasAdd cannot take over:
 
     ``product_read_elsewhere``: ``y = a @ w``; outputs ``y + b`` and ``y * 2``;
-    ``bias_2d``: a bias of shape [1, n]; ``bias_length_1``: a 1-D bias of length 1
-    broadcast over n columns; ``two_matmuls``: ``a @ w1 + a @ w2``."""
+    ``bias_nx1``: a [2, 1] tensor added to a [2, n] product (one value per row, not per
+    column); ``bias_adds_axis``: a [1, 1, n] bias added to a rank-2 product (the sum has
+    rank 3); ``bias_length_1``: a 1-D bias of length 1 broadcast over n columns;
+    ``two_matmuls``: ``a @ w1 + a @ w2``."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -631,8 +663,10 @@ def matmul_bias_refusal(which: str, seed: int = 0) -> ActivationModel:
         y = tf.matmul(a, w)
         if which == "product_read_elsewhere":
             outs = [y + tf1.get_variable("bias", [4], initializer=bias), y * 2.0]
-        elif which == "bias_2d":
-            outs = [y + tf1.get_variable("bias", [1, 4], initializer=bias)]
+        elif which == "bias_nx1":
+            outs = [y + tf1.get_variable("bias", [2, 1], initializer=bias)]
+        elif which == "bias_adds_axis":
+            outs = [y + tf1.get_variable("bias", [1, 1, 4], initializer=bias)]
         elif which == "bias_length_1":
             outs = [y + tf1.get_variable("bias", [1], initializer=bias)]
         elif which == "two_matmuls":
@@ -658,10 +692,11 @@ MATMUL_BIAS_FORMS: dict[str, Callable[[], ActivationModel]] = {
     "gpt2_conv1d": gpt2_mlp,
     "bert_ffn": bert_erf,
     "transformers_bert": transformers_bert,
+    **{f"bias_{f}": (lambda f=f: unit_axes_bias(f)) for f in ("1xn", "1x1xn_tensordot", "1x1xn_batch")},
+    "transformers_gpt2_conv1d_bias_1xn": transformers_gpt2,  # TFConv1D's bias is [1, nf]
 }
 
 MATMUL_BIAS_REFUSALS: dict[str, Callable[[], ActivationModel]] = {
     **{w: (lambda w=w: matmul_bias_refusal(w))
-       for w in ("product_read_elsewhere", "bias_2d", "bias_length_1", "two_matmuls")},
-    "transformers_gpt2_conv1d_bias_1xn": transformers_gpt2,  # TFConv1D's bias is [1, nf]
+       for w in ("product_read_elsewhere", "bias_nx1", "bias_adds_axis", "bias_length_1", "two_matmuls")},
 }

@@ -61,7 +61,8 @@ def test_dash_writes_the_graph_to_standard_output(tmp_path):
     proc = _scopefusion("run", str(EXAMPLE_MODEL), "-o", "-", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     graph, fmt = scopefusion.core.graph.io.parse_graph_def(proc.stdout)
-    assert fmt == "pb" and sum(n.op == "LayerNorm" for n in graph.node) == 5
+    # the 5 layer norms, 4 of them with their residual add (AddLayerNorm)
+    assert fmt == "pb" and sum(n.op in ("LayerNorm", "AddLayerNorm") for n in graph.node) == 5
     assert b"wrote standard output (fused form)" in proc.stderr  # the summary moved to standard error
     assert list(tmp_path.iterdir()) == []
     text = _scopefusion("run", str(EXAMPLE_MODEL), "-o", "-", "--output-format", "pbtxt", cwd=tmp_path)

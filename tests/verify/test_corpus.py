@@ -15,15 +15,17 @@ from collections import Counter
 import numpy as np
 import pytest
 from tests.models.corpus_models import CorpusModel, slim_instance_norm_convnet, slim_instance_norm_sequence
+from tests.helpers.pass_checks import NORMS_APART
 
 import scopefusion
 from scopefusion.core.graph.index import GraphIndex
 from scopefusion.core.verify.verify import VerifyResult, verify
 
 
-def _fuse(graph_def, registry, emit: str = "fused"):
-    """All general passes (nothing enabled by name): the scope pass, then the graph passes."""
-    result = scopefusion.fuse(graph_def, registry=registry, emit=emit)
+def _fuse(graph_def, registry, emit: str = "fused", switch=None):
+    """All general passes (nothing enabled by name): the scope pass, then the graph passes
+    (those ``switch`` leaves on)."""
+    result = scopefusion.fuse(graph_def, registry=registry, emit=emit, fusion_switch_file=switch)
     report = result.report
     assert [p.name for p in _scope_passes(report)] == ["ScopeLayerNormPass"]
     assert all(p.general and p.error is None for p in report.passes)
@@ -291,7 +293,7 @@ def test_bert_encoder_layer_norms_are_all_fused(bert_encoder, registry):
     scopes = sorted(n.name[: -len("/moments/mean")] for n in m.graph_def.node if n.name.endswith("/moments/mean"))
     assert len(scopes) == m.layer_norms == 7  # one tf_slim layer_norm in the embeddings, two per layer
     for emit in ("fused", "tf"):
-        result = _fuse(m.graph_def, registry, emit=emit)
+        result = _fuse(m.graph_def, registry, emit=emit, switch=NORMS_APART)
         report = result.report
         assert report.pass_report("ScopeLayerNormPass").matched_scopes == scopes
         assert report.fused_count("LayerNorm") == len(report.pass_report("ScopeLayerNormPass").fused) == 7

@@ -66,7 +66,8 @@ SQRT_2_OVER_PI = const(math.sqrt(2.0 / math.pi), description="sqrt(2/pi)")
 COEFF = const(0.044715, description="0.044715")
 
 
-def _erf_forms() -> list[Any]:
+def erf_forms() -> list[Any]:
+    """The erf and erfc forms of ``gelu($x)`` (also the gated-activation pass's raw GELU)."""
     scaled = op(MUL, X, INV_SQRT2)
     erf = op(ADD, ONE, op("Erf", one_of(scaled, op(DIV, X, SQRT2))))
     neg_scaled = one_of(op(MUL, op("Neg", X), INV_SQRT2), op("Neg", scaled), op(DIV, op("Neg", X), SQRT2))
@@ -74,7 +75,8 @@ def _erf_forms() -> list[Any]:
     return [op(MUL, HALF, X, erfc), op(MUL, HALF, X, erf)]
 
 
-def _tanh_forms() -> list[Any]:
+def tanh_forms() -> list[Any]:
+    """The tanh forms of ``gelu($x)``."""
     # x**3 written as Pow(x, 3), x * x * x or x * Square(x) is the same product of three x
     inner = op(MUL, SQRT_2_OVER_PI, op(ADD, X, op(MUL, COEFF, X, X, X)))
     fast = op(MUL, X, SQRT_2_OVER_PI, op(ADD, ONE, op(MUL, COEFF, X, X)))
@@ -89,7 +91,7 @@ class GeluFusionPass(PatternFusionBasePass):
     description = "GELU written as ops (erf, erfc or tanh form, any grouping) -> Gelu(x, approximate)"
 
     def define_patterns(self) -> list[OpPattern]:
-        return [OpPattern("GeluErf", one_of(*_erf_forms())), OpPattern("GeluTanh", one_of(*_tanh_forms()))]
+        return [OpPattern("GeluErf", one_of(*erf_forms())), OpPattern("GeluTanh", one_of(*tanh_forms()))]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
         root = match.view.lend(match.root)

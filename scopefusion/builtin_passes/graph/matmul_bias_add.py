@@ -11,9 +11,13 @@ The forms real code writes:
   that Reshape;
 * ``BatchMatMulV2`` (a rank-3 ``tf.matmul``, ``adj_x``/``adj_y``) plus a bias.
 
-The bias must be 1-D and as long as the product's last dimension; a ``[1, n]`` bias, a
-length-1 bias broadcast over n columns, or a sum of two products is not a bias add.  A
-product also read elsewhere is refused: fusing would lose it.
+The bias must be as long as the product's last dimension and lie along it: 1-D, or with
+unit axes before it (``[1, n]``: transformers ``TFConv1D`` in GPT-2, ``[1, 1, n]``), of no
+higher rank than the sum (a ``[1, n]`` bias added to a 1-D product would add an axis).  A
+bias with unit axes is passed through a ``Squeeze`` of them, so ``MatMulBiasAdd`` always
+takes a ``[n]`` bias.  A length-1 bias broadcast over n columns, a bias along another axis
+(``[n, 1]``) or a sum of two products is not a bias add.  A product also read elsewhere is
+refused: fusing would lose it.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from typing import Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.fusion.refusal import fail
+from ...core.fusion.candidate import InnerInput
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
@@ -95,20 +100,30 @@ class MatMulBiasAddFusionPass(PatternFusionBasePass):
             "transpose_b": bool(matmul.attr[tb_key].b) if tb_key in matmul.attr else False,
             "T": matmul.attr["T"].type,
         }
-        if not reshaped:
+        unit_axes = _unit_axes(match)
+        if not reshaped and not unit_axes:
             return FusedOp("MatMulBiasAdd", inputs=["a", "b", "bias"], attrs=attrs, description=matmul.op + " + bias")
-        reshape = match.node("reshape")
-        # The fused product takes over the MatMul's name and the Reshape the bias add's, so
-        # whatever read the bias add reads a node of the same name.
+        # The fused product takes over the MatMul's name and the Reshape (or, without one, the
+        # product itself) the bias add's, so whatever read the bias add reads a node of the same name.
         prefix, (product, output) = common_scope(match.name("matmul"), match.name("add"),
-                                             ("MatMulBiasAdd", "Reshape"))
-        nodes = [
-            inner_node(product, "MatMulBiasAdd", [fused_input(0), fused_input(1), fused_input(2)], attrs),
-            inner_node(output, "Reshape", [product, fused_input(3)],
-                       {"T": reshape.attr["T"], "Tshape": reshape.attr["Tshape"]}),
-        ]
+                                                 ("MatMulBiasAdd", "Reshape" if reshaped else "MatMulBiasAdd"))
+        if not reshaped:
+            product = output
+        bias: InnerInput = fused_input(2)
+        nodes = []
+        if unit_axes:
+            bias = f"{output}_bias"
+            nodes.append(inner_node(bias, "Squeeze", [fused_input(2)], {"T": attrs["T"], "squeeze_dims": unit_axes}))
+        nodes.append(inner_node(product, "MatMulBiasAdd", [fused_input(0), fused_input(1), bias], attrs))
+        squeezed = f" of a {len(unit_axes) + 1}-D bias" if unit_axes else ""
+        if not reshaped:
+            return FusedOp("MatMulBiasAdd", inputs=["a", "b", "bias"], name=prefix, inner_nodes=nodes,
+                           inner_outputs={0: product}, description=f"{matmul.op} + bias{squeezed}")
+        reshape = match.node("reshape")
+        nodes.append(inner_node(output, "Reshape", [product, fused_input(3)],
+                                {"T": reshape.attr["T"], "Tshape": reshape.attr["Tshape"]}))
         return FusedOp("MatMulBiasAdd", inputs=["a", "b", "bias", "shape"], name=prefix, inner_nodes=nodes,
-                       inner_outputs={0: output}, description="Tensordot: MatMul + bias, then the Reshape")
+                       inner_outputs={0: output}, description=f"Tensordot: MatMul + bias{squeezed}, then the Reshape")
 
 
 def _bias_problem(match: PatternMatch, reshaped: bool) -> str | None:
@@ -123,17 +138,33 @@ def _bias_problem(match: PatternMatch, reshaped: bool) -> str | None:
     bias_shape = view.static_shape(match.tensor("bias"))
     if bias_shape is None:
         return f"cannot tell the rank of the added tensor {match.tensor_name('bias')!r}"
-    if len(bias_shape) != 1:
-        return f"the added tensor {match.tensor_name('bias')!r} has shape {bias_shape}, not a 1-D bias"
+    if len(bias_shape) != 1 and (not bias_shape or any(d != 1 for d in bias_shape[:-1])):
+        return (f"the added tensor {match.tensor_name('bias')!r} has shape {bias_shape}, not a bias along the "
+                "last axis (1-D, or unit axes before it)")
+    if len(bias_shape) > 1:
+        rank = _rank(match, "reshape" if reshaped else "matmul")
+        if rank is None:
+            return f"cannot tell the rank of the product, to check that the {bias_shape} bias adds no axis to it"
+        if len(bias_shape) > rank:
+            return (f"the bias of shape {bias_shape} has more axes than the rank-{rank} product: the add "
+                    "broadcasts to a higher rank, it is no bias add")
     columns = _columns(match)
     if columns is None:
         return "cannot tell the product's last dimension, to check the bias length against it"
-    if bias_shape[0] is None:
+    if bias_shape[-1] is None:
         return f"cannot tell the length of the bias {match.tensor_name('bias')!r}"
-    if bias_shape[0] != columns:
-        return (f"the bias has {bias_shape[0]} element(s) but the product has {columns} columns: "
+    if bias_shape[-1] != columns:
+        return (f"the bias has {bias_shape[-1]} element(s) but the product has {columns} columns: "
                 "the add broadcasts, it is no bias add")
     return None
+
+
+def _unit_axes(match: PatternMatch) -> list[int]:
+    """The unit axes before a bias of rank 2 or more (added, not BiasAdd), which a Squeeze removes."""
+    if match.node("add").op == "BiasAdd":
+        return []
+    bias_shape = match.view.static_shape(match.tensor("bias")) or []
+    return list(range(len(bias_shape) - 1))
 
 
 def _columns(match: PatternMatch) -> int | None:

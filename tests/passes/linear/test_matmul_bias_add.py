@@ -11,11 +11,13 @@ Fused into one ``MatMulBiasAdd(a, b, bias)`` each, with the ``transpose_a`` /
   with a known and an unknown batch dimension;
 * ``BatchMatMulV2`` (rank-3 ``tf.matmul``) plus a 1-D bias;
 * openai GPT-2's ``conv1d``, google-research BERT's feed-forward
-  (``tf.compat.v1.layers.dense``) and transformers ``TFBertModel``'s dense layers.
+  (``tf.compat.v1.layers.dense``) and transformers ``TFBertModel``'s dense layers;
+* a bias with unit axes before it: [1, n] (transformers ``TFConv1D``, so every projection
+  of ``TFGPT2Model``) and [1, 1, n] after Tensordot and ``BatchMatMulV2``, squeezed to [n].
 
-Not fused: a product also read elsewhere, a bias of shape [1, n] (also
-transformers ``TFConv1D``'s, so ``TFGPT2Model`` has none), a bias of length 1
-broadcast over n columns, and the sum of two matmuls.
+Not fused: a product also read elsewhere, an [m, 1] tensor (one value per row), a
+[1, 1, n] bias on a rank-2 product (the sum gains an axis), a bias of length 1 broadcast
+over n columns, and the sum of two matmuls.
 """
 from __future__ import annotations
 
@@ -86,3 +88,29 @@ def test_matmul_plus_something_else_is_not_fused(key):
     assert pass_report(result, PASS).fused == []
     assert op_count(result.fused_graph_def, *MATMULS) == op_count(m.graph_def, *MATMULS)
     assert_verifies(m, result)
+
+
+@pytest.mark.parametrize("key", ["bias_1xn", "bias_1x1xn_tensordot", "bias_1x1xn_batch",
+                                 "transformers_gpt2_conv1d_bias_1xn"])
+def test_a_bias_with_unit_axes_is_squeezed_to_a_vector(key):
+    """The fused op takes a [n] bias: a Squeeze of exactly the unit axes reads the original one."""
+    m = model(key)
+    result = scopefusion.fuse(m.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
+    fused = result.fused_graph_def
+    by_name = {n.name: n for n in fused.node}
+    for node in fused_nodes(fused):
+        squeeze = by_name[node.input[2]]
+        assert squeeze.op == "Squeeze", node.name
+        assert list(squeeze.attr["squeeze_dims"].list.i) == ([0, 1] if "1x1xn" in key else [0]), node.name
+    assert len(fused_nodes(fused)) == m.matmul_bias_adds
+
+
+@pytest.mark.parametrize("key, reason", [
+    ("bias_nx1", "not a bias along the last axis"),
+    ("bias_adds_axis", "more axes than the rank-2 product"),
+    ("bias_length_1", "the add broadcasts, it is no bias add"),
+])
+def test_a_tensor_that_is_no_bias_is_refused_with_the_reason(key, reason):
+    result = scopefusion.fuse(model(key).graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY)
+    (refusal,) = pass_report(result, PASS).refused
+    assert reason in refusal.reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.helpers.freeze import freeze_graph
+from tests.helpers.pass_checks import NORMS_APART
 
 import scopefusion
 from scopefusion.core.graph.index import GraphIndex
@@ -17,7 +18,7 @@ def _max_err(a, b):
 
 def test_every_layer_norm_of_a_bert_encoder_is_fused(bert_encoder, registry):
     m = bert_encoder
-    result = scopefusion.fuse(m.graph_def, registry=registry)
+    result = scopefusion.fuse(m.graph_def, registry=registry, fusion_switch_file=NORMS_APART)
     report = result.report
     fused = [n for n in result.graph_def.node if n.op == "LayerNorm"]
     assert len(fused) == m.layer_norms == 7
@@ -41,7 +42,7 @@ def test_every_layer_norm_of_a_bert_encoder_is_fused(bert_encoder, registry):
 
 def test_tf_form_runs_and_matches_the_original(bert_encoder, registry):
     m = bert_encoder
-    result = scopefusion.fuse(m.graph_def, emit="tf", registry=registry)
+    result = scopefusion.fuse(m.graph_def, emit="tf", registry=registry, fusion_switch_file=NORMS_APART)
     calls = [n for n in result.graph_def.node
              if n.op == "PartitionedCall" and n.attr["_scopefusion_op"].s == b"LayerNorm"]
     assert len(calls) == 7

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.freeze import freeze_function, freeze_graph
+from tests.helpers.pass_checks import NORMS_APART
 
 import scopefusion
 from scopefusion import ScopeGraph
@@ -47,7 +48,7 @@ class Built:
 
 
 def _fuse(graph_def, registry):
-    result = scopefusion.fuse(graph_def, emit="tf", registry=registry)
+    result = scopefusion.fuse(graph_def, emit="tf", registry=registry, fusion_switch_file=NORMS_APART)
     GraphIndex(result.graph_def)
     return result
 

@@ -81,8 +81,10 @@ def test_layer_norm_lstm_cell_unrolled_is_one_layer_norm_per_norm_and_step(tfa_m
     result = scopefusion.fuse(graph, registry=REGISTRY)
     report = pass_report(result, "ScopeLayerNormPass")
     assert len(report.fused) == 9 and report.refused == []
-    fused = _nodes(result.fused_graph_def, "LayerNorm")
-    assert len(fused) == 9
+    # the state norm of each step normalises f * c + i * g: the UB stage's AddLayerNorm takes it with its add
+    fused = _nodes(result.fused_graph_def, "LayerNorm") + _nodes(result.fused_graph_def, "AddLayerNorm")
+    added = _nodes(result.fused_graph_def, "AddLayerNorm")
+    assert len(fused) == 9 and len(added) == 3 and all("state_norm" in n.name for n in added), [n.name for n in added]
     assert all(n.attr["epsilon"].f == pytest.approx(m["epsilon"], rel=1e-6) for n in fused)
     assert op_count(result.fused_graph_def, "FusedBatchNormV3") == 0
     _verify(m, result)

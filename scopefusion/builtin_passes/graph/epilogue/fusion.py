@@ -12,7 +12,9 @@ and ``Swish`` out of the ops real code writes.  The forms (``act`` one of
   -> ``MatMulBiasAddActivation`` then that Reshape;
 * ``act(BiasAdd(Conv2D(x, filter), bias))``: Keras 3 and tf_keras ``Conv2D(activation=...)``,
   tf_slim ``conv2d(activation_fn=...)`` -> ``Conv2DBiasAddActivation(x, filter, bias)`` with the
-  Conv2D's attributes.
+  Conv2D's attributes;
+* a ``Conv2D`` or ``DepthwiseConv2dNative`` and its bias with no activation the pass takes
+  after it -> ``Conv2DBiasAdd`` / ``DepthwiseConv2dNativeBiasAdd`` (see :mod:`..conv_bias_add`).
 
 The activation's parameter is kept (LeakyRelu's ``alpha``, Gelu's ``approximate``, Swish's
 ``beta``).  A product, convolution or pre-activation that something else reads too is
@@ -25,6 +27,7 @@ from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from ....core.graph.pattern import Op, OpPattern, op
 from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
+from ..conv_bias_add import conv_bias_fusion, conv_bias_patterns
 from ..naming import common_scope
 from .activations import ACTIVATIONS, activation_attrs
 from .ops import MATMUL_BIAS_ADD_ACTIVATION
@@ -43,7 +46,8 @@ class EpilogueFusionPass(PatternFusionBasePass):
     name = "EpilogueFusionPass"
     fusion_type = "UBFusion"
     description = ("MatMulBiasAdd or Conv2D + BiasAdd, then Relu/Relu6/Elu/LeakyRelu/Sigmoid/Tanh/Gelu/Swish "
-                   "-> MatMulBiasAddActivation / Conv2DBiasAddActivation")
+                   "-> MatMulBiasAddActivation / Conv2DBiasAddActivation; a convolution + bias with no "
+                   "activation -> Conv2DBiasAdd / DepthwiseConv2dNativeBiasAdd")
 
     def define_patterns(self) -> list[OpPattern]:
         conv = op("BiasAdd", op("Conv2D", "$x", "$filter", label="conv"), "$bias", label="bias_add")
@@ -52,9 +56,12 @@ class EpilogueFusionPass(PatternFusionBasePass):
             OpPattern("TensordotActivation", op(ACTIVATIONS, op("Reshape", _product(), "$shape", label="reshape"),
                                                 label="act")),
             OpPattern("Conv2DBiasAddActivation", op(ACTIVATIONS, conv, label="act")),
+            *conv_bias_patterns(),  # no activation after it: inside the match above when there is one
         ]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
+        if "act" not in match.nodes:
+            return conv_bias_fusion(match, self.outside_readers)
         for label, what in (("product", "pre-activation"), ("reshape", "reshaped pre-activation"),
                             ("conv", "convolution"), ("bias_add", "pre-activation")):
             readers = self.outside_readers(match, label) if label in match.nodes else []

@@ -1,0 +1,123 @@
+"""Static shapes for passes of the ``UBFusion`` stage, through the fused ops of earlier stages.
+
+TensorFlow's shape inference imports a fused op it does not know as a tensor of unknown shape
+(or, with ``same_shape``, as its input), so a shape downstream of a graph-stage
+``MatMulBiasAdd`` is lost, and with it every shape computed from it; and asking it at all
+imports TensorFlow, which a fusion run should not need.  :func:`static_shape` therefore
+first reads what the graph records (constants, placeholders, ``_output_shapes``) and works
+shapes out from the producer's inputs for the ops through which a transformer block's shapes
+flow, and asks TensorFlow only when that does not tell:
+
+* ``MatMulBiasAdd`` / ``MatMulBiasAddActivation``, ``MatMul``, ``BatchMatMulV2``: ``[..., M, N]``
+  from the operands and the transposes (batch dimensions broadcast);
+* a fused op whose output is declared shaped like an input (``same_shape``: ``LayerNorm``,
+  ``Gelu``, ``Swish`` ...) and the element-wise unary ops: that input's shape;
+* element-wise binary ops: the broadcast of the operands' shapes;
+* ``Reshape`` to a constant shape (one ``-1`` resolved from the input's size).
+
+Anything else is left to TensorFlow, and when it cannot tell either, the asking pass says so.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Shape = list[int | None]
+PRODUCT_OPS = ("MatMulBiasAdd", "MatMulBiasAddActivation")
+#: Products whose transposes are ``transpose_a`` / ``transpose_b``, and those with ``adj_x`` / ``adj_y``.
+_TRANSPOSES = {"MatMulBiasAdd": ("transpose_a", "transpose_b"),
+               "MatMulBiasAddActivation": ("transpose_a", "transpose_b"),
+               "MatMul": ("transpose_a", "transpose_b"), "BatchMatMulV2": ("adj_x", "adj_y"),
+               "BatchMatMulV3": ("adj_x", "adj_y"), "BatchMatMul": ("adj_x", "adj_y")}
+ELEMENTWISE = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum",
+                         "SquaredDifference", "Pow"})
+UNARY = frozenset({"Identity", "StopGradient", "Cast", "Neg", "Relu", "Relu6", "Elu", "LeakyRelu", "Tanh",
+                   "Sigmoid", "Erf", "Erfc", "Exp", "Log", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Softmax",
+                   "BiasAdd"})
+#: How far back through such ops a shape is followed.
+MAX_DEPTH = 32
+
+
+def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
+    """The static shape of ``tensor`` (unknown dimensions as None), or None when not even its rank
+    can be told: from the graph and the rules above first, from TensorFlow's shape inference when
+    they leave it or one of its dimensions unknown (a recorded ``_output_shapes`` may say less than
+    inference does)."""
+    shape = _local(view, tensor, MAX_DEPTH)
+    if shape is not None and None not in shape:
+        return shape
+    inferred = view.static_shape(tensor)
+    if inferred is None or (shape is not None and inferred.count(None) >= shape.count(None)):
+        return shape
+    return inferred
+
+
+def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
+    shape = view.static_shape(tensor, infer=False)
+    if shape is not None or depth <= 0:
+        return shape
+    node, port = tensor
+    index = view.index
+    op = index.ops[node]
+    try:
+        if op in _TRANSPOSES and port == 0:
+            return _product(view, node, depth - 1)
+        source = view.same_shape.get(op, {}).get(port)
+        if source is None and op in UNARY and port == 0:
+            source = 0
+        if source is not None:
+            return _local(view, index.data_input(node, source), depth - 1)
+        if op in ELEMENTWISE and port == 0:
+            a, b = (_local(view, index.data_input(node, k), depth - 1) for k in (0, 1))
+            return None if a is None or b is None else broadcast(a, b)
+        if op == "Reshape" and port == 0:
+            return _reshaped(view, node, depth - 1)
+    except IndexError:  # an input the op should have is missing: no shape
+        return None
+    return None
+
+
+def _reshaped(view: Any, node: int, depth: int) -> Shape | None:
+    target = view.const_value_of(view.forwarded(view.index.data_input(node, 1)[0]))
+    if target is None:
+        return None
+    dims: Shape = [int(d) for d in np.asarray(target).reshape(-1)]
+    if dims.count(-1) > 1:
+        return None
+    if -1 in dims:
+        source = _local(view, view.index.data_input(node, 0), depth)
+        known = [d for d in dims if d is not None and d != -1]
+        sizes = [d for d in source or () if d is not None]
+        if source is None or len(sizes) != len(source) or 0 in known:
+            dims = [None if d == -1 else d for d in dims]
+        else:
+            dims[dims.index(-1)] = int(np.prod(sizes)) // int(np.prod(known))
+    return dims
+
+
+def _product(view: Any, node: int, depth: int) -> Shape | None:
+    index = view.index
+    a_shape, b_shape = (_local(view, index.data_input(node, k), depth) for k in (0, 1))
+    if a_shape is None or b_shape is None or len(a_shape) < 2 or len(b_shape) < 2:
+        return None
+    attrs = index.nodes[node].attr
+    ta, tb = _TRANSPOSES[index.ops[node]]
+    rows = a_shape[-1] if attrs[ta].b else a_shape[-2]
+    columns = b_shape[-2] if attrs[tb].b else b_shape[-1]
+    return [*broadcast(a_shape[:-2], b_shape[:-2]), rows, columns]
+
+
+def broadcast(a: Shape, b: Shape) -> Shape:
+    """The broadcast of two shapes: a dimension of 1 takes the other's, an unknown one the other's
+    when that is known and not 1 (a valid broadcast gives that either way)."""
+    ones: list[int | None] = [1] * abs(len(a) - len(b))
+    padded_a = (ones if len(b) > len(a) else []) + list(a)
+    padded_b = (ones if len(a) > len(b) else []) + list(b)
+    return [_dimension(x, y) for x, y in zip(padded_a, padded_b, strict=True)]
+
+
+def _dimension(x: int | None, y: int | None) -> int | None:
+    if x == 1 or x is None:
+        return x if y == 1 else y
+    return x if y in (1, None, x) else None

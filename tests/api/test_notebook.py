@@ -16,7 +16,7 @@ def test_the_repr_of_a_result_is_a_short_summary_not_the_graph():
     assert text.startswith("<FuseResult ") and str(EXAMPLE_MODEL) in text
     assert "234 nodes -> 129" in text and "29 fused (MatMulBiasAdd 13, LayerNorm 5, AddLayerNorm 4" in text
     assert "ScaledDotProductAttention 2" in text and "1 refused" in text
-    assert "0 refused" in text and "graph in the fused form" in text
+    assert "graph in the fused form" in text
     assert repr(result.report) == f"<FusionReport {result.report.summary()}>"
     assert len(text) < 400
 

@@ -33,7 +33,8 @@ from .core.partition.errors import close_names
 from .core.partition.mixed import graph_output_tensors
 from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
-from .core.options import NpuOptions
+from .core.options import SESSION_ONLY, NpuOptions
+from .core.options.render import render_value
 from .core.options.gears import PLACEHOLDER_INPUTS, declared_shapes
 from .core.options.record import record_options, recorded_only
 from .core.verify import verify as core_verify
@@ -134,6 +135,7 @@ def fuse(
     supported_ops_file: str | os.PathLike[str] | None = None,
     session_options: SessionLike = None,
     config: SessionLike = None,
+    strict_options: bool = False,
     input_shapes: ShapesLike = None,
     progress: Callable[[str], None] | None = None,
     hints: bool = True,
@@ -151,10 +153,12 @@ def fuse(
     (``in_out_pair``, ``in_out_pair_flag``, ``supported_ops_file``; ``session_options``: NpuOptimizer
     options or a ConfigProto file giving them, which explicit values override), fuses inside the
     back end's segments only and cuts each segment out into a call node (see ``result.partition``).
-    ``config`` (same as ``session_options``): a session configuration whose fusion options
+    ``config`` (same as ``session_options``; a ``ConfigProto`` object, a file holding one, or
+    :class:`~scopefusion.core.options.NpuOptions`): a session configuration whose fusion options
     (``enable_scope_fusion_passes``, ``fusion_switch_file``, ``graph_run_mode``, ``use_off_line``,
     ``input_shape``) apply unless an argument gives the same option; the options only a back end
     uses are written into the output graph (see :func:`~scopefusion.core.options.record.record_options`).
+    A key outside the option table is a warning in the report (``strict_options=True``: an error).
     ``input_shapes`` (``"data:-1,128;mask:-1,128"`` or a mapping; -1 or None: dynamic) declares the
     inputs' shapes for shape inference; the fused graph's placeholders carry them.
     ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
@@ -173,7 +177,7 @@ def fuse(
     configured = config if config is not None else session_options
     request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
                                 in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
-                                session=configured)
+                                session=configured, strict_options=strict_options)
     run = _settings(request, configured is not None, input_shapes=input_shapes,
                     enable_scope_fusion_passes=enable_scope_fusion_passes, emit=emit, outputs=outputs, strict=strict,
                     fusion_switch_file=fusion_switch_file, pass_timeout=pass_timeout, registry=registry,
@@ -288,6 +292,9 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
     report.option_sources = run.sources
     report.input_shapes = {n: [-1 if d is None else d for d in dims] for n, dims in declared.items()}
     if run.configured:
+        report.warnings[:0] = session_warnings(run.session)
+        report.default_options = {n: render_value(n, getattr(run.session, n)) for n in run.session.defaults_filled()}
+        report.unknown_options = list(run.session.unknown)
         report.recorded_options = recorded_only(run.session)
         if run.mixed is None:  # a mixed run writes them on each segment's call node
             report.options_node = record_options(outcome.graph_def, run.session)
@@ -300,6 +307,17 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
                                "placeholders: not declared for shape inference")
     report.inputs = list(loaded.inputs)
     return report
+
+
+def session_warnings(session: NpuOptions) -> list[str]:
+    """What a run warns about a session configuration: its reader's warnings (keys outside the
+    table, values counted as off) and the options only :class:`scopefusion.Session` acts on."""
+    only = [n for n in session.given if n in SESSION_ONLY]
+    lines = list(session.warnings)
+    if only:
+        lines.append(f"{', '.join(only)}: not acted on by a run, which writes a graph and runs nothing; "
+                     "scopefusion.Session acts on them (recorded with the other options)")
+    return lines
 
 
 def _result(fused_graph: "GraphDef", report: FusionReport, run: _Settings, emit: str) -> FuseResult:
@@ -364,6 +382,7 @@ def partition(
     registry: Registry | None = None,
     block_plugins: Sequence[str] = (),
     signature: str | None = None,
+    strict_options: bool = False,
 ) -> PartitionReport:
     """Where a mixed run would place every node of ``model`` (mixed mode is implied).
 
@@ -374,7 +393,8 @@ def partition(
     its sinks), which the report lists among the segments' results.
     """
     request = partition_request(mix_compile_mode=True, in_out_pair=in_out_pair, in_out_pair_flag=in_out_pair_flag,
-                                supported_ops_file=supported_ops_file, session=session_options)
+                                supported_ops_file=supported_ops_file, session=session_options,
+                                strict_options=strict_options)
     registry = registry or load_registry(block=block_plugins)
     supported = supported_ops_for(request, registry.supported_ops, registry.fused_ops)
     graph_def, model_outputs = _partition_graph(model, signature)

@@ -163,6 +163,9 @@ def _print_configuration(out: Any, report: "FusionReport") -> None:
     elif report.recorded_options:  # a mixed run: on each segment's call node
         out.print(f"set for a back end, written on each segment's call node, not acted on here: "
                   f"{', '.join(report.recorded_options)}")
+    if report.default_options:
+        out.print("defaults filled in (the seed's; recorded as defaults): " + ", ".join(
+            f"{n} = {v}" for n, v in report.default_options.items()), markup=False, highlight=False)
 
 
 def _print_pass_details(out: Any, p: "PassReport") -> None:

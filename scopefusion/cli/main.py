@@ -92,6 +92,12 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
                    help="compare only these output tensors (default: every sink of both graphs)")
 
 
+def _add_strict_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict-options", "--strict_options", dest="strict_options", action="store_true",
+                   help="a session configuration key outside the NpuOptimizer option table is an error (default: "
+                   "a warning naming it, and the run goes on)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other error, with status 2."""
 
@@ -196,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print every option's value, whether it was set or is the default, and "
                                "whether this tool acts on it or records it for a back end; exit 1 on any error.")
     check.add_argument("file", help="a ConfigProto with an NpuOptimizer custom optimizer (.pbtxt or binary)")
+    _add_strict_options(check)
     check.add_argument("--debug", action="store_true", help="show a traceback on errors")
     cfg.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -358,7 +365,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     from .console import console
 
     with native_stderr_quiet(not args.debug):  # reading a ConfigProto imports TensorFlow
-        return config_check(args.file, console=console())
+        return config_check(args.file, console=console(), strict=args.strict_options)
 
 
 # ------------------------------------------------------------------------- main

@@ -134,6 +134,10 @@ class FusionReport:
     recorded_options: list[str] = field(default_factory=list)
     #: the node carrying the session options in the output graph (a run with a configuration, unpartitioned)
     options_node: str | None = None
+    #: options the session configuration leaves unset whose seed default was filled in: option -> value
+    default_options: dict[str, str] = field(default_factory=dict)
+    #: the session configuration's keys outside the option table (each also a warning)
+    unknown_options: list[str] = field(default_factory=list)
     #: one record per function of the graph's library that fusion looked inside (``functions=True``)
     functions: list[FunctionRecord] = field(default_factory=list)
     #: library functions a fusion left uncalled (a fused loop's body and condition), removed

@@ -276,6 +276,8 @@ def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enabl
     )
     switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
     registry = registry or load_registry(block=block_plugins, strict=strict)
+    switch = switch.with_aliases(registry.aliases("graph"))  # the reference's pass names
+    options.enable_scope_fusion_passes = registry.canonical_names(options.enable_scope_fusion_passes, "scope")
     if _from_session("use_off_line", None, session, sources) is False:  # the configuration fuses nothing
         registry = dataclasses.replace(registry, passes=[], graph_passes=[])
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)

@@ -302,8 +302,6 @@ BAD: list[tuple[str, Any, dict[str, Any], str, str]] = [
     ("in_out_pair", "[[['a'], [1]]]", {"mix_compile_mode": True}, "has 1 among the out_nodes of pair 1",
      "node-name lists"),
     ("in_out_pair", "[[[], ['b']]]", {"mix_compile_mode": True}, "has no in_nodes in pair 1", "node-name lists"),
-    ("in_out_pair", "[[['a', 'a'], ['b']]]", {"mix_compile_mode": True}, "repeats a node among the in_nodes",
-     "node-name lists"),
     ("in_out_pair", "", {"mix_compile_mode": True}, "is empty", "[in_nodes, out_nodes]"),
     ("device_type", "", {}, "is empty", "a device type name"),
     ("hccl_timeout", -1, {}, "is below 0", "seconds, >= 0"),

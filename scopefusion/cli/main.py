@@ -222,9 +222,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     switch = load_switch(args.fusion_switch_file)
     registry = _registry(args)
+    switch = switch.with_aliases(registry.aliases("graph"))
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
+    enabled = registry.canonical_names(enabled, "scope")
     if args.ops:
         return list_ops(registry, args.json)
     rows = list_rows(registry, enabled, switch)

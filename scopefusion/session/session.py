@@ -166,8 +166,8 @@ class Session:
             raise ParameterError("graph", f"a {type(graph).__name__} is not a tf.Graph")
         self._options = npu_options() if config is None else npu_options_from_config(config, strict=strict_options)
         self._outputs = SessionOutputs.of(self._options)
-        self._switch = session_switch(self._options)
         self._registry = registry or load_registry()
+        self._switch = session_switch(self._options).with_aliases(self._registry.aliases("graph"))
         check_session_passes(self._registry, self._options)
         self._mixed = MixedRun.for_request(PartitionRequest(self._options), self._registry.supported_ops,
                                            self._registry.fused_ops)

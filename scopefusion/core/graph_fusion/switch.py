@@ -353,6 +353,24 @@ class FusionSwitch:
             return cls(source, "json", _parse_json(text, source))
         return cls(source, "legacy", _parse_legacy(text, source))
 
+    def with_aliases(self, aliases: Mapping[str, str]) -> FusionSwitch:
+        """This configuration with the passes' aliases (alias -> pass name) read as the passes'
+        own names; an entry under the pass's own name wins over one under an alias."""
+        if not any(alias in names for names in self._parsed.mentioned.values() for alias in aliases):
+            return self
+        parsed = _Parsed()
+        for section in SECTIONS:
+            for target, source in ((parsed.switches[section], self._parsed.switches[section]),
+                                   (parsed.priorities[section], self._parsed.priorities[section])):
+                for name, value in source.items():
+                    if name in aliases:
+                        target.setdefault(aliases[name], value)
+                    else:
+                        target[name] = value
+            for name in self._parsed.mentioned[section]:
+                parsed.mention(section, aliases.get(name, name))
+        return FusionSwitch(self.path, self.format, parsed)
+
     def decide(self, name: str, section: str, forbidden_close: bool = False) -> SwitchDecision:
         """Decide whether pass ``name`` of ``section`` runs."""
         table = self._parsed.switches[_check_section(section)]

@@ -22,6 +22,8 @@ class FusedRecord:
     removed_nodes: int
     kept_nodes: int
     inner_nodes: int = 0
+    #: what the pass said the fused op is (``set_description``, ``FusedOp.description``)
+    description: str = ""
     #: the nodes it replaced and their neighbours, as its stage saw them (runs that keep places)
     place: Place | None = None
     #: the library function whose body holds it ("" for the graph itself); its name and

@@ -31,6 +31,7 @@ from .core.partition import (MixedResult, MixedRun, PartitionReport, build_repor
 from .core.partition.boundary import Tensor, default_graph_outputs
 from .core.partition.errors import close_names
 from .core.partition.mixed import graph_output_tensors
+from .core.partition.segments import tf_calls
 from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
 from .core.options import SESSION_ONLY, NpuOptions
@@ -340,6 +341,7 @@ def _result(fused_graph: "GraphDef", report: FusionReport, run: _Settings, emit:
 def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] | None = None,
            registry: Registry | None = None, **options: Any) -> "VerifyResult":
     """Run ``original`` and ``fused`` in TensorFlow on the same feeds and compare every output.
+    A mixed run's output in fused form runs each segment's function in its ``GeOp`` call's place.
 
     The fused graph's fused ops run the reference implementations of ``fused_ops``
     (default: those of ``registry``, or of the installed plugins).  Other keyword
@@ -347,7 +349,10 @@ def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] |
     """
     if fused_ops is None:
         fused_ops = (registry or load_registry()).fused_ops
-    return core_verify(original, fused, fused_ops=fused_ops, **options)
+    if isinstance(fused, (str, os.PathLike)):
+        fused = load_model(fused)
+    called = tf_calls(getattr(fused, "graph_def", fused))  # a mixed run's fused form: GeOp calls
+    return core_verify(original, fused if called is None else called, fused_ops=fused_ops, **options)
 
 
 # -- mixed computation: the placement only (``scopefusion partition``) -------------------------

@@ -28,8 +28,12 @@ def verification_shapes(args: argparse.Namespace) -> list[str | None]:
 def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
                      int_range: tuple[int, int], shapes: str | None,
                      progress: Callable[[str], None] | None = None) -> Any:
+    from ..core.partition.segments import tf_calls
     from ..core.verify.verify import verify
 
+    called = tf_calls(getattr(fused, "graph_def", fused))  # a mixed run's output: run each segment's function
+    if called is not None:
+        fused = called
     if progress is not None:
         progress("verifying: starting sessions")
     with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here

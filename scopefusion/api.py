@@ -298,6 +298,8 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
         report.warnings[:0] = session_warnings(run.session)
         report.default_options = {n: render_value(n, getattr(run.session, n)) for n in run.session.defaults_filled()}
         report.unknown_options = list(run.session.unknown)
+        if not run.session.use_off_line:
+            report.fusion_off = "use_off_line = False in the session configuration: fusion is off, no pass ran"
         report.recorded_options = recorded_only(run.session)
         if run.mixed is None:  # a mixed run writes them on each segment's call node
             report.options_node = record_options(outcome.graph_def, run.session)

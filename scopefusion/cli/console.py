@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..core.graph_fusion.engine import TRAINING_SKIP
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.fusion.report import FusionReport, PassReport
     from ..core.graph_fusion.switch import FusionSwitch
@@ -128,9 +130,12 @@ def print_summary(report: "FusionReport", out: Any = None) -> None:
     table, left_out = fitted_table("Fusion summary", SUMMARY_COLUMNS, rows, out.width)
     out.print(table)
     _left_out(out, left_out, "they are in --report")
-    off = [p.name for p in report.passes if not p.ran]
+    off = [p.name for p in report.passes if not p.ran and p.switch != TRAINING_SKIP]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")
+    training = [p.name for p in report.passes if p.switch == TRAINING_SKIP]
+    if training:
+        out.print(f"not run in training (graph_run_mode 1), not safe for training: {', '.join(training)}")
     for p in report.passes:
         if p.switch.startswith("on (forbidden_close"):
             out.print(f"note: {p.name} cannot be switched off (forbidden_close); it ran although the switch file "

@@ -282,7 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with Progress() as progress:  # on a terminal only
         progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
         loaded = _load(model, args.signature, args.debug,
-                       kind == "saved_model" or args.emit == "tf" or bool(args.verify))
+                       kind == "saved_model" or args.emit == "tf" or bool(args.verify) or args.mixed_run)
         original = _copy(loaded.graph_def) if args.verify else None
         with option_names(FUSE_OPTIONS):
             result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,

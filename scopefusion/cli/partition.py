@@ -92,6 +92,7 @@ def partition_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
                                 supported_ops_file=options["supported_ops_file"],
                                 session=options["session_options"],
                                 strict_options=strict)  # every mistake now, before any work
+    args.mixed_run = request.mixed  # a mixed run makes the TensorFlow-runnable form: TensorFlow is needed
     if getattr(args, "command", None) == "partition":  # a run reports them with its summary
         for line in request.session.warnings:
             print(f"scopefusion: warning: {line}", file=sys.stderr)

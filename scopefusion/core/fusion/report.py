@@ -138,6 +138,8 @@ class FusionReport:
     options_node: str | None = None
     #: options the session configuration leaves unset whose seed default was filled in: option -> value
     default_options: dict[str, str] = field(default_factory=dict)
+    #: why no pass ran at all, when something turned fusion off (``use_off_line`` False)
+    fusion_off: str = ""
     #: the session configuration's keys outside the option table (each also a warning)
     unknown_options: list[str] = field(default_factory=list)
     #: one record per function of the graph's library that fusion looked inside (``functions=True``)

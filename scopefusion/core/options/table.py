@@ -122,8 +122,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("input_shape", "s", "", parse_input_shape, "name:d1,d2,... items separated by ';', a "
                "dimension being a whole number or -1 (dynamic), a scalar written name:0, e.g. "
                "'data:1,-1;label:1' (together with dynamic_dims and dynamic_node_type)", True, EMPTY_IS_ERROR),
-    OptionSpec("dynamic_dims", "s", "", parse_dynamic_dims, "gears of whole numbers separated by ';', each "
-               "with one value per -1 of input_shape, e.g. '20,20;40,40'", True, EMPTY_IS_ERROR),
+    OptionSpec("dynamic_dims", "s", "", parse_dynamic_dims, "gears of whole numbers separated by ';' (at "
+               "least two), each with one value per -1 of input_shape, e.g. '20,20;40,40'", True, EMPTY_IS_ERROR),
     OptionSpec("dynamic_node_type", "i", -1, one_of(0, 1), "0 (dataset inputs are dynamic) or 1 "
                "(placeholder inputs are dynamic)", True),
     _choice("aoe_mode", "", ("1", "2", "3", "4"), False, EMPTY_IS_ERROR),

@@ -29,7 +29,7 @@ from ..core.partition.mixed import MixedRun, graph_output_tensors
 from .dump import file_stems
 from .graph_state import move_out_of_scopes, restore_names, sink_outputs, state_nodes
 from ..core.options.options import NpuOptions
-from .probes import FusedNode, fused_nodes, loop_nodes
+from .probes import FusedNode, fused_nodes, loop_nodes, stock_fused_nodes
 from .requests import Request, node_of
 from ..core.verify.tf_form import ORIGINAL_OP_ATTR, to_tf_runnable
 from ..plugins.registry import Registry
@@ -77,7 +77,11 @@ class FusedSessionGraph:
         self.version = version
         self.outputs = {full_name(t) for t in outputs}
         self.unchanged = {n.name for n in fused.node if original_ops.get(n.name) == n.op}
-        nodes = fused_nodes(runnable, ORIGINAL_OP_ATTR)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            tf.compat.v1.import_graph_def(runnable, name="")
+        stock = stock_fused_nodes(self.graph, runnable, ((f.name, f.type) for f in report.fused), ORIGINAL_OP_ATTR)
+        nodes = fused_nodes(runnable, ORIGINAL_OP_ATTR) + stock
         loops = loop_nodes(runnable)
         #: Fused op name -> its type.
         self.fused = {n.name: n.type for n in nodes}
@@ -90,9 +94,6 @@ class FusedSessionGraph:
         self.stems = file_stems(self.watchable)
         #: Node name -> op type, a fused op's type for fused ops (for profiles).
         self.node_ops = {n.name: self.fused.get(n.name, n.op) for n in runnable.node}
-        self.graph = tf.Graph()
-        with self.graph.as_default():
-            tf.compat.v1.import_graph_def(runnable, name="")
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
 
     def missing(self, request: Request) -> list[str]:

@@ -27,7 +27,8 @@ def test_verify_runs_the_segments_of_a_partitioned_graph(bert_encoder, registry,
     original.write_bytes(bert_encoder.graph_def.SerializeToString())
     fused.write_bytes(result.graph_def.SerializeToString())
     ran = subprocess.run([sys.executable, "-m", "scopefusion", "verify", str(original), str(fused)],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                         check=False, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert ran.returncode == 0, ran.stderr
     assert "neither TensorFlow ops" not in ran.stderr and "GeOp" not in ran.stderr
     # a broken segment is caught: the comparison is real

@@ -243,17 +243,16 @@ def _plugin_status(p: dict[str, Any]) -> str:
 
 def print_list(rows: dict[str, Any], show_plugins: bool, out: Any = None) -> None:
     out = out or console()
-    second = {}
-    for alias, name in rows.get("aliases", {}).items():
-        second.setdefault(name, []).append(alias)
-    scope_rows = [["\n".join([r["name"], *second.get(r["name"], [])]), "yes" if r["general"] else "no", "yes" if r["enabled"] else "no", r["origin"],
+    scope_rows = [[r["name"], "yes" if r["general"] else "no", "yes" if r["enabled"] else "no", r["origin"],
                    r["overrides"], r["description"]] for r in rows["passes"]]
     table, left_out = fitted_table("Scope fusion passes (registration order)", SCOPE_COLUMNS, scope_rows, out.width)
     out.print(table)
     _left_out(out, left_out, "see scopefusion list --json")
-    if second:
-        out.print("the second name of a pass is the reference's, accepted wherever a pass is named")
-    graph_rows = [["\n".join([r["name"], *second.get(r["name"], [])]), r["fusion_type"], _on_state(r), r["origin"], r["overrides"], r["description"]]
+    aliases = rows.get("aliases", {})
+    if aliases:
+        out.print("the reference's names, accepted wherever a pass is named: " + ", ".join(
+            f"{alias} = {name}" for alias, name in aliases.items()), markup=False, highlight=False)
+    graph_rows = [[r["name"], r["fusion_type"], _on_state(r), r["origin"], r["overrides"], r["description"]]
                   for r in rows["graph_passes"]]
     table, left_out = fitted_table("Graph fusion passes (registration order)", GRAPH_COLUMNS, graph_rows, out.width)
     out.print(table)

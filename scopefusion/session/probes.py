@@ -71,7 +71,7 @@ def fused_nodes(graph_def: "GraphDef", marker_attr: str) -> list[FusedNode]:
             if marker_attr in node.attr]
 
 
-def stock_fused_nodes(graph: Any, graph_def: "GraphDef", fused: Iterable[tuple[str, str]],
+def stock_fused_nodes(graph: Any, graph_def: GraphDef, fused: Iterable[tuple[str, str]],
                       marker_attr: str) -> list[FusedNode]:
     """The fused ops of ``fused`` (``(name, type)`` of the run's fused records) whose type is a stock
     TensorFlow op: nodes of ``graph_def`` named and typed so, without ``marker_attr``; their tensors

@@ -29,7 +29,6 @@ from .spec import RawValue
 from .syntax import InputShape, ShapeRangeInput, StepRange
 from .table import OPTION_BY_NAME, OPTION_NAMES, OPTIONS
 
-
 GIB = 1024 ** 3
 #: The options whose default the seed documents and which are filled in when unset.
 SEED_DEFAULTS = ("graph_memory_max_size", "variable_memory_max_size", "op_compiler_cache_mode",

@@ -109,7 +109,7 @@ def _call_node(out: "GraphDef", seg: Segmenting, k: int, types: tuple[list[int],
         node.attr["data_format"].s = _data_format(seg.index, bound.members).encode()
 
 
-def tf_calls(graph_def: "GraphDef") -> "GraphDef | None":
+def tf_calls(graph_def: GraphDef) -> GraphDef | None:
     """A partitioned graph in fused form (``GeOp`` call nodes) with each call made a TensorFlow
     ``PartitionedCall`` of the same function, as the TensorFlow-runnable form writes it; None when
     the graph has no ``GeOp`` node.  Fused ops inside the bodies are left as they are."""

@@ -31,9 +31,11 @@ from .core.partition import (MixedResult, MixedRun, PartitionReport, build_repor
 from .core.partition.boundary import Tensor, default_graph_outputs
 from .core.partition.errors import close_names
 from .core.partition.mixed import graph_output_tensors
+from .core.partition.segments import tf_calls
 from .core.partition.request import InOutPairLike, SessionLike
 from .core.scope.pass_manager import ScopePassManager
-from .core.options import NpuOptions
+from .core.options import SESSION_ONLY, NpuOptions
+from .core.options.render import render_value
 from .core.options.gears import PLACEHOLDER_INPUTS, declared_shapes
 from .core.options.record import record_options, recorded_only
 from .core.verify import verify as core_verify
@@ -155,6 +157,7 @@ def fuse(
     supported_ops_file: str | os.PathLike[str] | None = None,
     session_options: SessionLike = None,
     config: SessionLike = None,
+    strict_options: bool = False,
     input_shapes: ShapesLike = None,
     progress: Callable[[str], None] | None = None,
     hints: bool = True,
@@ -172,10 +175,12 @@ def fuse(
     (``in_out_pair``, ``in_out_pair_flag``, ``supported_ops_file``; ``session_options``: NpuOptimizer
     options or a ConfigProto file giving them, which explicit values override), fuses inside the
     back end's segments only and cuts each segment out into a call node (see ``result.partition``).
-    ``config`` (same as ``session_options``): a session configuration whose fusion options
+    ``config`` (same as ``session_options``; a ``ConfigProto`` object, a file holding one, or
+    :class:`~scopefusion.core.options.NpuOptions`): a session configuration whose fusion options
     (``enable_scope_fusion_passes``, ``fusion_switch_file``, ``graph_run_mode``, ``use_off_line``,
     ``input_shape``) apply unless an argument gives the same option; the options only a back end
     uses are written into the output graph (see :func:`~scopefusion.core.options.record.record_options`).
+    A key outside the option table is a warning in the report (``strict_options=True``: an error).
     ``input_shapes`` (``"data:-1,128;mask:-1,128"`` or a mapping; -1 or None: dynamic) declares the
     inputs' shapes for shape inference; the fused graph's placeholders carry them.
     ``progress``, if given, hears what the run is doing (a line per step, for a progress display).
@@ -194,7 +199,7 @@ def fuse(
     configured = config if config is not None else session_options
     request = partition_request(mix_compile_mode=mix_compile_mode, in_out_pair=in_out_pair,
                                 in_out_pair_flag=in_out_pair_flag, supported_ops_file=supported_ops_file,
-                                session=configured)
+                                session=configured, strict_options=strict_options)
     run = _settings(request, configured is not None, input_shapes=input_shapes,
                     enable_scope_fusion_passes=enable_scope_fusion_passes, emit=emit, outputs=outputs, strict=strict,
                     fusion_switch_file=fusion_switch_file, pass_timeout=pass_timeout, registry=registry,
@@ -297,6 +302,8 @@ def _settings(request: Any, configured: bool, *, input_shapes: ShapesLike, enabl
     )
     switch = load_switch(fusion_switch_file)  # a bad switch file is an error before any work
     registry = registry or load_registry(block=block_plugins, strict=strict)
+    switch = switch.with_aliases(registry.aliases("graph"))  # the reference's pass names
+    options.enable_scope_fusion_passes = registry.canonical_names(options.enable_scope_fusion_passes, "scope")
     if _from_session("use_off_line", None, session, sources) is False:  # the configuration fuses nothing
         registry = dataclasses.replace(registry, passes=[], graph_passes=[])
     mixed = MixedRun.for_request(request, registry.supported_ops, registry.fused_ops)
@@ -313,6 +320,11 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
     report.option_sources = run.sources
     report.input_shapes = {n: [-1 if d is None else d for d in dims] for n, dims in declared.items()}
     if run.configured:
+        report.warnings[:0] = session_warnings(run.session)
+        report.default_options = {n: render_value(n, getattr(run.session, n)) for n in run.session.defaults_filled()}
+        report.unknown_options = list(run.session.unknown)
+        if not run.session.use_off_line:
+            report.fusion_off = "use_off_line = False in the session configuration: fusion is off, no pass ran"
         report.recorded_options = recorded_only(run.session)
         if run.mixed is None:  # a mixed run writes them on each segment's call node
             report.options_node = record_options(outcome.graph_def, run.session)
@@ -326,6 +338,17 @@ def _complete_report(outcome: Any, run: _Settings, loaded: LoadedModel,
     report.inputs = list(loaded.inputs)
     report.versions = installed_versions()
     return report
+
+
+def session_warnings(session: NpuOptions) -> list[str]:
+    """What a run warns about a session configuration: its reader's warnings (keys outside the
+    table, values counted as off) and the options only :class:`scopefusion.Session` acts on."""
+    only = [n for n in session.given if n in SESSION_ONLY]
+    lines = list(session.warnings)
+    if only:
+        lines.append(f"{', '.join(only)}: not acted on by a run, which writes a graph and runs nothing; "
+                     "scopefusion.Session acts on them (recorded with the other options)")
+    return lines
 
 
 def _result(fused_graph: "GraphDef", report: FusionReport, run: _Settings, emit: str) -> FuseResult:
@@ -346,6 +369,7 @@ def _result(fused_graph: "GraphDef", report: FusionReport, run: _Settings, emit:
 def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] | None = None,
            registry: Registry | None = None, **options: Any) -> "VerifyResult":
     """Run ``original`` and ``fused`` in TensorFlow on the same feeds and compare every output.
+    A mixed run's output in fused form runs each segment's function in its ``GeOp`` call's place.
 
     The fused graph's fused ops run the reference implementations of ``fused_ops``
     (default: those of ``registry``, or of the installed plugins).  Other keyword
@@ -353,7 +377,10 @@ def verify(original: Any, fused: Any, *, fused_ops: Mapping[str, "FusedOpDef"] |
     """
     if fused_ops is None:
         fused_ops = (registry or load_registry()).fused_ops
-    return core_verify(original, fused, fused_ops=fused_ops, **options)
+    if isinstance(fused, (str, os.PathLike)):
+        fused = load_model(fused)
+    called = tf_calls(getattr(fused, "graph_def", fused))  # a mixed run's fused form: GeOp calls
+    return core_verify(original, fused if called is None else called, fused_ops=fused_ops, **options)
 
 
 # -- mixed computation: the placement only (``scopefusion partition``) -------------------------
@@ -390,6 +417,7 @@ def partition(
     registry: Registry | None = None,
     block_plugins: Sequence[str] = (),
     signature: str | None = None,
+    strict_options: bool = False,
 ) -> PartitionReport:
     """Where a mixed run would place every node of ``model`` (mixed mode is implied).
 
@@ -400,7 +428,8 @@ def partition(
     its sinks), which the report lists among the segments' results.
     """
     request = partition_request(mix_compile_mode=True, in_out_pair=in_out_pair, in_out_pair_flag=in_out_pair_flag,
-                                supported_ops_file=supported_ops_file, session=session_options)
+                                supported_ops_file=supported_ops_file, session=session_options,
+                                strict_options=strict_options)
     registry = registry or load_registry(block=block_plugins)
     supported = supported_ops_for(request, registry.supported_ops, registry.fused_ops)
     graph_def, model_outputs = _partition_graph(model, signature)

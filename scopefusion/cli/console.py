@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core.graph_fusion.engine import TRAINING_SKIP
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.fusion.report import FusionReport, PassReport
     from ..core.graph_fusion.switch import FusionSwitch
@@ -132,9 +134,12 @@ def print_summary(report: "FusionReport", out: Any = None, *, verbose: bool = Fa
     if idle:
         out.print(f"nothing to try in this graph for {len(idle)} pass(es): {', '.join(p.name for p in idle)}"
                   " (-v shows them in the table)", markup=False)
-    off = [p.name for p in report.passes if not p.ran]
+    off = [p.name for p in report.passes if not p.ran and p.switch != TRAINING_SKIP]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")
+    training = [p.name for p in report.passes if p.switch == TRAINING_SKIP]
+    if training:
+        out.print(f"not run in training (graph_run_mode 1), not safe for training: {', '.join(training)}")
     for p in report.passes:
         if p.switch.startswith("on (forbidden_close"):
             out.print(f"note: {p.name} cannot be switched off (forbidden_close); it ran although the switch file "
@@ -171,6 +176,9 @@ def _print_configuration(out: Any, report: "FusionReport") -> None:
     elif report.recorded_options:  # a mixed run: on each segment's call node
         out.print(f"set for a back end, written on each segment's call node, not acted on here: "
                   f"{', '.join(report.recorded_options)}")
+    if report.default_options:
+        out.print("defaults filled in (the seed's; recorded as defaults): " + ", ".join(
+            f"{n} = {v}" for n, v in report.default_options.items()), markup=False, highlight=False)
 
 
 def _print_pass_details(out: Any, p: "PassReport", verbose: bool) -> None:
@@ -215,7 +223,8 @@ def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") 
         for p in registry.plugins
     ]
     return {"passes": scope_rows, "graph_passes": graph_rows, "plugins": plugins,
-            "fused_ops": registry.fused_op_origins, "overrides": registry.overrides}
+            "fused_ops": registry.fused_op_origins, "overrides": registry.overrides,
+            "aliases": registry.aliases()}
 
 
 SCOPE_COLUMNS = (Col("pass"), Col("general", drop=1), Col("enabled"), Col("origin", prose=True),
@@ -249,6 +258,10 @@ def print_list(rows: dict[str, Any], show_plugins: bool, out: Any = None) -> Non
     table, left_out = fitted_table("Scope fusion passes (registration order)", SCOPE_COLUMNS, scope_rows, out.width)
     out.print(table)
     _left_out(out, left_out, "see scopefusion list --json")
+    aliases = rows.get("aliases", {})
+    if aliases:
+        out.print("the reference's names, accepted wherever a pass is named: " + ", ".join(
+            f"{alias} = {name}" for alias, name in aliases.items()), markup=False, highlight=False)
     graph_rows = [[r["name"], r["fusion_type"], _on_state(r), r["origin"], r["overrides"], r["description"]]
                   for r in rows["graph_passes"]]
     table, left_out = fitted_table("Graph fusion passes (registration order)", GRAPH_COLUMNS, graph_rows, out.width)

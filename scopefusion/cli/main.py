@@ -101,6 +101,12 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+def _add_strict_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict-options", "--strict_options", dest="strict_options", action="store_true",
+                   help="a session configuration key outside the NpuOptimizer option table is an error (default: "
+                   "a warning naming it, and the run goes on)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, like every other error, with status 2."""
 
@@ -215,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "whether this tool acts on it or records it for a back end; exit 1 on any error.")
     check.add_argument("file", help="a ConfigProto with an NpuOptimizer custom optimizer (.pbtxt or binary)")
     check.add_argument("--json", action="store_true", help="print the options as JSON instead of the table")
+    _add_strict_options(check)
     check.add_argument("--debug", action="store_true", help="show a traceback on errors")
     cfg.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -228,9 +235,11 @@ def _version() -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     switch = load_switch(args.fusion_switch_file)
     registry = _registry(args)
+    switch = switch.with_aliases(registry.aliases("graph"))
     enabled = enabled_passes(args.enable)
     with option_names(FUSE_OPTIONS):
         check_enabled_passes(registry, enabled)
+    enabled = registry.canonical_names(enabled, "scope")
     if args.ops:
         return list_ops(registry, args.json)
     rows = list_rows(registry, enabled, switch)
@@ -281,7 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with Progress() as progress:  # on a terminal only
         progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
         loaded = _load(model, args.signature, args.debug,
-                       kind == "saved_model" or args.emit == "tf" or bool(args.verify))
+                       kind == "saved_model" or args.emit == "tf" or bool(args.verify) or args.mixed_run)
         original = _copy(loaded.graph_def) if args.verify else None
         with option_names(FUSE_OPTIONS):
             result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
@@ -362,7 +371,7 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------- config
 def cmd_config(args: argparse.Namespace) -> int:
     with native_stderr_quiet(not args.debug):  # reading a ConfigProto imports TensorFlow
-        return config_check(args.file, console=console(), as_json=args.json)
+        return config_check(args.file, console=console(), strict=args.strict_options, as_json=args.json)
 
 
 # ------------------------------------------------------------------------- main

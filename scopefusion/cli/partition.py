@@ -48,6 +48,9 @@ def _add_mixed_options(p: argparse.ArgumentParser, *, with_mode: bool) -> None:
     if not any("--config" in a.option_strings for a in p._actions):  # noqa: SLF001 - another option may own it
         g.add_argument("--config", default=None, metavar="FILE", help="a session configuration (ConfigProto, "
                        "text or binary) whose NpuOptimizer entry gives these options; the flags override it")
+        g.add_argument("--strict-options", "--strict_options", dest="strict_options", action="store_true",
+                       help="a --config key outside the NpuOptimizer option table is an error (default: a "
+                       "warning naming it, and the run goes on)")
 
 
 def add_run_partition_arguments(run_parser: argparse.ArgumentParser) -> None:
@@ -80,11 +83,19 @@ def partition_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "supported_ops_file": getattr(args, "supported_ops_file", None),
         "session_options": getattr(args, "config", None),
     }
+    strict = getattr(args, "strict_options", False)
+    if strict:
+        options["strict_options"] = True
     implied = True if getattr(args, "command", None) == "partition" else options["mix_compile_mode"]
     request = partition_request(mix_compile_mode=implied,
                                 in_out_pair=options["in_out_pair"], in_out_pair_flag=options["in_out_pair_flag"],
                                 supported_ops_file=options["supported_ops_file"],
-                                session=options["session_options"])  # every mistake now, before any work
+                                session=options["session_options"],
+                                strict_options=strict)  # every mistake now, before any work
+    args.mixed_run = request.mixed  # a mixed run makes the TensorFlow-runnable form: TensorFlow is needed
+    if getattr(args, "command", None) == "partition":  # a run reports them with its summary
+        for line in request.session.warnings:
+            print(f"scopefusion: warning: {line}", file=sys.stderr)
     if request.supported_ops_file:
         read_supported_ops_file(request.supported_ops_file)
     if getattr(args, "segments_dir", None) and not request.mixed:

@@ -94,6 +94,8 @@ def nothing_fused_note(report: "FusionReport") -> str | None:
     """Why the graph came out unchanged, in one line; None when something was fused."""
     if report.fused:
         return None
+    if report.fusion_off:
+        return f"nothing was fused: {report.fusion_off}"
     ran = [p for p in report.passes if p.ran]
     refused = sum(len(p.refused) + len(p.dropped) for p in ran)
     near = sum(p.near_miss_count for p in ran)

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from .options import VERIFY_OPTIONS, option_names
 from ..core.native_output import native_stderr_quiet
+from ..core.partition.segments import tf_calls
 from ..core.partition.request import session_options
 from ..core.options.gears import PLACEHOLDER_INPUTS, gear_shapes, shape_spec
 from ..core.verify.verify import verify
@@ -31,6 +32,9 @@ def verification_shapes(args: argparse.Namespace) -> list[str | None]:
 def run_verification(args: argparse.Namespace, original: Any, fused: Any, registry: Any,
                      int_range: tuple[int, int], shapes: str | None,
                      progress: Callable[[str], None] | None = None) -> Any:
+    called = tf_calls(getattr(fused, "graph_def", fused))  # a mixed run's output: run each segment's function
+    if called is not None:
+        fused = called
     if progress is not None:
         progress("verifying: starting sessions")
     with native_stderr_quiet(not args.debug), option_names(VERIFY_OPTIONS):  # sessions start here

@@ -57,5 +57,8 @@ def import_tensorflow_quietly() -> None:
     if "tensorflow" in sys.modules:
         return
     with native_stderr_quiet():
-        # deferred: TensorFlow costs seconds to import
-        import tensorflow  # noqa: F401
+        import tensorflow  # deferred: TensorFlow, imported only when a command needs it
+
+        # the devices are looked for once per process: a failed cuInit is reported now, quietly,
+        # not when the first session or function starts
+        tensorflow.config.list_physical_devices()

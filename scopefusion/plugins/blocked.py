@@ -62,8 +62,9 @@ def blocked_provider(plugins: Sequence[PluginInfo], pass_name: str) -> PluginInf
 
 
 def check_enabled_passes(registry: Registry, names: Sequence[str]) -> None:
-    """Every name is a registered scope pass; a name a blocked plugin provides is a
-    :class:`BlockedPassError` saying which plugin and how to load it."""
+    """Every name is a registered scope pass (or one's alias); a name a blocked plugin provides
+    is a :class:`BlockedPassError` saying which plugin and how to load it."""
+    names = registry.canonical_names(names, "scope")
     known = registry.pass_names()
     for name in names:
         if name not in known:

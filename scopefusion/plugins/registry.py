@@ -103,11 +103,26 @@ class Registry:
         return [p.name for p in self.graph_passes]
 
     def get(self, name: str) -> PassSpec:
-        """The pass (scope or graph) called ``name``."""
+        """The pass (scope or graph) called ``name`` (or answering to it as an alias)."""
         for p in (*self.passes, *self.graph_passes):
             if p.name == name:
                 return p
+        for p in (*self.passes, *self.graph_passes):
+            if name in p.aliases:
+                return p
         raise KeyError(name)
+
+    def aliases(self, engine: str | None = None) -> dict[str, str]:
+        """Alias -> pass name, for the passes of ``engine`` (both engines when None); a name
+        that is some pass's own name is never an alias."""
+        specs = [p for p in (*self.passes, *self.graph_passes) if engine is None or p.engine == engine]
+        own = {p.name for p in specs}
+        return {alias: p.name for p in specs for alias in p.aliases if alias not in own}
+
+    def canonical_names(self, names: Sequence[str], engine: str | None = None) -> list[str]:
+        """``names`` with aliases replaced by the passes' own names, each once, in order."""
+        table = self.aliases(engine)
+        return list(dict.fromkeys(table.get(n, n) for n in names))
 
 
 def normalise_distribution(name: str) -> str:

@@ -4,7 +4,11 @@
 keeping what the session's runs need: every tensor fetched so far stays a
 graph output; every node fed or run as a target so far, every placeholder and
 every variable-related node (see :mod:`scopefusion.session.graph_state`)
-is left out of every fusion.  The TensorFlow-runnable form of the result runs
+is left out of every fusion.  With ``mix_compile_mode`` the graph is placed first
+by the same :class:`~scopefusion.core.partition.mixed.MixedRun` a mixed ``run`` and
+``fuse()`` use (``in_out_pair``, ``in_out_pair_flag``, the registry's supported ops),
+and only the nodes placed on the device may be fused; the host nodes run as they
+are.  The TensorFlow-runnable form of the result runs
 in a TensorFlow session of its own (:class:`FusedSessionGraph`).
 """
 from __future__ import annotations
@@ -20,10 +24,12 @@ from ..core.graph.index import GraphIndex
 from ..core.graph.vocabulary import parse_input
 from ..core.graph_fusion.engine import TRAINING_SKIP
 from ..core.graph_fusion.switch import FusionSwitch
+from ..core.partition import PartitionReport, build_report
+from ..core.partition.mixed import MixedRun, graph_output_tensors
 from .dump import file_stems
 from .graph_state import move_out_of_scopes, restore_names, sink_outputs, state_nodes
 from ..core.options.options import NpuOptions
-from .probes import FusedNode, fused_nodes, loop_nodes
+from .probes import FusedNode, fused_nodes, loop_nodes, stock_fused_nodes
 from .requests import Request, node_of
 from ..core.verify.tf_form import ORIGINAL_OP_ATTR, to_tf_runnable
 from ..plugins.registry import Registry
@@ -59,16 +65,23 @@ class FusedSessionGraph:
     """A fused graph in its runnable form, imported into a graph and session of its own."""
 
     def __init__(self, runnable: "GraphDef", fused: "GraphDef", report: FusionReport, version: int,
-                 outputs: Iterable[str], original_ops: dict[str, str], config: Any) -> None:
+                 outputs: Iterable[str], original_ops: dict[str, str], config: Any,
+                 placement: PartitionReport | None = None) -> None:
         import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         self.graph_def = runnable
         self.fused_graph_def = fused
         self.report = report
+        #: Mixed computation: where the graph's nodes were placed (None otherwise).
+        self.placement = placement
         self.version = version
         self.outputs = {full_name(t) for t in outputs}
         self.unchanged = {n.name for n in fused.node if original_ops.get(n.name) == n.op}
-        nodes = fused_nodes(runnable, ORIGINAL_OP_ATTR)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            tf.compat.v1.import_graph_def(runnable, name="")
+        stock = stock_fused_nodes(self.graph, runnable, ((f.name, f.type) for f in report.fused), ORIGINAL_OP_ATTR)
+        nodes = fused_nodes(runnable, ORIGINAL_OP_ATTR) + stock
         loops = loop_nodes(runnable)
         #: Fused op name -> its type.
         self.fused = {n.name: n.type for n in nodes}
@@ -81,9 +94,6 @@ class FusedSessionGraph:
         self.stems = file_stems(self.watchable)
         #: Node name -> op type, a fused op's type for fused ops (for profiles).
         self.node_ops = {n.name: self.fused.get(n.name, n.op) for n in runnable.node}
-        self.graph = tf.Graph()
-        with self.graph.as_default():
-            tf.compat.v1.import_graph_def(runnable, name="")
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
 
     def missing(self, request: Request) -> list[str]:
@@ -101,8 +111,9 @@ class FusedSessionGraph:
 
 
 def fuse_session_graph(graph: Any, registry: Registry, switch: FusionSwitch, options: NpuOptions,
-                       wanted: Wanted, config: Any) -> FusedSessionGraph:
-    """Fuse the user's ``graph`` as it is now; see the module docstring."""
+                       wanted: Wanted, config: Any, mixed: MixedRun | None = None) -> FusedSessionGraph:
+    """Fuse the user's ``graph`` as it is now (with ``mixed``, inside its device nodes only); see
+    the module docstring."""
     from tensorflow.core.framework import graph_pb2  # deferred: TensorFlow costs seconds to import
 
     version = graph.version
@@ -121,11 +132,17 @@ def fuse_session_graph(graph: Any, registry: Registry, switch: FusionSwitch, opt
         return f"{moved.get(name, name)}:{port}"
 
     protected = {moved.get(n, n) for n in wanted.protected | placeholders} | set(originals)
+    fusible = frozenset(n.name for n in work.node)
+    placement = None
+    if mixed is not None:
+        fusible = frozenset(moved.get(n, n) for n in mixed.place(original))
+        assert mixed.placement is not None
+        placement = build_report(mixed.placement, graph_output_tensors(mixed.placement.index, outputs))
     fusion_options = FusionOptions(
         enable_scope_fusion_passes=list(options.enable_scope_fusion_passes),
         outputs=[renamed(t) for t in outputs],
         fusion_switch_file=options.fusion_switch_file,
-        fusible_nodes=frozenset(n.name for n in work.node) - protected,
+        fusible_nodes=fusible - protected,
         training=options.graph_run_mode == 1,
     )
     outcome = build_pipeline(registry, fusion_options, switch).run(work)
@@ -136,4 +153,5 @@ def fuse_session_graph(graph: Any, registry: Registry, switch: FusionSwitch, opt
     report.plugin_errors = list(registry.errors)
     runnable = to_tf_runnable(outcome.graph_def, registry.fused_ops)
     original_ops = {n.name: n.op for n in original.node}
-    return FusedSessionGraph(runnable, outcome.graph_def, report, version, outputs, original_ops, config)
+    return FusedSessionGraph(runnable, outcome.graph_def, report, version, outputs, original_ops, config,
+                             placement)

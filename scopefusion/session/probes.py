@@ -3,15 +3,16 @@ which tensors they read and write, and which of them a given run executes.
 
 The dump and overflow options are about fused ops.  In the TensorFlow-runnable
 form a fused op is a function call carrying a marker attribute with its fused
-op type; its input and output tensors can be fetched alongside the user's
-fetches, except inside a TF1 while loop, whose tensors cannot be fetched from
-outside (:func:`loop_nodes` finds those).
+op type, or, when the fused op is a stock TensorFlow op (a softmax written out
+as ops becomes ``Softmax``), the stock node itself (:func:`stock_fused_nodes`);
+its input and output tensors can be fetched alongside the user's fetches, except inside a TF1 while
+loop, whose tensors cannot be fetched from outside (:func:`loop_nodes` finds those).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.graph.vocabulary import CONTROL, numpy_dtype, parse_input
 
@@ -68,6 +69,24 @@ def fused_nodes(graph_def: "GraphDef", marker_attr: str) -> list[FusedNode]:
     """The fused ops of a runnable graph: the nodes carrying ``marker_attr`` (their fused op type)."""
     return [_fused_node(node, node.attr[marker_attr].s.decode()) for node in graph_def.node
             if marker_attr in node.attr]
+
+
+def stock_fused_nodes(graph: Any, graph_def: GraphDef, fused: Iterable[tuple[str, str]],
+                      marker_attr: str) -> list[FusedNode]:
+    """The fused ops of ``fused`` (``(name, type)`` of the run's fused records) whose type is a stock
+    TensorFlow op: nodes of ``graph_def`` named and typed so, without ``marker_attr``; their tensors
+    read from the imported TensorFlow ``graph``."""
+    nodes = {node.name: node for node in graph_def.node}
+    found: dict[str, FusedNode] = {}
+    for name, op_type in fused:
+        node = nodes.get(name)
+        if node is None or node.op != op_type or marker_attr in node.attr or name in found:
+            continue
+        op = graph.get_operation_by_name(name)
+        slots = [k for k, t in enumerate(op.inputs) if numpy_dtype(t.dtype.as_datatype_enum) is not None]
+        outs = [t.name for t in op.outputs if numpy_dtype(t.dtype.as_datatype_enum) is not None]
+        found[name] = FusedNode(name, op_type, tuple(op.inputs[k].name for k in slots), tuple(outs), tuple(slots))
+    return list(found.values())
 
 
 def loop_nodes(graph_def: "GraphDef") -> set[str]:

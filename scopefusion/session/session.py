@@ -50,14 +50,23 @@ Decisions:
   and its graph the defaults and closes it at the end.  ``use_off_line=False``
   runs the user's graph unfused, in a plain TensorFlow session.
 
+* **Mixed computation.**  ``mix_compile_mode``, ``in_out_pair`` and
+  ``in_out_pair_flag`` place the graph exactly as a mixed ``scopefusion run`` and
+  ``fuse()`` do (the same :class:`~scopefusion.core.partition.mixed.MixedRun`):
+  only the nodes placed on the device are fused, the host nodes run as they are
+  (``report.placement`` says where each went and why).
+
 What each option does here is in :data:`SESSION_ACTS_ON`; any other option the
-configuration gives is validated and recorded (``report.not_acted_on``).
+configuration gives is validated and recorded (``report.not_acted_on``).  A key
+outside the option table is a warning (``report.warnings``, and a Python
+``UserWarning``) and is otherwise ignored; ``strict_options=True`` makes it an error.
 Runs are serialised: one at a time per session.
 """
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
@@ -66,6 +75,9 @@ from ..core.errors import ScopeFusionError
 from ..core.fusion.report import FusionReport
 from ..core.parameters import ParameterError
 from ..core.options import OPTION_NAMES, NpuOptions, npu_options, npu_options_from_config
+from ..core.options.render import render_value
+from ..core.partition import PartitionReport, PartitionRequest
+from ..core.partition.mixed import MixedRun
 from .dump import arrays_of, step_chosen, write_npz
 from .overflow import OverflowRecord, find_overflows
 from .probes import FusedNode, executed_nodes
@@ -80,7 +92,7 @@ from .setup import SessionOutputs, check_session_passes, session_switch, tensorf
 SESSION_ACTS_ON = frozenset({
     "use_off_line", "enable_scope_fusion_passes", "fusion_switch_file", "graph_run_mode", "enable_dump",
     "dump_path", "dump_step", "dump_mode", "enable_dump_debug", "dump_debug_mode", "profiling_mode",
-    "profiling_options",
+    "profiling_options", "mix_compile_mode", "in_out_pair", "in_out_pair_flag",
 })
 
 
@@ -94,6 +106,12 @@ class SessionReport:
     #: Options the configuration gave that are validated and recorded only.
     not_acted_on: list[str]
     notes: list[str] = field(default_factory=list)
+    #: What reading the configuration warned about (keys outside the option table, values counted as off).
+    warnings: list[str] = field(default_factory=list)
+    #: Options left unset whose seed default was filled in: option -> value.
+    default_options: dict[str, str] = field(default_factory=dict)
+    #: Mixed computation: where the current fusion's graph was placed (None otherwise).
+    placement: PartitionReport | None = None
     #: The report of the current fusion (None before the first run, or without fusion).
     fusion: FusionReport | None = None
     fusions: int = 0
@@ -110,8 +128,9 @@ class SessionReport:
     profiles: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("options", "fusion")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("options", "fusion", "placement")}
         out["given"] = dict(self.options.given)
+        out["placement"] = self.placement.to_dict() if self.placement is not None else None
         out["fusion"] = self.fusion.to_dict() if self.fusion is not None else None
         return out
 
@@ -139,23 +158,30 @@ class Session:
         return super().__new__(_with_session_interface(cls))  # type: ignore[arg-type]
 
     def __init__(self, target: str = "", graph: Any = None, config: Any = None, *,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, strict_options: bool = False) -> None:
         import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         if target:
             raise ParameterError("target", f"{target!r}: only the local target '' is supported")
         if graph is not None and not isinstance(graph, tf.Graph):
             raise ParameterError("graph", f"a {type(graph).__name__} is not a tf.Graph")
-        self._options = npu_options() if config is None else npu_options_from_config(config)
+        self._options = npu_options() if config is None else npu_options_from_config(config, strict=strict_options)
         self._outputs = SessionOutputs.of(self._options)
-        self._switch = session_switch(self._options)
         self._registry = registry or load_registry()
+        self._switch = session_switch(self._options).with_aliases(self._registry.aliases("graph"))
         check_session_passes(self._registry, self._options)
+        self._mixed = MixedRun.for_request(PartitionRequest(self._options), self._registry.supported_ops,
+                                           self._registry.fused_ops)
         self._graph = graph if graph is not None else tf.compat.v1.get_default_graph()
         self._config = tensorflow_config(config)
         given = self._options.given
         self.report = SessionReport(self._options, [n for n in OPTION_NAMES if n in given and n in SESSION_ACTS_ON],
                                     [n for n in OPTION_NAMES if n in given and n not in SESSION_ACTS_ON])
+        self.report.warnings = list(self._options.warnings)
+        self.report.default_options = {n: render_value(n, getattr(self._options, n))
+                                       for n in self._options.defaults_filled()}
+        for line in self.report.warnings:
+            warnings.warn(line, UserWarning, stacklevel=2)
         if not self._options.use_off_line:
             self.report.notes.append("use_off_line = False: the graph runs unfused")
         self._lock = threading.RLock()
@@ -279,13 +305,14 @@ class Session:
             return current
         self._wanted.add(request)
         fresh = fuse_session_graph(self._graph, self._registry, self._switch, self._options, self._wanted,
-                                   self._config)
+                                   self._config, self._mixed)
         if current is not None:
             write_variables(fresh.session, read_variables(current.session))
             current.close()
         self._fused = fresh
         self.report.fusion, self.report.fusions = fresh.report, self.report.fusions + 1
         self.report.fused_ops = dict(fresh.fused)
+        self.report.placement = fresh.placement
         self.report.training_skipped, self.report.in_loops = fresh.training_skipped, list(fresh.in_loops)
         missing = fresh.missing(request)
         if missing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..graph.attrs import infer_attr_type, make_attr_value
+from ..graph.protos import message_class
 from ..graph.tf_ops import tensorflow_attr_types
 from .candidate import FusionCandidate
 from .fused_ops import FusedOpDef
@@ -74,6 +75,8 @@ def _written_set(op: str, attrs: Mapping[str, Any], where: str,
 
 
 def _written_attr(where: str, key: str, value: Any, attr_type: str | None) -> "AttrValue":
+    if attr_type is None and key.startswith("_") and isinstance(value, message_class("AttrValue")):
+        return value  # an internal attribute copied from a node (``_description``): kept as it is
     wanted = f" as {attr_type}" if attr_type else ""
     try:
         written = make_attr_value(value, attr_type or infer_attr_type(value))

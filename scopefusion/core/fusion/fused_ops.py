@@ -176,7 +176,7 @@ class FusedOpDef:
         problems = []
         declared = self.attr_types
         for key in attrs:
-            if key not in declared:
+            if key not in declared and not key.startswith("_"):  # "_": internal, TensorFlow ignores them
                 problems.append(f"attribute {key!r} is not declared by fused op {self.name}")
         for a in self.attrs:
             if a.name not in attrs and a.default is REQUIRED:

@@ -1,10 +1,19 @@
 """A registered pass of either engine: its class and where it came from."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: The engines a pass class can belong to (its class attribute ``engine``).
 ENGINES = ("scope", "graph")
+_SCOPE_NAME = re.compile(r"Scope(\w+)Pass")
+
+
+def reference_alias(name: str, engine: str) -> str | None:
+    """The reference's name for a scope pass named by this project's scheme:
+    ``ScopeDecodeBboxV2Pass`` -> ``DecodeBboxV2ScopeFusionPass``; None for other names."""
+    match = _SCOPE_NAME.fullmatch(name)
+    return f"{match.group(1)}ScopeFusionPass" if engine == "scope" and match else None
 
 
 class PassSpec:
@@ -28,6 +37,16 @@ class PassSpec:
     @property
     def engine(self) -> str:
         return str(self.cls.engine)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other names the pass answers to wherever a pass is named: the class's ``aliases``
+        and, for a scope pass named ``Scope<X>Pass``, the reference's ``<X>ScopeFusionPass``."""
+        names = [str(a) for a in getattr(self.cls, "aliases", ())]
+        alias = reference_alias(self.name, self.engine)
+        if alias is not None:
+            names.append(alias)
+        return tuple(dict.fromkeys(n for n in names if n != self.name))
 
     @property
     def general(self) -> bool:

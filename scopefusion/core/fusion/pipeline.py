@@ -225,6 +225,7 @@ class FusionPipeline:
             reports[c.pass_name].fused.append(FusedRecord(
                 name=c.label, type=c.type, scopes=c.where, removed_nodes=len(plan.removed),
                 kept_nodes=len(plan.kept), inner_nodes=len(c.inner_nodes), place=place,
+                description=c.description,
             ))
         stages[f"{engine.stage}.apply"] = time.perf_counter() - t0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from ..graph.attrs import make_attr_value
 from ..graph.index import GraphIndex
 from ..graph.vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, is_valid_node_name, parse_input, tensor_name
 from .candidate import FusionCandidate
@@ -28,6 +29,10 @@ from .refusal import Refused
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+#: The attribute carrying a result's description on its new nodes (TensorFlow ignores
+#: attributes starting with "_").
+DESCRIPTION_ATTR = "_description"
 
 @dataclass(slots=True)  # a stage holds one per candidate: no instance dict each
 class FusionPlan:
@@ -120,6 +125,10 @@ def make_plan(
     if not candidate.members:
         raise Refused("the result holds no nodes")
     op_def, attr_values, n_inputs = ops.check(candidate) if ops is not None else check_op(candidate, fused_ops)
+    if candidate.description:  # new dicts: the checked values may be shared by candidates alike
+        described = make_attr_value(candidate.description, "string")
+        attr_values = [{**values, DESCRIPTION_ATTR: described}
+                       for values in attr_values or [{}] * max(1, len(candidate.inner_nodes))]
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
     removed_set = candidate.members - kept if kept else candidate.members

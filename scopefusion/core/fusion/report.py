@@ -22,6 +22,8 @@ class FusedRecord:
     removed_nodes: int
     kept_nodes: int
     inner_nodes: int = 0
+    #: what the pass said the fused op is (``set_description``, ``FusedOp.description``)
+    description: str = ""
     #: the nodes it replaced and their neighbours, as its stage saw them (runs that keep places)
     place: Place | None = None
     #: the library function whose body holds it ("" for the graph itself); its name and
@@ -137,6 +139,12 @@ class FusionReport:
     recorded_options: list[str] = field(default_factory=list)
     #: the node carrying the session options in the output graph (a run with a configuration, unpartitioned)
     options_node: str | None = None
+    #: options the session configuration leaves unset whose seed default was filled in: option -> value
+    default_options: dict[str, str] = field(default_factory=dict)
+    #: why no pass ran at all, when something turned fusion off (``use_off_line`` False)
+    fusion_off: str = ""
+    #: the session configuration's keys outside the option table (each also a warning)
+    unknown_options: list[str] = field(default_factory=list)
     #: one record per function of the graph's library that fusion looked inside (``functions=True``)
     functions: list[FunctionRecord] = field(default_factory=list)
     #: library functions a fusion left uncalled (a fused loop's body and condition), removed

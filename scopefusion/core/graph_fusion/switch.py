@@ -21,7 +21,7 @@ import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import OptionError
 
@@ -353,6 +353,19 @@ class FusionSwitch:
             return cls(source, "json", _parse_json(text, source))
         return cls(source, "legacy", _parse_legacy(text, source))
 
+    def with_aliases(self, aliases: Mapping[str, str]) -> FusionSwitch:
+        """This configuration with the passes' aliases (alias -> pass name) read as the passes'
+        own names; an entry under the pass's own name wins over one under an alias."""
+        if not any(alias in names for names in self._parsed.mentioned.values() for alias in aliases):
+            return self
+        parsed = _Parsed()
+        for section in SECTIONS:
+            _with_aliases(parsed.switches[section], self._parsed.switches[section], aliases)
+            _with_aliases(parsed.priorities[section], self._parsed.priorities[section], aliases)
+            for name in self._parsed.mentioned[section]:
+                parsed.mention(section, aliases.get(name, name))
+        return FusionSwitch(self.path, self.format, parsed)
+
     def decide(self, name: str, section: str, forbidden_close: bool = False) -> SwitchDecision:
         """Decide whether pass ``name`` of ``section`` runs."""
         table = self._parsed.switches[_check_section(section)]
@@ -409,3 +422,16 @@ def _unknown(kind: str, name: str, candidates: list[str], elsewhere: str | None)
         choices = " or ".join(f"'{_printable(c)}'" for c in close)
         return f"{text} (did you mean {choices}?)"
     return text
+
+
+_V = TypeVar("_V")
+
+
+def _with_aliases(target: dict[str, _V], source: Mapping[str, _V], aliases: Mapping[str, str]) -> None:
+    """Copy ``source`` into ``target`` under each name's own name (an alias: under the name it stands for,
+    unless that name is given too)."""
+    for name, value in source.items():
+        if name in aliases:
+            target.setdefault(aliases[name], value)
+        else:
+            target[name] = value

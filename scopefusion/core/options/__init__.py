@@ -35,7 +35,7 @@ from .syntax import (
     parse_input_shape,
     parse_shape_ranges,
 )
-from .table import ACTED_ON, OPTION_BY_NAME, OPTION_NAMES, OPTIONS
+from .table import ACTED_ON, OPTION_BY_NAME, OPTION_NAMES, OPTIONS, SESSION_ONLY
 
 __all__ = [
     "ACTED_ON",
@@ -44,6 +44,7 @@ __all__ = [
     "OPTION_BY_NAME",
     "OPTION_NAMES",
     "RULES",
+    "SESSION_ONLY",
     "DimRange",
     "InOutPair",
     "InputShape",

@@ -4,7 +4,9 @@ Its value is a Python literal, a list of ``[in_nodes, out_nodes]`` pairs, as
 ``str()`` of a list writes it: ``"[[['a', 'b'], ['c']]]"``.  It is read with
 :func:`ast.literal_eval`.  The reference reads it with a character parser that
 skips a pair of fewer than two lists and drops quotes and spaces from names;
-here every malformed pair is an error and names are kept exactly.  Whether
+here every malformed pair is an error and names are kept exactly.  A name
+repeated within one side of a pair (seed 003's first example lists
+``'while_1/strided_sli'`` twice) is taken once, as the reference does.  Whether
 the names exist in a graph is checked by the partitioner, not here.
 """
 from __future__ import annotations
@@ -37,9 +39,7 @@ def _names(value: object, number: int, side: str) -> tuple[str, ...]:
     for name in value:
         if not isinstance(name, str) or not name.strip():
             raise ValueProblem(f"has {name!r} among the {side} of pair {number}, which is not a node name")
-    if len(set(value)) != len(value):
-        raise ValueProblem(f"repeats a node among the {side} of pair {number}")
-    return tuple(value)
+    return tuple(dict.fromkeys(value))
 
 
 def parse_in_out_pair(text: str) -> tuple[InOutPair, ...]:

@@ -139,16 +139,19 @@ def npu_optimizer_params(config: Any) -> dict[str, RawValue]:
     return merged
 
 
-def npu_options_from_config(config: Any, *, environ: Mapping[str, str] | None = None) -> NpuOptions:
-    """The validated options of a ``ConfigProto`` object (duck-typed)."""
-    return build_npu_options(npu_optimizer_params(config), environ=environ)
+def npu_options_from_config(config: Any, *, environ: Mapping[str, str] | None = None,
+                            strict: bool = False) -> NpuOptions:
+    """The validated options of a ``ConfigProto`` object (duck-typed); ``strict``: a key outside
+    the option table is an error, not a warning."""
+    return build_npu_options(npu_optimizer_params(config), environ=environ, strict=strict)
 
 
-def read_npu_options(path: PathLike, *, environ: Mapping[str, str] | None = None) -> NpuOptions:
+def read_npu_options(path: PathLike, *, environ: Mapping[str, str] | None = None,
+                     strict: bool = False) -> NpuOptions:
     """The validated options of the ``ConfigProto`` in the file ``path``; every
     error names the file."""
     config = load_config_proto(path)
     try:
-        return npu_options_from_config(config, environ=environ)
+        return npu_options_from_config(config, environ=environ, strict=strict)
     except SessionOptionError as exc:
         raise SessionOptionError(f"{path}: {exc}", options=exc.options) from None

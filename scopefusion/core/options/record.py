@@ -2,7 +2,9 @@
 
 The reference copies every NpuOptimizer option onto its device call node as an
 attribute ``_<option>`` (text; ``"1"``/``"0"`` for booleans, ``""`` when unset),
-with ``_NpuOptimizer`` naming the optimizer.  A mixed run writes them on each
+with ``_NpuOptimizer`` naming the optimizer.  Here the seed's defaults filled in
+are named by ``_default_options`` (comma-separated), and keys outside the option
+table are kept as ``_<key>`` too, named by ``_unknown_options``.  A mixed run writes them on each
 segment's call node; a run that fuses the whole graph writes them on one
 ``NoOp`` node, :data:`RECORD_NODE`, which nothing reads and TensorFlow runs as
 it runs any ``NoOp`` (attributes starting with ``_`` are left alone by
@@ -20,6 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
 OPTIMIZER_ATTR = "_NpuOptimizer"
+#: The options whose recorded value is the seed's default (the configuration left them unset).
+DEFAULTS_ATTR = "_default_options"
+#: The configuration's keys outside the option table.
+UNKNOWN_ATTR = "_unknown_options"
 #: The node that carries the options of a run without segments (``NpuOptimizer_1`` ... if taken).
 RECORD_NODE = "NpuOptimizer"
 
@@ -35,7 +41,13 @@ def session_attrs(session: NpuOptions) -> dict[str, str]:
         else:
             text = render_value(name, value)
         out[f"_{name}"] = text
+    for name, value in session.unknown.items():
+        out.setdefault(f"_{name}", "1" if value is True else "0" if value is False else
+                       "" if value is None else str(value))
     out[OPTIMIZER_ATTR] = "NpuOptimizer"
+    out[DEFAULTS_ATTR] = ",".join(session.defaults_filled())
+    if session.unknown:
+        out[UNKNOWN_ATTR] = ",".join(session.unknown)
     return out
 
 

@@ -17,6 +17,8 @@ from .errors import bad_combination, bad_value, show
 from .table import MIX_PRECISION_MODES
 
 DYNAMIC_OPTIONS = ("input_shape", "dynamic_dims", "dynamic_node_type")
+#: The most graph and variable memory together (the seed: the hardware's limit).
+MAX_TOTAL_MEMORY = 31 * 1024 ** 3
 _DIRECTORY = "an existing directory you can read and write"
 
 
@@ -103,6 +105,29 @@ def _profiling_options(c: Combination) -> None:
                               "settings whenever profiling_mode is True")
 
 
+def _training_trace(c: Combination) -> None:
+    settings = c.values["profiling_options"] or {}
+    if settings.get("training_trace") != "on":
+        return
+    missing = [key for key in ("fp_point", "bp_point") if key not in settings]
+    if missing:
+        raise bad_combination(("profiling_options",), f'"training_trace": "on" without {" and ".join(missing)}',
+                              'fp_point (the first forward op) and bp_point (the last backward op) with '
+                              '"training_trace": "on"')
+    if c.values["graph_run_mode"] != 1:
+        raise bad_combination(("profiling_options", "graph_run_mode"), '"training_trace": "on" in online '
+                              f"inference ({c.shown('graph_run_mode')})", 'training_trace only in training '
+                              "(graph_run_mode 1); online inference takes task_trace and aicpu")
+
+
+def _memory_total(c: Combination) -> None:
+    names = ("graph_memory_max_size", "variable_memory_max_size")
+    total = sum(c.values[n] or 0 for n in names)
+    if total > MAX_TOTAL_MEMORY:
+        raise bad_combination(names, f"{' and '.join(c.shown(n) for n in names)} add up to {total} bytes",
+                              f"at most {MAX_TOTAL_MEMORY} bytes (31 GiB) together")
+
+
 def _implmode_list(c: Combination) -> None:
     if c.is_set("optypelist_for_implmode") and "op_select_implmode" not in c.given:
         raise bad_combination(("optypelist_for_implmode", "op_select_implmode"),
@@ -151,7 +176,8 @@ def _data_pre_proc(c: Combination) -> None:
 
 
 RULES: tuple[Callable[[Combination], None], ...] = (
-    _dynamic_together, _gears_fit_shape, _mix_without_dynamic, _dump_path, _profiling_options, _implmode_list,
+    _dynamic_together, _gears_fit_shape, _mix_without_dynamic, _dump_path, _profiling_options, _training_trace,
+    _memory_total, _implmode_list,
     _mixlist_precision, _in_out_pair_mix, _single_iteration, _compress_weight, _work_path, _data_pre_proc,
 )
 

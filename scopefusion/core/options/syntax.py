@@ -145,13 +145,16 @@ def parse_input_shape(text: str) -> tuple[InputShape, ...]:
 
 
 def parse_dynamic_dims(text: str) -> tuple[tuple[int, ...], ...]:
-    """``"20,20;40,40"`` -> gears ``(20, 20)`` and ``(40, 40)``, all of one length."""
+    """``"20,20;40,40"`` -> gears ``(20, 20)`` and ``(40, 40)``, all of one length, at least two
+    of them (the seed: "the gears must be more than one group")."""
     gears: list[tuple[int, ...]] = []
     for number, item in enumerate(split_items(text, ";", "gear", trailing=True), 1):
         gear = tuple(_natural(v.strip(), f"in gear {number}") for v in item.split(","))
         if gears and len(gear) != len(gears[0]):
             raise ValueProblem(f"has {len(gear)} value(s) in gear {number} but {len(gears[0])} in gear 1")
         gears.append(gear)
+    if len(gears) < 2:
+        raise ValueProblem("has a single gear; dynamic gears need at least two")
     return tuple(gears)
 
 
@@ -232,6 +235,10 @@ def parse_name_list(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: The engines whose parallelism the seed bounds: name -> (which engine, the most streams).
+ENGINE_LIMITS = {"DNN_VM_TF": ("AICPU", 13), "DNN_V100": ("AICORE", 3)}
+
+
 def parse_engine_parallelism(text: str) -> tuple[tuple[str, int], ...]:
     """``"DNN_VM_TF:10,DNN_V100:1"`` -> ``(("DNN_VM_TF", 10), ("DNN_V100", 1))``."""
     pairs: list[tuple[str, int]] = []
@@ -244,6 +251,9 @@ def parse_engine_parallelism(text: str) -> tuple[tuple[str, int], ...]:
             raise ValueProblem(f"gives {engine} {number} streams; at least 1 is needed")
         if any(e == engine for e, _ in pairs):
             raise ValueProblem(f"gives {engine} twice")
+        limit = ENGINE_LIMITS.get(engine)
+        if limit is not None and number > limit[1]:
+            raise ValueProblem(f"gives {engine} ({limit[0]}) {number} streams; at most {limit[1]}")
         pairs.append((engine, number))
     return tuple(pairs)
 

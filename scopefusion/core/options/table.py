@@ -41,6 +41,8 @@ PRECISION_MODES = ("allow_fp32_to_fp16", "force_fp16", "force_fp32", "must_keep_
 MIX_PRECISION_MODES = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16")
 IMPL_MODES = ("high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all")
 AUTO_TUNE_MODES = ("RL", "GA")
+#: The op types whose implementation ``optypelist_for_implmode`` may choose (the seed's list).
+IMPLMODE_OP_TYPES = ("Pooling", "SoftmaxV2", "LRN", "ROIAlign")
 
 _BOOL = "True or False"
 _DIRECTORY = "an existing directory you can read and write"
@@ -53,6 +55,15 @@ def parse_auto_tune_mode(value: str) -> tuple[str, ...]:
         if mode not in AUTO_TUNE_MODES:
             raise ValueProblem(f"names the tuning mode {mode!r}")
     return modes
+
+
+def parse_implmode_op_types(value: str) -> tuple[str, ...]:
+    """``"Pooling,SoftmaxV2"`` -> ``("Pooling", "SoftmaxV2")``: op types of :data:`IMPLMODE_OP_TYPES`."""
+    types = parse_name_list(value)
+    for op_type in types:
+        if op_type not in IMPLMODE_OP_TYPES:
+            raise ValueProblem(f"names the op type {op_type!r}, which has no choice of implementation")
+    return types
 
 
 def _b(name: str, default: bool | None, acted_on: bool, allowed: str = _BOOL, note: str = "") -> OptionSpec:
@@ -90,12 +101,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _b("mix_compile_mode", False, True),
     _b("hcom_parallel", False, False),
     OptionSpec("graph_memory_max_size", "s", "", parse_byte_size, "a size in bytes from 0 to 274877906944 "
-               "(256 GiB), written as a decimal string", False, EMPTY_IS_UNSET),
+               "(256 GiB), written as a decimal string; with variable_memory_max_size at most 31 GiB (default 26 GiB)",
+               False, EMPTY_IS_UNSET),
     OptionSpec("variable_memory_max_size", "s", "", parse_byte_size, "a size in bytes from 0 to 274877906944 "
-               "(256 GiB), written as a decimal string", False, EMPTY_IS_UNSET),
+               "(256 GiB), written as a decimal string; with graph_memory_max_size at most 31 GiB (default 5 GiB)",
+               False, EMPTY_IS_UNSET),
     OptionSpec("auto_tune_mode", "s", "", parse_auto_tune_mode, "RL, GA or 'RL,GA'", False, EMPTY_IS_UNSET),
     OptionSpec("stream_max_parallel_num", "s", "", parse_engine_parallelism, "ENGINE:N pairs (N >= 1) "
-               "separated by ',', e.g. 'DNN_VM_TF:10,DNN_V100:1'", False, EMPTY_IS_UNSET),
+               "separated by ',', e.g. 'DNN_VM_TF:10,DNN_V100:1'; DNN_VM_TF (AICPU) 1 to 13, DNN_V100 (AICORE) 1 to 3; "
+               "default 1 each", False, EMPTY_IS_UNSET),
     _b("is_tailing_optimization", False, False),
     OptionSpec("graph_run_mode", "i", 1, one_of(0, 1), "0 (online inference) or 1 (training)", True),
     OptionSpec("op_debug_level", "i", 0, between(0, 4), "0, 1, 2, 3 or 4", False),
@@ -103,13 +117,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "by ','", True, EMPTY_IS_UNSET),
     OptionSpec("enable_exception_dump", "i", 0, between(0, 2), "0, 1 or 2", False),
     _choice("op_select_implmode", "high_performance", IMPL_MODES, False),
-    OptionSpec("optypelist_for_implmode", "s", "", parse_name_list, "op types separated by ',' (needs "
-               "op_select_implmode)", False, EMPTY_IS_UNSET),
+    OptionSpec("optypelist_for_implmode", "s", "", parse_implmode_op_types, f"op types of "
+               f"{', '.join(IMPLMODE_OP_TYPES)} separated by ',' (needs op_select_implmode)", False, EMPTY_IS_UNSET),
     OptionSpec("input_shape", "s", "", parse_input_shape, "name:d1,d2,... items separated by ';', a "
                "dimension being a whole number or -1 (dynamic), a scalar written name:0, e.g. "
                "'data:1,-1;label:1' (together with dynamic_dims and dynamic_node_type)", True, EMPTY_IS_ERROR),
-    OptionSpec("dynamic_dims", "s", "", parse_dynamic_dims, "gears of whole numbers separated by ';', each "
-               "with one value per -1 of input_shape, e.g. '20,20;40,40'", True, EMPTY_IS_ERROR),
+    OptionSpec("dynamic_dims", "s", "", parse_dynamic_dims, "gears of whole numbers separated by ';' (at "
+               "least two), each with one value per -1 of input_shape, e.g. '20,20;40,40'", True, EMPTY_IS_ERROR),
     OptionSpec("dynamic_node_type", "i", -1, one_of(0, 1), "0 (dataset inputs are dynamic) or 1 "
                "(placeholder inputs are dynamic)", True),
     _choice("aoe_mode", "", ("1", "2", "3", "4"), False, EMPTY_IS_ERROR),
@@ -156,3 +170,9 @@ OPTION_BY_NAME: dict[str, OptionSpec] = {spec.name: spec for spec in OPTIONS}
 OPTION_NAMES: tuple[str, ...] = tuple(OPTION_BY_NAME)
 #: The options this project acts on; the others are validated and recorded for a back end.
 ACTED_ON: frozenset[str] = frozenset(spec.name for spec in OPTIONS if spec.acted_on)
+#: The acted-on options only ``scopefusion.Session`` acts on: dumps and profiles need the graph to run;
+#: ``run`` and ``fuse()`` write a graph and run nothing.
+SESSION_ONLY: frozenset[str] = frozenset({
+    "enable_dump", "dump_path", "dump_step", "dump_mode", "enable_dump_debug", "dump_debug_mode", "profiling_mode",
+    "profiling_options",
+})

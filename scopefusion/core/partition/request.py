@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 from ..errors import OptionError
-from ..options import NpuOptions, npu_options, read_npu_options
+from ..options import NpuOptions, npu_options, npu_options_from_config, read_npu_options
 from ..options.in_out_pair import InOutPair
 
-SessionLike = Union[NpuOptions, str, "os.PathLike[str]", None]
+#: NpuOptions, a ConfigProto file, or a ConfigProto object (any message with
+#: ``graph_options.rewrite_options.custom_optimizers``)
+SessionLike = Union[NpuOptions, str, "os.PathLike[str]", Any, None]
 InOutPairLike = Union[str, Sequence[Any], None]
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -60,22 +62,28 @@ def parse_flag(value: Any, name: str) -> bool:
     raise OptionError(f"{name}: {value!r} is not a truth value; allowed: true or false (1/0, yes/no, on/off)")
 
 
-def session_options(session: SessionLike) -> NpuOptions:
-    """NpuOptions from a ConfigProto file path, an NpuOptions, or None (the defaults)."""
+def session_options(session: SessionLike, strict: bool = False) -> NpuOptions:
+    """NpuOptions from a ConfigProto file path, a ConfigProto object, an NpuOptions, or None (the
+    defaults); ``strict``: a key outside the option table is an error, not a warning."""
     if session is None:
         return NpuOptions()
     if isinstance(session, NpuOptions):
+        if strict and session.unknown:
+            return npu_options({**session.unknown, **session.given}, strict=True)  # raises, naming them
         return session
-    return read_npu_options(session)
+    if hasattr(session, "graph_options"):
+        return npu_options_from_config(session, strict=strict)
+    return read_npu_options(session, strict=strict)
 
 
 def partition_request(*, mix_compile_mode: bool | str | None = None, in_out_pair: InOutPairLike = None,
                       in_out_pair_flag: bool | str | None = None,
                       supported_ops_file: str | os.PathLike[str] | None = None,
-                      session: SessionLike = None) -> PartitionRequest:
+                      session: SessionLike = None, strict_options: bool = False) -> PartitionRequest:
     """The request of a run: ``session`` (a configuration's options) with the explicit values
-    laid over it, all checked again together by the session options' rules."""
-    base = session_options(session)
+    laid over it, all checked again together by the session options' rules (``strict_options``:
+    a key outside the option table is an error)."""
+    base = session_options(session, strict_options)
     values: dict[str, Any] = dict(base.given)
     if mix_compile_mode is not None:
         values["mix_compile_mode"] = parse_flag(mix_compile_mode, "mix_compile_mode")
@@ -83,7 +91,7 @@ def partition_request(*, mix_compile_mode: bool | str | None = None, in_out_pair
         values["in_out_pair_flag"] = parse_flag(in_out_pair_flag, "in_out_pair_flag")
     if in_out_pair is not None:
         values["in_out_pair"] = in_out_pair if isinstance(in_out_pair, str) else str(_as_lists(in_out_pair))
-    merged = npu_options(values) if values != dict(base.given) else base
+    merged = npu_options({**base.unknown, **values}) if values != dict(base.given) else base
     path = None if supported_ops_file in (None, "") else os.fspath(supported_ops_file)
     if path is not None and not merged.mix_compile_mode:
         raise OptionError(f"supported_ops_file {path}: given without mix_compile_mode; allowed: a supported-ops "

@@ -109,6 +109,24 @@ def _call_node(out: "GraphDef", seg: Segmenting, k: int, types: tuple[list[int],
         node.attr["data_format"].s = _data_format(seg.index, bound.members).encode()
 
 
+def tf_calls(graph_def: GraphDef) -> GraphDef | None:
+    """A partitioned graph in fused form (``GeOp`` call nodes) with each call made a TensorFlow
+    ``PartitionedCall`` of the same function, as the TensorFlow-runnable form writes it; None when
+    the graph has no ``GeOp`` node.  Fused ops inside the bodies are left as they are."""
+    if not any(node.op == SEGMENT_OP for node in graph_def.node):
+        return None
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    for node in out.node:
+        if node.op == SEGMENT_OP and "function" in node.attr:
+            node.op = TF_CALL_OP
+            node.attr["f"].CopyFrom(node.attr["function"])
+            del node.attr["function"]
+            if "data_format" in node.attr:  # the device's hint, not an attribute of the call
+                del node.attr["data_format"]
+    return out
+
+
 def _host_node(out: "GraphDef", seg: Segmenting, i: int) -> None:
     index = seg.index
     node = out.node.add()

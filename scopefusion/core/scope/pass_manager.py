@@ -57,8 +57,10 @@ class ScopePassManager:
         self.specs = [_spec(p) for p in passes]
         self.fused_ops = dict(fused_ops)
         self.options = options or FusionOptions()
-        check_pass_names(self.options.enable_scope_fusion_passes, [s.name for s in self.specs])
-        wanted = set(self.options.enable_scope_fusion_passes)
+        aliases = {a: s.name for s in self.specs for a in s.aliases}  # the reference's names too
+        names = [aliases.get(n, n) for n in self.options.enable_scope_fusion_passes]
+        check_pass_names(names, [s.name for s in self.specs])
+        wanted = set(names)
         self.enabled = [s for s in self.specs if s.general or s.name in wanted]
 
     def run(self, graph_def: "GraphDef") -> FusionOutcome:

@@ -15,6 +15,7 @@ from scopefusion.builtin_passes.scope.instance_norm import (
     instance_norm_reference,
 )
 from scopefusion.core.graph.attrs import attr_value_to_python
+from scopefusion.core.fusion.plan import DESCRIPTION_ATTR
 from scopefusion.testing import graph_from_function, registry_with
 
 PASS = "ScopeInstanceNormPass"
@@ -38,7 +39,7 @@ def _nodes(result, op="InstanceNorm"):
 
 
 def _attrs(node):
-    return {k: attr_value_to_python(v) for k, v in node.attr.items()}
+    return {k: attr_value_to_python(v) for k, v in node.attr.items() if k != DESCRIPTION_ATTR}
 
 
 def _max_err(graph, result, registry, **options) -> float:

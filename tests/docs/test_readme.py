@@ -1,4 +1,4 @@
-"""The plugin example in the README is real code: run it."""
+"""The code in the README and in the documentation site is real code: run it."""
 from __future__ import annotations
 
 import re
@@ -13,18 +13,23 @@ import scopefusion.testing
 from scopefusion.core.verify.execute import run_graph_def
 from scopefusion.plugins.registry import load_registry
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def _readme_plugin() -> types.ModuleType:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    (source,) = [b for b in blocks if "def scopefusion_scope_passes" in b]
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def _plugin_example() -> types.ModuleType:
+    (source,) = [b for b in _python_blocks(DOCS / "plugins.md") if "def scopefusion_scope_passes" in b]
     module = types.ModuleType("readme_plugin")
-    exec(compile(source, str(README), "exec"), module.__dict__)
+    exec(compile(source, str(DOCS / "plugins.md"), "exec"), module.__dict__)
     return module
 
 
-def test_readme_plugin_example_registers_fuses_and_matches():
+def test_the_plugin_example_registers_fuses_and_matches():
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -36,7 +41,7 @@ def test_readme_plugin_example_registers_fuses_and_matches():
         tf.nn.relu(y, name="out")
     graph_def = graph.as_graph_def()
 
-    registry = load_registry(autoload=False, plugins=[("readme", _readme_plugin())])
+    registry = load_registry(autoload=False, plugins=[("readme", _plugin_example())])
     spec = registry.get("ScopeScaleShiftPass")
     assert not spec.general and spec.origin == "readme local"
     assert scopefusion.fuse(graph_def, registry=registry).report.fused == []  # not enabled
@@ -50,18 +55,28 @@ def test_readme_plugin_example_registers_fuses_and_matches():
     assert np.max(np.abs(want[0] - got[0])) <= 1e-6
 
 
-def test_readme_op_pattern_example_matches_a_hard_swish():
+def _hard_swish_graph(write):
     import tensorflow as tf
 
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    (source,) = [b for b in blocks if "HARD_SWISH = OpPattern" in b]
-    namespace: dict = {}
-    exec(compile(source, str(README), "exec"), namespace)
+    return scopefusion.testing.graph_from_function(write, tf.TensorSpec([2, 3], tf.float32, "x"))
 
-    def keras_style(x):
-        return x * tf.nn.relu6(x + 3.0) / 6.0
 
-    graph_def = scopefusion.testing.graph_from_function(keras_style, tf.TensorSpec([2, 3], tf.float32, "x"))
-    view = scopefusion.GraphView(graph_def)
-    (match,) = scopefusion.core.graph.matching.find_matches(view, namespace["HARD_SWISH"])
-    assert match.tensor_name("x") == "x" and match.root_name == "truediv"
+def test_the_op_pattern_examples_match_a_hard_swish_in_each_spelling():
+    """The graph-fusion page's pattern and the README's (written once: the matcher finds the
+    groupings) both match Keras' spelling; the README's also the other grouping and the division."""
+    import tensorflow as tf
+
+    spellings = {
+        "keras": lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
+        "regrouped": lambda x: tf.nn.relu6(3.0 + x) * (1 / 6) * x,
+    }
+    pages = {"docs/graph-fusion.md": ["keras"], "README.md": ["keras", "regrouped"]}
+    for page, forms in pages.items():
+        (source,) = [b for b in _python_blocks(ROOT / page) if "HARD_SWISH = OpPattern" in b]
+        namespace: dict = {}
+        exec(compile(source, page, "exec"), namespace)
+        for form in forms:
+            view = scopefusion.GraphView(_hard_swish_graph(spellings[form]))
+            matches = scopefusion.core.graph.matching.find_matches(view, namespace["HARD_SWISH"])
+            assert len(matches) == 1, (page, form)
+            assert matches[0].tensor_name("x") == "x"

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from .vocabulary import dtype_enum
+from .vocabulary import SAME_OP, dtype_enum
 
 
 class PatternDefinitionError(ValueError):
@@ -96,6 +96,17 @@ ANY = AnyTensor()
 Expr = Union[Op, Const, Var, Alt, AnyTensor, str]
 
 
+def same_op_types(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` with every type TensorFlow spells one operation with (``Add`` is also ``AddV2``): a
+    pattern names the operation once, whichever op a library's graph holds."""
+    out: list[str] = []
+    for name in names:
+        for same in SAME_OP.get(name, (name,)):
+            if same not in out:
+                out.append(same)
+    return tuple(out)
+
+
 def op(
     types: str | Sequence[str] = (),
     *inputs: Any,
@@ -122,6 +133,7 @@ def op(
     names = (types,) if isinstance(types, str) else tuple(types)
     if any(not isinstance(t, str) or not t for t in names):
         raise PatternDefinitionError(f"op types must be non-empty strings, got {types!r}")
+    names = same_op_types(names)
     if commutative is None:
         commutative = len(inputs) == 2 and bool(names) and all(t in _COMMUTATIVE for t in names)
     if commutative and len(inputs) != 2:

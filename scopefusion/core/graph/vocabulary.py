@@ -28,6 +28,8 @@ CONST_OPS = frozenset({"Const", "HostConst"})
 ADD_OPS = ("Add", "AddV2")
 MUL_OPS = ("Mul",)
 DIV_OPS = ("RealDiv", "Div")
+#: op types that are one operation whatever the graph calls it (an op pattern naming one matches all)
+SAME_OP = {"Add": ADD_OPS, "AddV2": ADD_OPS}
 
 #: Sinks of these op types are not treated as graph outputs by default.
 NON_OUTPUT_SINKS = frozenset({"Const", "NoOp", "Placeholder", "Assert", "VarHandleOp", "VariableV2"})

@@ -244,13 +244,14 @@ def test_layers_point_every_edge_downward_and_a_cycle_still_lays_out():
     assert set(cyclic.boxes) == {"p", "q", "r"} and cyclic.height >= 3 * NODE_HEIGHT
 
 
-def test_the_readme_documents_html_with_screenshots_of_real_pages():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    usage = re.search(r"### `scopefusion run`\n\n```\n(.*?)```", readme, flags=re.S)
+def test_the_docs_document_html_with_screenshots_of_real_pages():
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    commands = (docs / "commands.md").read_text()
+    usage = re.search(r"## `scopefusion run`\n\n```\n(.*?)```", commands, flags=re.S)
     assert usage is not None and "[--html run.html]" in usage.group(1)
-    assert "* `--html FILE`:" in readme and "#### The HTML page" in readme
-    shots = re.findall(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", readme)
-    assert shots == ["docs/html-report.png", "docs/html-report-near-miss.png"]
+    assert "* `--html FILE`:" in commands and "### The HTML page" in commands
+    shots = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", commands)
+    assert shots == ["html-report.png", "html-report-near-miss.png"]
     for shot in shots:
-        pixels = _png_pixels(Path(__file__).resolve().parents[2] / shot)
+        pixels = _png_pixels(docs / shot)
         assert pixels.shape[1] == 1200 and np.any(pixels < 235, axis=2).mean() > 0.03

@@ -121,3 +121,18 @@ def _dimension(x: int | None, y: int | None) -> int | None:
     if x == 1 or x is None:
         return x if y == 1 else y
     return x if y in (1, None, x) else None
+
+
+def unequal_shapes(match: Any, names: tuple[str, str], unknown: str) -> str | tuple[Shape, Shape] | None:
+    """Whether the tensors ``names`` of ``match`` have one shape (an element-wise op of them does not
+    broadcast): None when they do (a dimension unknown in both counts as equal), their two shapes when
+    they do not, and ``unknown`` followed by the tensor's name when a shape cannot be told."""
+    shapes = [static_shape(match.view, match.tensor(name)) for name in names]
+    for name, shape in zip(names, shapes, strict=True):
+        if shape is None:
+            return f"cannot tell the shape of {unknown}{match.tensor_name(name)!r}, to rule out a broadcast"
+    first, second = shapes
+    assert first is not None and second is not None
+    if len(first) != len(second) or any(a != b for a, b in zip(first, second, strict=True)):
+        return first, second
+    return None

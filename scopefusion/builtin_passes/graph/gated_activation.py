@@ -30,7 +30,7 @@ from ...core.graph.pattern import OpPattern, one_of, op
 from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from .gelu import erf_forms, gelu_reference, tanh_forms
-from .fused_shapes import static_shape as _shape
+from .fused_shapes import unequal_shapes
 from .swish import CUSTOM_GRADIENT, PRODUCT, swish_reference
 
 #: The activations a gate may have (the fused ops of the graph stage).
@@ -130,15 +130,9 @@ class GatedActivationFusionPass(PatternFusionBasePass):
 def _broadcast_problem(match: PatternMatch) -> str | None:
     """Why ``act(gate) * up`` is no element-wise product of two tensors of one shape (None when it is).
     Dimensions unknown in both are taken as equal: both are projections of the same input."""
-    view = match.view
-    shapes = [_shape(view, match.tensor(name)) for name in ("x", "up")]
-    for name, shape in zip(("x", "up"), shapes, strict=True):
-        if shape is None:
-            return f"cannot tell the shape of {match.tensor_name(name)!r}, to rule out a broadcast"
-    gate_shape, up_shape = shapes
-    assert gate_shape is not None and up_shape is not None
-    if len(gate_shape) != len(up_shape) or any(a != b for a, b in zip(gate_shape, up_shape, strict=True)):
-        return (f"the product broadcasts (the gate {match.tensor_name('x')!r} has shape {gate_shape}, "
-                f"{match.tensor_name('up')!r} {up_shape}): it is no gated activation")
-    return None
+    found = unequal_shapes(match, ("x", "up"), "")
+    if isinstance(found, tuple):
+        return (f"the product broadcasts (the gate {match.tensor_name('x')!r} has shape {found[0]}, "
+                f"{match.tensor_name('up')!r} {found[1]}): it is no gated activation")
+    return found
 

@@ -37,6 +37,7 @@ from ...core.graph.pattern import OpPattern, op
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from ..scope.layer_norm.op import LAYER_NORM, layer_norm_reference
 from .fused_shapes import static_shape as _shape
+from .fused_shapes import unequal_shapes
 from .rms_norm import RMS_NORM, rms_norm_reference
 
 ADDS = ("Add", "AddV2")
@@ -132,15 +133,9 @@ class ResidualNormFusionPass(PatternFusionBasePass):
 def _broadcast_problem(match: PatternMatch) -> str | None:
     """Why ``x + residual`` is no element-wise sum of two tensors of one shape (None when it is).
     Dimensions unknown in both operands are taken as equal: both come from the same batch."""
-    view = match.view
-    shapes = [_shape(view, match.tensor(name)) for name in ("x", "residual")]
-    for name, shape in zip(("x", "residual"), shapes, strict=True):
-        if shape is None:
-            return f"cannot tell the shape of the summand {match.tensor_name(name)!r}, to rule out a broadcast"
-    x_shape, r_shape = shapes
-    assert x_shape is not None and r_shape is not None
-    if len(x_shape) != len(r_shape) or any(a != b for a, b in zip(x_shape, r_shape, strict=True)):
-        return (f"the add broadcasts ({match.tensor_name('x')!r} has shape {x_shape}, "
-                f"{match.tensor_name('residual')!r} {r_shape}): it is no residual sum")
-    return None
+    found = unequal_shapes(match, ("x", "residual"), "the summand ")
+    if isinstance(found, tuple):
+        return (f"the add broadcasts ({match.tensor_name('x')!r} has shape {found[0]}, "
+                f"{match.tensor_name('residual')!r} {found[1]}): it is no residual sum")
+    return found
 

@@ -45,9 +45,31 @@ def scale_of(match: PatternMatch, k_scaled_inside: bool) -> float:
             continue
         if f"{where}_scale" not in match.nodes:
             continue
-        value = _factor_value(match, where, {"q": "the query", "k": "the key", "s": "the product"}[where])
-        scale = scale * value if match.view.index.ops[match.nodes[f"{where}_scale"]] == "Mul" else scale / value
+        what = {"q": "the query", "k": "the key", "s": "the product"}[where]
+        node = match.nodes[f"{where}_scale"]
+        if match.view.index.ops[node] == "Mul":
+            scale *= _factor_value(match, where, what)
+        else:  # a division: by its divisor as the graph computes it (the pattern may have read it as a product)
+            scale /= _divisor_value(match, node, where, what)
     return scale
+
+
+def _divisor_value(match: PatternMatch, node: int, prefix: str, what: str) -> float:
+    """What the division ``node`` divides by, folded from the graph's constants; the bound factor when
+    the divisor is not one the graph computes from constants alone."""
+    index = match.view.index
+    divisor = [t for t in index.inputs[node] if t[1] >= 0][1]
+    folded = match.view.folded_constant(divisor[0]) if divisor[1] == 0 else None
+    if folded is None:
+        return _factor_value(match, prefix, what)
+    value = folded[0]
+    if value.size != 1:
+        fail(f"{what} is divided by a constant of shape {list(value.shape)}, not a scalar: "
+             "not a scaled dot product")
+    factor = float(value.reshape(-1)[0])
+    if not math.isfinite(factor) or factor == 0.0:
+        fail(f"{what} is divided by {factor}")
+    return factor
 
 
 def _factor_value(match: PatternMatch, prefix: str, what: str) -> float:

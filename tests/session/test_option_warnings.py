@@ -115,11 +115,11 @@ def test_run_and_config_check_with_strict_options(bert_encoder, tmp_path):
     assert "scopefusion: warning: NpuOptimizer option jit_compile (did you mean mix_compile_mode?): not in the " \
         "option table" in ran.stderr
     strict = cli("run", str(model), "--config", str(path), "-o", str(tmp_path / "out2.pb"), "--strict-options")
-    assert strict.returncode == 1 and not (tmp_path / "out2.pb").exists()
+    assert strict.returncode == 2 and not (tmp_path / "out2.pb").exists()  # a usage error
     assert strict.stderr.count("\n") == 1 and "enable_dumpp (did you mean enable_dump?)" in strict.stderr
     checked = cli("config", "check", str(path))
     assert checked.returncode == 0 and "warning: NpuOptimizer option graph_exec_timeout" in checked.stdout
-    assert cli("config", "check", str(path), "--strict-options").returncode == 1
+    assert cli("config", "check", str(path), "--strict-options").returncode == 2
 
 
 # ------------------------------------------------------------------ the seed's constraints

@@ -24,6 +24,9 @@ def test_stock_op_results_are_dumped(registry, tmp_path):
     custom_op.parameter_map["enable_dump"].b = True
     custom_op.parameter_map["dump_path"].s = str(tmp_path).encode()
     custom_op.parameter_map["dump_mode"].s = b"all"
+    switch = tmp_path / "switch.cfg"  # the softmax pass alone: the attention pass would take the softmaxes in
+    switch.write_text("AttentionFusionPass:off\n")
+    custom_op.parameter_map["fusion_switch_file"].s = str(switch).encode()
     config.graph_options.rewrite_options.remapping = RewriterConfig.OFF
     with scopefusion.Session(graph=graph, config=config, registry=registry) as sess:
         outputs = sess.run(model.outputs, model.inputs)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from tests.models import attention_models as atm
+from scopefusion.core.fusion.fused_ops import shape_rules
 from tests.helpers.pass_checks import REGISTRY, op_count, pass_report
 from tests.helpers.verify import assert_verifies
 
@@ -208,7 +209,8 @@ def test_grouped_query_attention_takes_k_and_v_unrepeated():
     assert op_count(m.graph_def, "Tile") == 2 * m.attentions
     assert op_count(result.fused_graph_def, "Tile") == 0
     graph = {n.name: n for n in result.fused_graph_def.node}
-    shapes = scopefusion.GraphView(result.fused_graph_def)
+    # q and k are the rotary embedding's outputs, shaped like its input
+    shapes = scopefusion.GraphView(result.fused_graph_def, same_shape=shape_rules(REGISTRY.fused_ops))
     for node in graph.values():
         if node.op == OP:
             q, k, v = (shapes.static_shape((shapes.index.index[i.split(":")[0]], 0)) for i in node.input[:3])

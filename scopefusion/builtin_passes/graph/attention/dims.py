@@ -75,6 +75,9 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
     data = [t for t in index.inputs[node] if t[1] != CONTROL]
     if op in FORWARDING_OPS and data:
         return dim(view, data[0], axis, depth - 1)
+    source = view.same_shape.get(op, {}).get(tensor[1])  # a fused op shaped like one of its inputs
+    if source is not None and source < len(data):
+        return dim(view, data[source], axis, depth - 1)
     if op == "Transpose":
         perm = view.const_value_of(data[1][0])
         if perm is None or -axis > perm.size:

@@ -179,6 +179,7 @@ class FusionPipeline:
         outputs = self._output_tensors(index)
         report.outputs = [tensor_name(n, p) for n, p in outputs]
         first, rewrite = True, None
+        watched: dict[str, list[str]] = {}  # a scope near miss's scope -> its nodes when it was missed
         for engine in self.engines:
             if not engine.active():
                 engine.skipped(report)
@@ -191,8 +192,10 @@ class FusionPipeline:
                 report.stage_seconds[f"{engine.stage}.index"] = time.perf_counter() - t0
             first = False
             rewrite = self._stage(engine, index, outputs, report)
+            watched.update(scope_members(index, report, watched))  # before a later stage rewrites them
         report.nodes_after = len(graph_def.node)
         report.op_counts_after = dict(Counter(_ops_after(index, graph_def, rewrite)))
+        settle_scope_near_misses(graph_def, report, self.fused_ops, watched)
         return FusionOutcome(graph_def, report)
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
@@ -354,6 +357,38 @@ def settle_near_misses(index: GraphIndex, reports: Iterable[PassReport], accepte
         kept = [r for r in p.near_misses if not _covered(r.name, index, taken, scopes, fused_ops)]
         p.near_miss_count -= len(p.near_misses) - len(kept)
         p.near_misses = kept[:MAX_NEAR_MISSES]
+
+
+def scope_members(index: GraphIndex, report: FusionReport, watched: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The nodes under each scope a scope pass nearly matched (not yet watched), as the stage saw them."""
+    scopes = {r.name for p in report.passes if p.engine == "scope" for r in p.near_misses
+              if "::" not in r.name and r.name not in watched}
+    if not scopes:
+        return {}
+    members: dict[str, list[str]] = {s: [] for s in scopes}
+    for name in index.names:
+        k = name.find("/")
+        while k != -1:
+            if name[:k] in scopes:
+                members[name[:k]].append(name)
+            k = name.find("/", k + 1)
+    return members
+
+
+def settle_scope_near_misses(graph_def: "GraphDef", report: FusionReport, fused_ops: Mapping[str, FusedOpDef],
+                             watched: Mapping[str, list[str]]) -> None:
+    """A scope pass's near miss at a scope whose every node a later stage fused (none of them is left in
+    the graph but as a fused op) is noise too: it goes, once the run's last stage is done."""
+    if not watched:
+        return
+    wanted = {name for names in watched.values() for name in names}
+    unfused = {node.name for node in graph_def.node if node.name in wanted and node.op not in fused_ops}
+    for p in report.passes:
+        if p.engine != "scope" or not p.near_misses:
+            continue
+        kept = [r for r in p.near_misses if r.name not in watched or unfused.intersection(watched[r.name])]
+        p.near_miss_count -= len(p.near_misses) - len(kept)
+        p.near_misses = kept
 
 
 def _covered(name: str, index: GraphIndex, taken: set[int], scopes: set[str],

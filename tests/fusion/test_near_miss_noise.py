@@ -1,0 +1,44 @@
+"""Near misses only where no pass fused: a pattern that came close on a part another pass (of the same
+stage or a later one) fused is not reported."""
+from __future__ import annotations
+
+import pytest
+
+import scopefusion
+from scopefusion.core.fusion import pipeline
+
+
+@pytest.fixture(scope="module")
+def conv_bn_model():
+    """Keras 3 Conv2D + BatchNormalization + swish blocks: each batch norm's ``batchnorm`` scope looks a
+    little like a layer norm to the scope pass, and the graph stage folds it into the convolution."""
+    keras = pytest.importorskip("keras")
+    x = keras.Input((16, 16, 3), name="img")
+    h = x
+    for _ in range(3):
+        h = keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(h)
+        h = keras.layers.BatchNormalization()(h)
+        h = keras.layers.Activation("swish")(h)
+    return keras.Model(x, h)
+
+
+def _near_misses(result) -> dict[str, list[str]]:
+    return {p.name: [r.name for r in p.near_misses] for p in result.report.passes if p.near_miss_count}
+
+
+def test_near_misses_on_what_another_pass_fused_are_left_out(conv_bn_model, monkeypatch):
+    result = scopefusion.fuse(conv_bn_model)
+    assert result.report.fused_count("Conv2DBiasAddActivation") == 3
+    assert _near_misses(result) == {}
+    # without the settling, the scope pass's near misses at the three batch norms are reported
+    monkeypatch.setattr(pipeline, "settle_scope_near_misses", lambda *args: None)
+    unsettled = _near_misses(scopefusion.fuse(conv_bn_model))
+    assert len(unsettled["ScopeLayerNormPass"]) == 3
+    assert all(name.endswith("/batchnorm") for name in unsettled["ScopeLayerNormPass"])
+
+
+def test_near_misses_where_nothing_was_fused_stay(conv_bn_model):
+    """With the graph passes off, nothing fuses the batch norms: the scope pass's near misses stay."""
+    result = scopefusion.fuse(conv_bn_model, fusion_switch_file=scopefusion.FusionSwitch.from_text(
+        "ConvBatchnormFusionPass:off"))
+    assert len(_near_misses(result).get("ScopeLayerNormPass", [])) == 3

@@ -20,34 +20,11 @@ from tests.passes.detection.test_detection import od  # noqa: F401 - the OD API 
 import scopefusion
 from scopefusion.core.options import SessionOptionError, npu_options, parse_in_out_pair
 from scopefusion.core.partition import PartitionError
+from tests.helpers.session_configs import imported, npu_config
 
 tf1 = tf.compat.v1
 TOL = 1e-5
 REFERENCE_NAME = "DecodeBboxV2ScopeFusionPass"  # seed 000's name for ScopeDecodeBboxV2Pass
-
-
-def npu_config(**params) -> tf1.ConfigProto:
-    """A ConfigProto written as the seeds write it (bool, int and str parameters)."""
-    config = tf1.ConfigProto()
-    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
-    custom_op.name = "NpuOptimizer"
-    custom_op.parameter_map["use_off_line"].b = True
-    for key, value in params.items():
-        if isinstance(value, bool):
-            custom_op.parameter_map[key].b = value
-        elif isinstance(value, int):
-            custom_op.parameter_map[key].i = value
-        else:
-            custom_op.parameter_map[key].s = tf.compat.as_bytes(value)
-    config.graph_options.rewrite_options.remapping = RewriterConfig.OFF
-    return config
-
-
-def imported(graph_def) -> tf.Graph:
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.import_graph_def(graph_def, name="")
-    return graph
 
 
 def plain_run(graph: tf.Graph, fetches, feeds):

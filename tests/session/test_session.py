@@ -20,6 +20,7 @@ import scopefusion
 from scopefusion import AttrDef, FusedOp, FusedOpDef, OpPattern, PatternFusionBasePass, TensorArg, op
 from scopefusion.core.options import SessionOptionError
 from scopefusion.testing import registry_with
+from tests.helpers.session_configs import npu_config as seed_config
 
 tf1 = tf.compat.v1
 TOL = 1e-5
@@ -27,23 +28,6 @@ EMBEDDINGS_LN = "bert/embeddings/LayerNorm"
 
 
 # ------------------------------------------------------------------------------ helpers
-def seed_config(**params) -> tf1.ConfigProto:
-    """Seed 000's configuration, plus ``params`` (bool, int or str values)."""
-    config = tf1.ConfigProto()
-    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
-    custom_op.name = "NpuOptimizer"
-    custom_op.parameter_map["use_off_line"].b = True
-    for key, value in params.items():
-        if isinstance(value, bool):
-            custom_op.parameter_map[key].b = value
-        elif isinstance(value, int):
-            custom_op.parameter_map[key].i = value
-        else:
-            custom_op.parameter_map[key].s = tf.compat.as_bytes(value)
-    config.graph_options.rewrite_options.remapping = RewriterConfig.OFF
-    return config
-
-
 def plain_config() -> tf1.ConfigProto:
     config = tf1.ConfigProto()
     config.graph_options.rewrite_options.remapping = RewriterConfig.OFF

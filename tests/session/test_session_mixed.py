@@ -10,6 +10,7 @@ from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
 import scopefusion
 from scopefusion.core.options import SessionOptionError
+from tests.helpers.session_configs import imported, npu_config
 
 tf1 = tf.compat.v1
 TOL = 1e-5
@@ -18,25 +19,8 @@ EMBEDDINGS_LN = "bert/embeddings/LayerNorm"
 
 def mixed_config(**params) -> tf1.ConfigProto:
     """Seed 003's configuration (``use_off_line``, ``mix_compile_mode``), plus ``params``."""
-    config = tf1.ConfigProto()
-    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
-    custom_op.name = "NpuOptimizer"
-    custom_op.parameter_map["use_off_line"].b = True
-    custom_op.parameter_map["mix_compile_mode"].b = True
-    for key, value in params.items():
-        if isinstance(value, bool):
-            custom_op.parameter_map[key].b = value
-        else:
-            custom_op.parameter_map[key].s = tf.compat.as_bytes(value)
-    config.graph_options.rewrite_options.remapping = RewriterConfig.OFF
-    return config
+    return npu_config(mix_compile_mode=True, **params)
 
-
-def imported(graph_def) -> tf.Graph:
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.import_graph_def(graph_def, name="")
-    return graph
 
 
 def ln_output(graph_def, scope: str) -> str:

@@ -19,6 +19,8 @@ Anything else is left to TensorFlow, and when it cannot tell either, the asking 
 """
 from __future__ import annotations
 
+import weakref
+
 from typing import Any
 
 import numpy as np
@@ -53,7 +55,23 @@ def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
     return inferred
 
 
+#: per graph view, the shapes the local rules told: tensor -> (shape, the depth it was told at)
+_TOLD: "weakref.WeakKeyDictionary[Any, dict[tuple[int, int], tuple[Shape | None, int]]]" = weakref.WeakKeyDictionary()
+
+
 def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
+    """:func:`_local_rules`, each tensor told once per view (a residual stream reaches the same tensors
+    along many paths: without this, the walk grows exponentially with the depth)."""
+    told = _TOLD.setdefault(view, {})
+    known = told.get(tensor)
+    if known is not None and (known[0] is not None or known[1] >= depth):
+        return known[0]
+    shape = _local_rules(view, tensor, depth)
+    told[tensor] = (shape, depth)
+    return shape
+
+
+def _local_rules(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
     shape = view.static_shape(tensor, infer=False)
     if shape is not None or depth <= 0:
         return shape
@@ -127,6 +145,14 @@ def unequal_shapes(match: Any, names: tuple[str, str], unknown: str) -> str | tu
     """Whether the tensors ``names`` of ``match`` have one shape (an element-wise op of them does not
     broadcast): None when they do (a dimension unknown in both counts as equal), their two shapes when
     they do not, and ``unknown`` followed by the tensor's name when a shape cannot be told."""
+    local = [_local(match.view, match.tensor(name), MAX_DEPTH) for name in names]
+    if local[0] is not None and local[1] is not None and len(local[0]) == len(local[1]):
+        # the graph's own shapes decide when each axis is known alike or unknown in both (as below),
+        # so TensorFlow's shape inference is asked only when they do not
+        if all(a == b for a, b in zip(local[0], local[1], strict=True)):
+            return None
+        if all(a is not None and b is not None for a, b in zip(local[0], local[1], strict=True)):
+            return local[0], local[1]
     shapes = [static_shape(match.view, match.tensor(name)) for name in names]
     for name, shape in zip(names, shapes, strict=True):
         if shape is None:

@@ -24,7 +24,8 @@ from .const_checks import const_problem
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
 from .view_steps import (
-    ViewInputs, chain_inputs, clip_inputs, kept_if, orders_of, rewritten, single, view_inputs as view_inputs_of,
+    ViewInputs, at_input, chain_inputs, clip_inputs, kept_if, orders_of, rewritten, single,
+    view_inputs as view_inputs_of,
     view_step,
 )
 from .vocabulary import CONTROL, FORWARDING_OPS
@@ -304,17 +305,4 @@ def _sequence(m: "PatternMatcher", name: str, order: list[tuple[int, Tensor]], s
     if k == len(order):
         return then()
     slot, tensor = order[k]
-    where = m._where
-    entry = (name, slot)
-
-    def rest() -> bool:
-        where.pop()
-        if _sequence(m, name, order, steps, k + 1, then):
-            return True
-        where.append(entry)
-        return False
-    where.append(entry)
-    if steps[k](m, tensor, rest):
-        return True
-    where.pop()
-    return False
+    return at_input(m, (name, slot), steps[k], tensor, lambda: _sequence(m, name, order, steps, k + 1, then))

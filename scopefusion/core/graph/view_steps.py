@@ -167,24 +167,32 @@ def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], us
     if k == len(steps):
         return then()
     tried: list[Any] = []
-    where = m._where
     for j, (term, entry) in enumerate(operands):
         if used[j] or term in tried:
             continue
         tried.append(term)
         used[j] = True
-
-        def rest(entry: tuple[str, int] = entry) -> bool:
-            where.pop()
-            if _assign(m, operands, used, steps, k + 1, then):
-                return True
-            where.append(entry)
-            return False
-        where.append(entry)
-        if steps[k](m, term, rest):
+        if at_input(m, entry, steps[k], term, lambda: _assign(m, operands, used, steps, k + 1, then)):
             return True
-        where.pop()
         used[j] = False
+    return False
+
+
+def at_input(m: "PatternMatcher", entry: tuple[str, int], step: Step, term: Any, rest: Then) -> bool:
+    """Match ``term`` with ``step`` while the matcher knows where it stands (``entry``: consumer and
+    input slot), then the ``rest`` of the match with that place left again."""
+    where = m._where
+
+    def then() -> bool:
+        where.pop()
+        if rest():
+            return True
+        where.append(entry)
+        return False
+    where.append(entry)
+    if step(m, term, then):
+        return True
+    where.pop()
     return False
 
 
@@ -208,20 +216,7 @@ def _view_sequence(m: "PatternMatcher", view: NodeView, order: list[tuple[int, A
     if k == len(order):
         return then()
     slot, term = order[k]
-    where = m._where
-    entry = view.wheres[slot]
-
-    def rest() -> bool:
-        where.pop()
-        if _view_sequence(m, view, order, steps, k + 1, then):
-            return True
-        where.append(entry)
-        return False
-    where.append(entry)
-    if steps[k](m, term, rest):
-        return True
-    where.pop()
-    return False
+    return at_input(m, view.wheres[slot], steps[k], term, lambda: _view_sequence(m, view, order, steps, k + 1, then))
 
 
 def clip_inputs(expr: Op, step: Step) -> ViewInputs:

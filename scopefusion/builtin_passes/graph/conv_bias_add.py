@@ -26,18 +26,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.fusion.refusal import fail
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
-from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, NotFused, fused_input, inner_node
+from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, fused_input, inner_node
 from .fused_shapes import static_shape
 from .naming import common_scope
+from ...core.graph.vocabulary import ADD_OPS as ADDS
 
-#: The convolution attributes the fused op carries, as they are.
-CONV_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+#: A convolution's own attributes, which its fused ops (these and the epilogue's) carry as they are.
+CONV_ATTR_DEFS = (
+    AttrDef("strides", "list(int)"),
+    AttrDef("padding", "string", description="SAME, VALID or EXPLICIT"),
+    AttrDef("explicit_paddings", "list(int)", default=[]),
+    AttrDef("data_format", "string", default="NHWC"),
+    AttrDef("dilations", "list(int)", default=[1, 1, 1, 1]),
+)
+CONV_ATTRS = tuple(a.name for a in CONV_ATTR_DEFS)
 #: Fused op type per convolution op type.
 FUSED_TYPES = {"Conv2D": "Conv2DBiasAdd", "DepthwiseConv2dNative": "DepthwiseConv2dNativeBiasAdd"}
-ADDS = ("Add", "AddV2")
 OUTPUT_RANK = 4
 
 
@@ -65,14 +73,7 @@ def _op_def(conv_op: str, filter_shape: str, channels: str) -> FusedOpDef:
             TensorArg("bias", type_attr="T", description=f"[{channels}]"),
         ),
         outputs=(TensorArg("y", type_attr="T"),),
-        attrs=(
-            AttrDef("strides", "list(int)"),
-            AttrDef("padding", "string", description="SAME, VALID or EXPLICIT"),
-            AttrDef("explicit_paddings", "list(int)", default=[]),
-            AttrDef("data_format", "string", default="NHWC"),
-            AttrDef("dilations", "list(int)", default=[1, 1, 1, 1]),
-            AttrDef("T", "type"),
-        ),
+        attrs=(*CONV_ATTR_DEFS, AttrDef("T", "type")),
         reference=_reference(conv_op),
         description=f"{conv_op} plus a bias along the output channels",
     )
@@ -97,7 +98,7 @@ def conv_bias_fusion(match: PatternMatch, outside_readers: Any) -> FusionAnswer:
     readers of a node outside the match."""
     readers = outside_readers(match, "conv")
     if readers:
-        return NotFused(f"the convolution {match.name('conv')!r} is also read by {readers[0]!r}; fusing would lose it")
+        fail(f"the convolution {match.name('conv')!r} is also read by {readers[0]!r}; fusing would lose it")
     conv, add = match.node("conv"), match.node("add")
     conv_format = _data_format(conv)
     attrs: dict[str, Any] = {key: conv.attr[key] for key in CONV_ATTRS if key in conv.attr}
@@ -105,13 +106,13 @@ def conv_bias_fusion(match: PatternMatch, outside_readers: Any) -> FusionAnswer:
     fused_type = FUSED_TYPES[conv.op]
     if add.op == "BiasAdd":
         if _data_format(add) != conv_format:
-            return NotFused(f"the BiasAdd {match.name('add')!r} adds in data format {_data_format(add)} to a "
-                            f"{conv_format} convolution: the bias lies along another axis than the channels")
+            fail(f"the BiasAdd {match.name('add')!r} adds in data format {_data_format(add)} to a "
+                 f"{conv_format} convolution: the bias lies along another axis than the channels")
         return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + BiasAdd")
     shape = static_shape(match.view, match.tensor("bias"))
     problem = _channel_vector_problem(match, shape, conv_format)
     if problem:
-        return NotFused(problem)
+        fail(problem)
     assert shape is not None  # _channel_vector_problem refuses an unknown shape
     if len(shape) == 1:
         return FusedOp(fused_type, inputs=["x", "filter", "bias"], attrs=attrs, description=f"{conv.op} + Add")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.fusion.refusal import fail
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, one_of, op
@@ -102,14 +103,14 @@ class GatedActivationFusionPass(PatternFusionBasePass):
             readers = [index.names[c] for c, port, _ in index.consumers[member]
                        if c not in match.members and port >= 0]
             if readers:
-                return self.refuse(f"the activation's {index.names[member]!r} is also read by {readers[0]!r}; "
-                                   "fusing would lose it")
+                fail(f"the activation's {index.names[member]!r} is also read by {readers[0]!r}; "
+                     "fusing would lose it")
         dtype = match.node("gated").attr["T"].type
         if dtype not in FLOAT_DTYPES:
-            return self.refuse(f"a gated activation of a non-float product (T = {dtype_name(dtype)})")
+            fail(f"a gated activation of a non-float product (T = {dtype_name(dtype)})")
         problem = _broadcast_problem(match)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         if "act" in match.nodes:
             act = match.node("act")
             attrs: dict[str, Any] = {"activation": act.op}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...core.fusion.refusal import fail
 from ...core.fusion.fused_ops import FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, op
@@ -113,11 +114,11 @@ class ResidualNormFusionPass(PatternFusionBasePass):
         index = match.view.index
         statistics = [index.names[c] for c, port, _ in index.consumers[match.nodes["norm"]] if port > 0]
         if statistics:
-            return self.refuse(f"the layer norm's mean or variance is read by {statistics[0]!r}; "
-                               f"{op_def.name} has no such output")
+            fail(f"the layer norm's mean or variance is read by {statistics[0]!r}; "
+                 f"{op_def.name} has no such output")
         problem = _broadcast_problem(match)
         if problem:
-            return self.refuse(problem)
+            fail(problem)
         attrs: dict[str, Any] = {a.name: norm.attr[a.name] for a in op_def.attrs if a.name in norm.attr}
         if norm.op == "LayerNorm":
             rank = len(_shape(match.view, match.tensor("x")) or ())  # known: _broadcast_problem read it

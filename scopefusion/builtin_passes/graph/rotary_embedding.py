@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.fusion.refusal import fail
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import ANY, OpPattern, const, one_of, op
 from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
 from .fused_shapes import static_shape
-from .rotary_checks import NotRotary, halves_of, slice_indices, split_indices
+from .rotary_checks import halves_of, slice_indices, split_indices
 
 
 def rotary_embedding_reference(x: Any, cos: Any, sin: Any, *, interleaved: bool, T: Any) -> tuple[Any]:
@@ -100,22 +101,19 @@ class RotaryEmbeddingFusionPass(PatternFusionBasePass):
         return [OpPattern("RotaryEmbedding", root)]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        try:
-            interleaved = _layout(match)
-            _check(match)
-        except NotRotary as why:
-            return self.refuse(str(why))
+        interleaved = _layout(match)
+        _check(match)
         dtype = match.node("sum").attr["T"].type
         return FusedOp("RotaryEmbedding", inputs=["x", "cos", "sin"], attrs={"interleaved": interleaved, "T": dtype},
                        description=f"RotaryEmbedding ({'interleaved' if interleaved else 'rotate-half'})")
 
 
 def _layout(match: PatternMatch) -> bool:
-    """Whether the rotation is interleaved (True) or rotate-half (False); raises :class:`NotRotary`."""
+    """Whether the rotation is interleaved (True) or rotate-half (False); refused (:func:`fail`) otherwise."""
     view = match.view
     x_shape = static_shape(view, match.tensor("x"))
     if x_shape is None or not x_shape or x_shape[-1] is None:
-        raise NotRotary(f"cannot tell the last dimension of {match.tensor_name('x')!r}")
+        fail(f"cannot tell the last dimension of {match.tensor_name('x')!r}")
     rank, width = len(x_shape), x_shape[-1]
     parts = {}
     for which in ("negated", "kept"):
@@ -128,22 +126,22 @@ def _layout(match: PatternMatch) -> bool:
     if "concat" in match.nodes:
         axis = view.const_value_of(view.forwarded(view.index.data_input(match.nodes["concat"], 2)[0]))
         if axis is None or int(axis) not in (-1, rank - 1):
-            raise NotRotary(f"the concat {match.name('concat')!r} does not join along the last axis")
+            fail(f"the concat {match.name('concat')!r} does not join along the last axis")
         if layout != "half":
-            raise NotRotary("a concat of the negated odd and the even elements is no rotation")
+            fail("a concat of the negated odd and the even elements is no rotation")
         return False
     axis = match.node("pack").attr["axis"].i
     axis = axis + rank + 1 if axis < 0 else axis  # the stack has rank + 1 axes
     wanted = {"half": rank - 1, "pairs": rank}[layout]
     if axis != wanted:
-        raise NotRotary(f"the stack {match.name('pack')!r} runs along axis {axis} of {rank + 1}: "
-                        f"the {'halves' if layout == 'half' else 'pairs'} then do not interleave as RoPE's do")
+        fail(f"the stack {match.name('pack')!r} runs along axis {axis} of {rank + 1}: "
+             f"the {'halves' if layout == 'half' else 'pairs'} then do not interleave as RoPE's do")
     reshaped = static_shape(view, (match.nodes["reshape"], 0))
     if reshaped is None or len(reshaped) != rank or any(a is not None and b is not None and a != b
                                                          for a, b in zip(reshaped, x_shape, strict=True)) \
             or reshaped[-1] != width:
-        raise NotRotary(f"the reshape {match.name('reshape')!r} does not give back the shape {x_shape} of x "
-                        f"(it gives {reshaped})")
+        fail(f"the reshape {match.name('reshape')!r} does not give back the shape {x_shape} of x "
+             f"(it gives {reshaped})")
     return layout == "pairs"
 
 
@@ -153,14 +151,14 @@ def _check(match: PatternMatch) -> None:
     index = view.index
     dtype = match.node("sum").attr["T"].type
     if dtype not in FLOAT_DTYPES:
-        raise NotRotary(f"a rotation of a non-float tensor (T = {dtype_name(dtype)})")
+        fail(f"a rotation of a non-float tensor (T = {dtype_name(dtype)})")
     x_shape = static_shape(view, match.tensor("x"))
     for label in ("x_cos", "rot_sin"):
         shape = static_shape(view, (match.nodes[label], 0))
         if shape is None or shape != x_shape:
-            raise NotRotary(f"the product {match.name(label)!r} has shape {shape}, not x's {x_shape}: "
-                            "cos and sin must not broadcast x to more")
+            fail(f"the product {match.name(label)!r} has shape {shape}, not x's {x_shape}: "
+                 "cos and sin must not broadcast x to more")
     for member in sorted(match.members - {match.root}):
         readers = [index.names[c] for c, port, _ in index.consumers[member] if c not in match.members and port >= 0]
         if readers:
-            raise NotRotary(f"{index.names[member]!r} is also read by {readers[0]!r}; fusing would lose it")
+            fail(f"{index.names[member]!r} is also read by {readers[0]!r}; fusing would lose it")

@@ -27,13 +27,12 @@ from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
 from ....core.graph.pattern import Op, OpPattern, op
 from ....core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass, fused_input, inner_node
-from ..conv_bias_add import conv_bias_fusion, conv_bias_patterns
+from ..conv_bias_add import CONV_ATTRS, conv_bias_fusion, conv_bias_patterns
 from ..naming import common_scope
 from .activations import ACTIVATIONS, activation_attrs
 from .ops import MATMUL_BIAS_ADD_ACTIVATION
 
 #: The Conv2D attributes the fused convolution carries, as they are.
-CONV_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
 
 
 def _product() -> Op:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
+from ..conv_bias_add import CONV_ATTR_DEFS
 from ..matmul_bias_add import MATMUL_BIAS_ADD, matmul_bias_add_reference
 from .activations import ACTIVATION_ATTRS, apply_activation
 
@@ -47,15 +48,7 @@ CONV2D_BIAS_ADD_ACTIVATION = FusedOpDef(
         TensorArg("bias", type_attr="T", description="[out channels]"),
     ),
     outputs=(TensorArg("y", type_attr="T"),),
-    attrs=(
-        AttrDef("strides", "list(int)"),
-        AttrDef("padding", "string", description="SAME, VALID or EXPLICIT"),
-        AttrDef("explicit_paddings", "list(int)", default=[]),
-        AttrDef("data_format", "string", default="NHWC"),
-        AttrDef("dilations", "list(int)", default=[1, 1, 1, 1]),
-        *ACTIVATION_ATTRS,
-        AttrDef("T", "type"),
-    ),
+    attrs=(*CONV_ATTR_DEFS, *ACTIVATION_ATTRS, AttrDef("T", "type")),
     reference=conv2d_bias_add_activation_reference,
     description="Conv2D plus a bias along the channels, followed by an activation",
 )

@@ -80,3 +80,22 @@ def keras(library: str, kind: str, **options: Any) -> RnnModel:
     from tests.models import function_models as fm
 
     return fm.keras_loop(library, kind, inputs=INPUTS, steps=STEPS, **options)
+
+
+def keras_tf1(kind: str, *, layers: int = 1, **options: Any) -> RnnModel:
+    """tf_keras ``LSTM`` / ``GRU`` layers (``options``) built in a TF1 graph under control flow v1:
+    Keras's ``backend.rnn`` writes each layer's time loop as a TF1 while loop (``lstm/while``) over
+    TensorArrays, its cell scoped in the body (``lstm/while/lstm_cell``), the condition ``time < n``
+    alone; outputs: the top layer's sequence and every layer's final state."""
+    import tf_keras
+
+    def build(x: Any) -> list[Any]:
+        states: list[Any] = []
+        outs = x
+        for _ in range(layers):
+            outs, *state = getattr(tf_keras.layers, kind)(rm.HIDDEN, return_sequences=True, return_state=True,
+                                                          **options)(outs)
+            states += state
+        return [outs] + states
+
+    return _frozen(build, None, True)

@@ -9,7 +9,7 @@ the steps in time order, or the reason the scope is not a chain of such steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 
 from ....core.fusion.refusal import Refused, fail
 from ....core.graph.matching import MatchFailure, PatternMatcher
@@ -153,6 +153,17 @@ def _check_vectors(sg: "ScopeGraph", steps: list[CellStep], form: CellForm) -> N
 def match_steps(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> list[CellStep]:
     """Every step of ``form`` among the nodes ``inside`` (whatever frame they run in), unordered."""
     return _match_roots(sg, inside, form)[0]
+
+
+def match_step_at(sg: "ScopeGraph", inside: Container[int], form: CellForm, root: int) -> CellStep | None:
+    """The step of ``form`` whose output node is ``root``, among the nodes ``inside``, or None."""
+    matcher = PatternMatcher(sg, inside=inside, defs=form.defs())
+    try:
+        matcher.match((root, 0), "$out")
+    except MatchFailure:
+        return None
+    return CellStep(dict(matcher.tensors), {**matcher.nodes, "root": root}, dict(matcher.consts),
+                    frozenset(matcher.members))
 
 
 def _in_loop(scope: "Scope") -> str | None:

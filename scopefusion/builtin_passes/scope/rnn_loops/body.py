@@ -54,6 +54,18 @@ _NOT_PREPARATION = frozenset({"TensorListGetItem", "TensorListSetItem", "Identit
 
 
 @dataclass
+class LayoutNode:
+    """A node of a layer's weight layout (a TF1 loop's Keras cell: its kernels put in the fused
+    cell's layout), written into the fused result's inner graph: inputs are the loop op's inputs
+    by name (``weight_k``) or other layout nodes' outputs."""
+
+    name: str
+    op: str
+    inputs: list[str]
+    attrs: dict[str, Any]
+
+
+@dataclass
 class LoopLayer:
     """One fused cell of the body: its op, attributes, and what it reads."""
 
@@ -65,6 +77,8 @@ class LoopLayer:
     state: list[int]
     #: the optional weight inputs the cell has (name -> an argument's name or a preparation output)
     optional: dict[str, str] = field(default_factory=dict)
+    #: the nodes putting its weights in the fused cell's layout (its weights then name their outputs)
+    layout: list[LayoutNode] = field(default_factory=list)
 
     @property
     def all_weights(self) -> list[str]:

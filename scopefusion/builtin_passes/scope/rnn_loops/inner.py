@@ -30,6 +30,7 @@ def fused_inputs(body: LoopBody, ins: list[Tensor], x: Tensor) -> list[Tensor]:
     """The fused op's input tensors in order, each once."""
     args = {name: k for k, name in enumerate(body.args)}
     positions = [args[t] for node in body.preparation for t in body.preparation_inputs[node.name] if t in args]
+    positions += [args[t] for layer in body.layers for node in layer.layout for t in node.inputs if t in args]
     positions += [args[w] for layer in body.layers for w in layer.all_weights if w in args]
     positions += [p for layer in body.layers for p in layer.state]
     positions += [body.copy.lengths] if body.copy is not None else []
@@ -50,10 +51,13 @@ class _Inner:
         layouts = OutputLayouts({}, {})
         self.ports = {node.name: {slot: port for port, slot in enumerate(layouts.layout(node))}
                       for node in body.preparation}
+        self.layout = {node.name for layer in body.layers for node in layer.layout}
 
     def tensor(self, ref: str) -> Any:
         if ref in self.args:
             return self.result.fused_input(self.tensors.index(self.ins[self.args[ref]]))
+        if ref.partition(":")[0] in self.layout:
+            return ref
         node, arg, index = ref.split(":")
         port = self.ports[node][(arg, int(index))]
         return f"{self.names[node]}:{port}" if port else self.names[node]
@@ -61,12 +65,16 @@ class _Inner:
 
 def write_inner_graph(result: "FusionScopesResult", body: LoopBody, ins: list[Tensor], tensors: list[Tensor],
                       ports: list[int | None], rows: int | None = None) -> None:
-    """The preparation, one op per layer (the first reading ``x[:rows]`` when ``rows`` is set), the
-    fused outputs; ``ports[p]`` (the loop's output port ``p``) becomes the fused output it is."""
+    """The preparation (and each layer's weight layout), one op per layer (the first reading
+    ``x[:rows]`` when ``rows`` is set), the fused outputs; ``ports[p]`` (the loop's output port
+    ``p``) becomes the fused output it is."""
     inner = _Inner(result, body, ins, tensors)
     for node in body.preparation:
         inputs = [inner.tensor(t) for t in body.preparation_inputs[node.name]]
         result.add_inner_node(inner.names[node.name], node.op, inputs, dict(node.attr))
+    for layer in body.layers:
+        for each in layer.layout:
+            result.add_inner_node(each.name, each.op, [inner.tensor(t) for t in each.inputs], each.attrs)
     below: Any = result.fused_input(0)
     if rows is not None:
         below = _rows(result, "first", below, (0, rows), body.layers[0].attrs["T"])
@@ -103,3 +111,4 @@ def _rows(result: "FusionScopesResult", name: str, tensor: Any, span: tuple[int,
                           {"T": T, "Index": DT_INT32, "begin_mask": 0, "end_mask": int(end == 0), "ellipsis_mask": 0,
                            "new_axis_mask": 0, "shrink_axis_mask": 0})
     return f"{name}:0"
+

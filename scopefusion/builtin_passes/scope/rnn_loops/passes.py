@@ -16,7 +16,7 @@ v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Any, Sequence
 
 from ....core.fusion.refusal import Refused, fail
@@ -47,6 +47,8 @@ class _Loop:
     ins: list[Tensor]
     #: position -> the (node, port) giving that loop variable's value after the loop
     finals: dict[int, Tensor]
+    #: position of a variable the loop only overwrites -> the variable whose final value it has
+    same_as: dict[int, int] = field(default_factory=dict)
 
     @property
     def tensors(self) -> list[Tensor]:
@@ -55,7 +57,8 @@ class _Loop:
 
 def _tf1(scope_graph: "ScopeGraph", scope: "Scope") -> _Loop:
     loop = read_tf1_loop(scope_graph, scope)
-    return _Loop(scope.name, loop.body, loop.plumbing, loop.ins, {p: (e, 0) for p, e in loop.exits.items()})
+    return _Loop(scope.name, loop.body, loop.plumbing, loop.ins, {p: (e, 0) for p, e in loop.exits.items()},
+                 loop.same_as)
 
 
 def _common(scopes: list["Scope"]) -> "Scope | None":
@@ -173,6 +176,8 @@ class ScopeDynamicRNNPass(ScopeBasePass):
         result.insert_outputs(names[plumbing.stack], [0])
         ports: list[int | None] = [None] * len(found.ins)
         write_inner_graph(result, body, found.ins, tensors, ports, plumbing.rows)
+        for p, same in found.same_as.items():
+            ports[p] = ports[same]
         by_node: dict[int, list[int | None]] = {}
         for p, k in enumerate(ports):
             if k is not None and p in found.finals:

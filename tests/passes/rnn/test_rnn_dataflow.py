@@ -45,6 +45,12 @@ FORMS = {
     "Keras 3 GRU, two layers not unrolled": (lambda: lm.keras("keras", "GRU"), {"DynamicGRUV2": 2}),
     "Sonnet LSTM, static_unroll": (lambda: sm.sonnet("LSTM"), {"BasicLSTMCell": S}),
     "Sonnet GRU, static_unroll": (lambda: sm.sonnet("GRU"), {"GRUCell": S}),
+    # a functional While lowered to a TF1 frame, its first step taken before it
+    "Sonnet LSTM, dynamic_unroll": (lambda: sm.sonnet("LSTM", unroll="dynamic"), {"DynamicRNN": 1}),
+    "Sonnet GRU, dynamic_unroll": (lambda: sm.sonnet("GRU", unroll="dynamic"), {"DynamicGRUV2": 1}),
+    # Keras's own TF1 while loop over TensorArrays, its condition time < n alone
+    "tf_keras LSTM, TF1 graph": (lambda: lm.keras_tf1("LSTM"), {"DynamicRNN": 1}),
+    "tf_keras GRU, two layers, TF1 graph": (lambda: lm.keras_tf1("GRU", layers=2), {"DynamicGRUV2": 2}),
 }
 
 
@@ -137,15 +143,64 @@ def test_sonnet_lstm_is_keras_layout_with_the_forget_bias_in_its_bias():
     assert_verifies(m, result)
 
 
-def test_sonnet_dynamic_unroll_fuses_the_step_before_the_loop_and_the_step_in_its_body():
+def test_sonnet_dynamic_unroll_is_one_loop_op_with_the_step_taken_before_the_loop():
     """snt.dynamic_unroll takes its first step before a tf.while_loop, which freezing lowers to a TF1
-    frame whose loop variables the body reads through Identity chains.  Both steps are cells; the
-    loop itself (its first step outside, an output it only overwrites) is refused with the reason."""
-    m = sm.sonnet("LSTM", unroll="dynamic")
+    frame whose loop variables the body reads through Identity chains, its time a range kept in the
+    loop (start 1, a step size it carries), an output it only overwrites.  The step before the loop
+    is the loop's own cell on row 0: the whole is one DynamicRNN over every row."""
+    m = model("Sonnet LSTM, dynamic_unroll")
     result = fuse(m)
-    assert counts(result.fused_graph_def) == {"BasicLSTMCell": 2}
-    loops = _refusals(result, "ScopeDynamicRNNPass")
-    assert any("is not read in the body through one Switch and an Identity chain" in r for r in loops), loops
+    assert counts(result.fused_graph_def) == {"DynamicRNN": 1}
+    left = {n.op for n in result.fused_graph_def.node}
+    assert not left & {"TensorListFromTensor", "TensorListGetItem", "TensorListSetItem", "Enter", "Merge", "MatMul"}
+    (loop,) = [n for n in result.fused_graph_def.node if n.op == "DynamicRNN"]
+    assert loop.attr["forget_bias"].f == 0.0 and loop.attr["time_major"].b
+    assert_verifies(m, result)
+
+
+def _sonnet_step_before_with_other_kernel(m: rm.RnnModel) -> rm.RnnModel:
+    """The step before the loop reading a kernel of its own (the loop's, halved)."""
+    import tensorflow as tf
+
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    nodes = {n.name: n for n in graph_def.node}
+    read = nodes["lstm/MatMul/ReadVariableOp"]  # the step before the loop reads its kernel here
+    kernel = nodes[read.input[0]]
+    other = graph_def.node.add()
+    other.CopyFrom(kernel)
+    other.name = "other_kernel"
+    other.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(tf.make_ndarray(kernel.attr["value"].tensor) * 0.5))
+    read.input[0] = "other_kernel"
+    return rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+
+
+def _keras_tf1_wrong_gate_product(m: rm.RnnModel) -> rm.RnnModel:
+    """tf_keras's TF1 loop body with ``sigmoid(i) * tanh(o)`` where the cell has
+    ``sigmoid(i) * tanh(g)``: a look-alike of an LSTM step (the output gate's columns read twice,
+    the candidate's never)."""
+    graph_def = type(m.graph_def)()
+    graph_def.CopyFrom(m.graph_def)
+    nodes = {n.name: n for n in graph_def.node}
+    candidate = nodes["lstm/while/lstm_cell/Tanh"]
+    assert candidate.input[0] == "lstm/while/lstm_cell/split:2"
+    candidate.input[0] = "lstm/while/lstm_cell/split:3"
+    return rm.RnnModel(graph_def, m.input_shapes, m.outputs)
+
+
+@pytest.mark.parametrize("form, edit, reason, fused", [
+    ("Sonnet LSTM, dynamic_unroll", _sonnet_step_before_with_other_kernel,
+     "the step 0 taken before the TF1 loop has other weights or attributes than the loop's cell",
+     {"BasicLSTMCell": 2}),  # each step is still a cell
+    ("tf_keras LSTM, TF1 graph", _keras_tf1_wrong_gate_product, "no BasicLSTMCell or GRUCell step in the TF1 loop",
+     {}),
+])
+def test_a_tf1_loop_look_alike_is_refused(form, edit, reason, fused):
+    m = edit(model(form))
+    result = fuse(m)
+    assert counts(result.fused_graph_def) == fused
+    refused = _refusals(result, "ScopeDynamicRNNPass")
+    assert any(r == f"rejected by the pass: {reason}" for r in refused), refused
     assert_verifies(m, result)
 
 

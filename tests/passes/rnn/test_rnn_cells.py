@@ -179,15 +179,6 @@ def test_gru_cell_is_r_u_gates_with_the_reset_before_the_candidate_matmul():
 
 # ---------------------------------------------------------------------------------- refusals
 REFUSED = {
-    "LSTMCell use_peepholes": (lambda: rm.static_rnn(rm.lstm(use_peepholes=True)), "rnn/lstm_cell",
-                               "the cell has peephole connections (LSTMCell use_peepholes=True), which "
-                               "BasicLSTMCell cannot express (e.g. 'rnn/lstm_cell/w_f_diag')"),
-    "LSTMCell num_proj": (lambda: rm.static_rnn(rm.lstm(num_proj=3)), "rnn/lstm_cell",
-                          "the cell projects its output (LSTMCell num_proj), which BasicLSTMCell cannot "
-                          "express (e.g. 'rnn/lstm_cell/projection/kernel')"),
-    "LSTMCell cell_clip": (lambda: rm.static_rnn(rm.lstm(cell_clip=1.0)), "rnn/lstm_cell",
-                           "the cell clips its state or projection (LSTMCell cell_clip / proj_clip), which "
-                           "BasicLSTMCell cannot express (e.g. 'rnn/lstm_cell/clip_by_value')"),
     "BasicLSTMCell gelu": (lambda: rm.static_rnn(rm.basic_lstm(activation=tf.nn.gelu)), "rnn/basic_lstm_cell",
                            "no BasicLSTMCell step in the scope"),
     "GRUCell gelu": (lambda: rm.static_rnn(rm.gru(activation=tf.nn.gelu)), "rnn/gru_cell",

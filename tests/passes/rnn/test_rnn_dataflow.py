@@ -33,6 +33,13 @@ FORMS = {
     "static_rnn BasicLSTMCell": (lambda: rm.static_rnn(rm.basic_lstm()), {"BasicLSTMCell": S}),
     "static_rnn MultiRNNCell LSTMCell + GRUCell": (lambda: rm.static_rnn(rm.multi(rm.lstm(), rm.gru())),
                                                    {"BasicLSTMCell": S, "GRUCell": S}),
+    # LSTMCell's options, carried by the fused op's optional inputs and attributes
+    "static_rnn LSTMCell use_peepholes": (lambda: rm.static_rnn(rm.lstm(use_peepholes=True)), {"BasicLSTMCell": S}),
+    "static_rnn LSTMCell num_proj": (lambda: rm.static_rnn(rm.lstm(num_proj=3)), {"BasicLSTMCell": S}),
+    "static_rnn LSTMCell cell_clip": (lambda: rm.static_rnn(rm.lstm(cell_clip=1.0)), {"BasicLSTMCell": S}),
+    "static_rnn LSTMCell every option": (
+        lambda: rm.static_rnn(rm.lstm(use_peepholes=True, num_proj=3, cell_clip=1.0, proj_clip=0.5)),
+        {"BasicLSTMCell": S}),
     "Keras 3 LSTM(unroll=True)": (lambda: rm.keras_rnn("keras", "LSTM"), {"BasicLSTMCell": S}),
     "Keras 3 GRU(unroll=True)": (lambda: rm.keras_rnn("keras", "GRU"), {"GRUCell": S}),
     "tf_keras LSTM(unroll=True)": (lambda: rm.keras_rnn("tf_keras", "LSTM"), {"BasicLSTMCell": S}),
@@ -41,6 +48,12 @@ FORMS = {
     "dynamic_rnn BasicLSTMCell, TF1 loop": (lambda: lm.dynamic_rnn(rm.basic_lstm(), control_flow_v1=True),
                                             {"DynamicRNN": 1}),
     "dynamic_rnn GRUCell, functional While": (lambda: lm.dynamic_rnn(rm.gru()), {"DynamicGRUV2": 1}),
+    "dynamic_rnn LSTMCell every option, sequence_length fed, functional While": (
+        lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True, num_proj=3, cell_clip=1.0, proj_clip=0.5),
+                               sequence_length=lm.FED), {"DynamicRNN": 1}),
+    "dynamic_rnn LSTMCell(num_proj, cell_clip), LSTMCell(use_peepholes), TF1 loops": (
+        lambda: lm.dynamic_rnn(rm.lstm(num_proj=3, cell_clip=1.0), rm.lstm(use_peepholes=True),
+                               control_flow_v1=True), {"DynamicRNN": 2}),
     "tf_keras LSTM, two layers not unrolled": (lambda: lm.keras("tf_keras", "LSTM"), {"DynamicRNN": 2}),
     "Keras 3 GRU, two layers not unrolled": (lambda: lm.keras("keras", "GRU"), {"DynamicGRUV2": 2}),
     "Sonnet LSTM, static_unroll": (lambda: sm.sonnet("LSTM"), {"BasicLSTMCell": S}),
@@ -105,17 +118,9 @@ def _refusals(result, pass_name: str) -> list[str]:
 
 #: look-alike -> (builder, what the refusal says whatever the names)
 LOOK_ALIKES = {
-    "LSTMCell use_peepholes": (lambda: rm.static_rnn(rm.lstm(use_peepholes=True)),
-                               "the cell has peephole connections (a gate reads the cell state through a weight "
-                               "vector), which BasicLSTMCell cannot express"),
-    "LSTMCell num_proj": (lambda: rm.static_rnn(rm.lstm(num_proj=3)),
-                          "the cell projects its output (the step's output is multiplied by a matrix), which "
-                          "BasicLSTMCell cannot express"),
-    "LSTMCell cell_clip": (lambda: rm.static_rnn(rm.lstm(cell_clip=1.0)),
-                           "the cell clips its state or output, which BasicLSTMCell cannot express"),
     "Sonnet LSTM projection_size": (lambda: sm.sonnet("LSTM", projection_size=3),
                                     "the cell projects its output (the step's output is multiplied by a matrix), "
-                                    "which BasicLSTMCell cannot express"),
+                                    "and no form of BasicLSTMCell with options reads it"),
 }
 
 
@@ -128,6 +133,56 @@ def test_options_beyond_the_op_are_refused_by_dataflow_whatever_the_names(form):
     assert counts(result.fused_graph_def) == {}
     reasons = _refusals(result, "ScopeBasicLSTMCellPass")
     assert len(reasons) == 1 and reasons[0].startswith(f"rejected by the pass: {reason} (e.g. "), reasons
+
+
+def test_lstm_cell_options_are_the_fused_ops_optional_inputs_and_attributes():
+    """LSTMCell(use_peepholes, num_proj, cell_clip, proj_clip): each step one BasicLSTMCell taking
+    the peephole weights and the projection as optional inputs, the clips as attributes, whatever
+    the scopes are named; its TensorFlow form computes what the cell does."""
+    for graph_def in (model("static_rnn LSTMCell every option").graph_def,
+                      renamed("static_rnn LSTMCell every option").graph_def):
+        cells = [n for n in fuse(rm.RnnModel(graph_def, {}, [])).fused_graph_def.node if n.op == "BasicLSTMCell"]
+        assert len(cells) == S
+        for cell in cells:
+            assert list(cell.attr["optional_inputs"].list.s) == [b"w_i_diag", b"w_f_diag", b"w_o_diag", b"proj"]
+            assert len(cell.input) == 9
+            assert (cell.attr["cell_clip"].f, cell.attr["proj_clip"].f, cell.attr["forget_bias"].f) == (1.0, 0.5, 1.0)
+    only_clip = [n for n in fuse(model("static_rnn LSTMCell cell_clip")).fused_graph_def.node
+                 if n.op == "BasicLSTMCell"]
+    assert only_clip and all(not n.attr["optional_inputs"].list.s and len(n.input) == 5
+                             and n.attr["cell_clip"].f == 1.0 and n.attr["proj_clip"].f == 0.0 for n in only_clip)
+    assert_verifies(model("static_rnn LSTMCell every option"), fuse(model("static_rnn LSTMCell every option")))
+
+
+def _output_peephole_reads_the_old_state(nodes) -> None:  # step 1's o gate: w_o_diag * c, not * c'
+    nodes["rnn/lstm_cell/mul_10"].input[1] = "rnn/lstm_cell/add_3"
+
+
+def _cell_clip_asymmetric(nodes) -> None:  # step 1 clips its state to [-0.5, 1]
+    import numpy as np
+    import tensorflow as tf
+
+    nodes["rnn/lstm_cell/clip_by_value_1/y"].attr["value"].tensor.CopyFrom(
+        tf.make_tensor_proto(np.float32(-0.5)))
+
+
+@pytest.mark.parametrize("form, edit, reason, fused", [
+    # no form with peepholes matches step 1 (read by step 2): the scope refused whole, naming the option
+    ("static_rnn LSTMCell use_peepholes", _output_peephole_reads_the_old_state,
+     "the cell has peephole connections (LSTMCell use_peepholes=True), and no form of BasicLSTMCell with options "
+     "reads it (e.g. 'rnn/lstm_cell/w_f_diag')", {}),
+    # the step matches, but its clip is no cell_clip (which clips to [-bound, bound]): that step alone refused
+    ("static_rnn LSTMCell cell_clip", _cell_clip_asymmetric,
+     "the cell clips to [[-0.5], [1.]], not to [-bound, bound] with a scalar bound > 0, which is what cell_clip says",
+     {"BasicLSTMCell": S - 1}),
+])
+def test_an_lstm_cell_option_look_alike_is_refused(form, edit, reason, fused):
+    m = _edited(model(form), edit)
+    result = fuse(m)
+    refused = _refusals(result, "ScopeBasicLSTMCellPass")
+    assert any(r.startswith(f"rejected by the pass: {reason}") for r in refused), refused
+    assert counts(result.fused_graph_def) == fused
+    assert_verifies(m, result)
 
 
 def test_sonnet_lstm_is_keras_layout_with_the_forget_bias_in_its_bias():

@@ -161,11 +161,18 @@ LOOPS = {
 }
 
 
+def _gelu(x):  # an activation no fused cell takes
+    import tensorflow as tf
+
+    return tf.nn.gelu(x)
+
+
 @functools.cache
 def model(form: str) -> rm.RnnModel:
     builders = {**{k: v[0] for k, v in LOOPS.items()},
                 "peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True)),
                 "TF1 loop, peepholes": lambda: lm.dynamic_rnn(rm.lstm(use_peepholes=True), control_flow_v1=True),
+                "TF1 loop, gelu": lambda: lm.dynamic_rnn(rm.lstm(activation=_gelu), control_flow_v1=True),
                 "forget_bias 0.5, relu": lambda: lm.dynamic_rnn(rm.basic_lstm(forget_bias=0.5, activation="relu")),
                 "tf_keras GRU with a mask": lambda: lm.keras("tf_keras", "GRU", layers=1, masking=True),
                 "tf_keras LSTM with a mask": lambda: lm.keras("tf_keras", "LSTM", layers=1, masking=True)}
@@ -448,13 +455,17 @@ def test_a_sequence_length_look_alike_is_refused(form, edit, reason):
 
 
 # ------------------------------------------------------------------------------ refused
-def test_peepholes_are_refused():
-    """LSTMCell with peepholes: the cell pass refuses the step, so the body holds no fused cell."""
-    m = model("peepholes")
-    result = fuse(m)
-    assert counts(result.fused_graph_def, "StatelessWhile", "DynamicRNN") == {"StatelessWhile": 1}
-    (refusal,) = graph_refusals(result)
-    assert "does more than fused cells" in refusal.reason, refusal.reason
+def test_peepholes_are_the_loop_ops_optional_inputs():
+    """LSTMCell with peepholes: the body's fused cell takes them as optional inputs, and so does
+    the loop op, under control flow v2 and v1 alike."""
+    for form in ("peepholes", "TF1 loop, peepholes"):
+        m = model(form)
+        fused = fuse(m).fused_graph_def
+        assert counts(fused, "StatelessWhile", "LoopCond", "DynamicRNN") == {"DynamicRNN": 1}
+        (loop,) = [n for n in fused.node if n.op == "DynamicRNN"]
+        assert list(loop.attr["optional_inputs"].list.s) == [b"w_i_diag", b"w_f_diag", b"w_o_diag"]
+        assert len(loop.input) == 5 + 3
+        assert_verifies(m, fused)
 
 
 def test_unfused_library_is_refused():
@@ -467,7 +478,7 @@ def test_unfused_library_is_refused():
 
 
 @pytest.mark.parametrize("form, reason", [
-    ("TF1 loop, peepholes", "has peephole connections"),
+    ("TF1 loop, gelu", "no BasicLSTMCell or GRUCell step in the TF1 loop"),
 ])
 def test_tf1_loops_refused(form, reason):
     m = model(form)

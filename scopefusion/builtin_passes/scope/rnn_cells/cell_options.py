@@ -92,7 +92,7 @@ def explain_by_dataflow(scope: "Scope") -> str | None:
                        (_clip, "clips its state or output")):
         node = find(scope)
         if node is not None:
-            return f"the cell {what}, which BasicLSTMCell cannot express (e.g. {node!r})"
+            return f"the cell {what}, and no form of BasicLSTMCell with options reads it (e.g. {node!r})"
     return None
 
 

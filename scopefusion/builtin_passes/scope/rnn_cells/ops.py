@@ -1,13 +1,23 @@
 """The fused recurrent-cell ops and their reference implementations.
 
-``BasicLSTMCell(x, h, c, w, b) -> (h, c)`` is one step of TensorFlow's ``rnn_cell.BasicLSTMCell``
-(and of ``LSTMCell`` without peepholes, projection or clipping)::
+``BasicLSTMCell(x, h, c, w, b[, w_i_diag, w_f_diag, w_o_diag, proj]) -> (h, c)`` is one step of
+TensorFlow's ``rnn_cell.BasicLSTMCell`` and ``LSTMCell``::
 
     i, j, f, o = split(bias_add(concat([x, h], 1) @ w, b), 4, axis=1)
     c' = c * sigmoid(f + forget_bias) + sigmoid(i) * activation(j)
     h' = activation(c') * sigmoid(o)
 
-with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order i, j, f, o.  A Keras
+with ``w`` [input + hidden, 4 * hidden] and ``b`` [4 * hidden] in the gate order i, j, f, o.
+``LSTMCell``'s options are optional inputs and attributes, each absent (or 0) by default, so a
+node without them is the step above:
+
+* peepholes ``w_i_diag``, ``w_f_diag``, ``w_o_diag`` ([hidden] each): the input and forget gates
+  add ``w_i_diag * c`` and ``w_f_diag * c`` (the old state), the output gate ``w_o_diag * c'``
+  (the new state, after clipping);
+* ``cell_clip`` > 0: ``c'`` is clipped to [-cell_clip, cell_clip] before the output reads it;
+* a projection ``proj`` [hidden, num_proj]: ``h' = (activation(c') * sigmoid(o)) @ proj``, clipped
+  to [-proj_clip, proj_clip] when ``proj_clip`` > 0; ``h`` and ``h'`` are then [batch, num_proj]
+  and ``w`` [input + num_proj, 4 * hidden].  A Keras
 ``LSTMCell`` is this op with ``forget_bias`` 0 and ``w`` = ``[kernel; recurrent_kernel]`` with its gate
 columns i, f, c, o reordered to i, j (= c), f, o.
 
@@ -71,16 +81,30 @@ def _gates(x: Any, h: Any, w: Any, b: Any) -> Any:
     return tf.nn.bias_add(tf.matmul(tf.concat([x, h], 1), w), b)
 
 
-def basic_lstm_cell_reference(x: Any, h: Any, c: Any, w: Any, b: Any, *, forget_bias: float,
-                              activation: str, T: Any) -> tuple[Any, Any]:
-    """One LSTM step: (h', c') from input x [B, I], state h, c [B, H], w [I + H, 4H], b [4H]."""
+def basic_lstm_cell_reference(x: Any, h: Any, c: Any, w: Any, b: Any, w_i_diag: Any = None, w_f_diag: Any = None,
+                              w_o_diag: Any = None, proj: Any = None, *, forget_bias: float, activation: str,
+                              cell_clip: float = 0.0, proj_clip: float = 0.0, T: Any) -> tuple[Any, Any]:
+    """One LSTM step: (h', c') from input x [B, I], state h [B, H or P], c [B, H], w [I + H or P, 4H],
+    b [4H], with the peepholes, clipping and projection given."""
     import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     act = _activation(activation)
+    if proj_clip > 0 and proj is None:
+        raise ValueError("proj_clip clips the projection: BasicLSTMCell has it only with proj")
+
+    def peephole(gate: Any, weight: Any, state: Any) -> Any:
+        return gate if weight is None else gate + weight * state
+
+    def clip(value: Any, bound: float) -> Any:
+        return value if bound <= 0 else tf.clip_by_value(value, -bound, bound)
+
     with tf.name_scope("basic_lstm_cell_reference"):
         i, j, f, o = tf.split(_gates(x, h, w, b), 4, axis=1)
-        new_c = c * tf.sigmoid(f + tf.cast(forget_bias, f.dtype)) + tf.sigmoid(i) * act(j)
-        new_h = act(new_c) * tf.sigmoid(o)
+        forget = peephole(f + tf.cast(forget_bias, f.dtype), w_f_diag, c)
+        new_c = clip(c * tf.sigmoid(forget) + tf.sigmoid(peephole(i, w_i_diag, c)) * act(j), cell_clip)
+        new_h = act(new_c) * tf.sigmoid(peephole(o, w_o_diag, new_c))
+        if proj is not None:
+            new_h = clip(tf.matmul(new_h, proj), proj_clip)
         return new_h, new_c
 
 
@@ -113,6 +137,24 @@ def _activation_attr() -> AttrDef:
                    description=f"applied to the candidate and the new state: {', '.join(ACTIVATION_OPS)}")
 
 
+#: LSTMCell's peepholes and projection, optional inputs of the LSTM ops (BasicLSTMCell, DynamicRNN)
+LSTM_OPTION_INPUTS = (
+    *(TensorArg(f"w_{g}_diag", type_attr="T", optional=True,
+                description=f"[hidden] peephole: the {gate} gate adds w_{g}_diag * {state} (absent: none)")
+      for g, gate, state in (("i", "input", "c"), ("f", "forget", "c"), ("o", "output", "c'"))),
+    TensorArg("proj", type_attr="T", optional=True,
+              description="[hidden, num_proj] projection of the output: h' = (act(c') * sigmoid(o)) @ proj "
+                          "(absent: none)"),
+)
+#: LSTMCell's clipping, attributes of the LSTM ops (0: none)
+LSTM_CLIP_ATTRS = (
+    AttrDef("cell_clip", "float", 0.0,
+            description="when > 0, the new cell state is clipped to [-cell_clip, cell_clip] (0: no clipping)"),
+    AttrDef("proj_clip", "float", 0.0,
+            description="when > 0, the projected output is clipped to [-proj_clip, proj_clip] (0: no clipping; "
+                        "with proj only)"),
+)
+
 BASIC_LSTM_CELL = FusedOpDef(
     name="BasicLSTMCell",
     inputs=(
@@ -122,19 +164,23 @@ BASIC_LSTM_CELL = FusedOpDef(
         TensorArg("w", type_attr="T",
                   description="[input + hidden, 4 * hidden] kernel on concat(x, h), gates i, j, f, o"),
         TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
+        *LSTM_OPTION_INPUTS,
     ),
     outputs=(
-        TensorArg("h", type_attr="T", description="[batch, hidden] the new output"),
+        TensorArg("h", type_attr="T", description="[batch, hidden] (with proj: [batch, num_proj]) the new output"),
         TensorArg("c", type_attr="T", description="[batch, hidden] the new cell state"),
     ),
     attrs=(
         AttrDef("forget_bias", "float", 1.0, description="added to the forget gate before its sigmoid"),
         _activation_attr(),
+        *LSTM_CLIP_ATTRS,
         AttrDef("T", "type"),
     ),
     reference=basic_lstm_cell_reference,
-    description="one LSTM step (tf rnn_cell BasicLSTMCell / LSTMCell): gates i, j, f, o from concat(x, h)",
+    description="one LSTM step (tf rnn_cell BasicLSTMCell / LSTMCell): gates i, j, f, o from concat(x, h); "
+                "LSTMCell's peepholes, projection and clipping as optional inputs and attributes",
 )
+
 
 #: the GRU ops' ``reset_after`` attribute, which says the convention of their candidate
 RESET_AFTER_ATTR = AttrDef(

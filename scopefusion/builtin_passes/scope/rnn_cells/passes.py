@@ -28,7 +28,7 @@ from ....core.scope.instances import ScopePart
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.port_maps import input_slots
 from ....core.scope.results import FusionScopesResult, ScopesResult
-from ....core.fusion.fused_ops import FusedOpDef
+from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR, FusedOpDef
 from ....core.fusion.refusal import Refused, fail
 from .gru import GRU_FORM, gru_attrs
 from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
@@ -37,7 +37,7 @@ from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_sc
 from .cell_options import option_scopes
 from .discovery import split_scopes, step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
-from .lstm import LSTM_FORM, lstm_attrs
+from .lstm import LSTM_FORM, LSTM_OPTION_FORMS, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .sliced_gru import SLICED_GRU_FORMS
 from .steps import CellForm, CellStep, find_steps_of_any
@@ -135,6 +135,8 @@ class _CellScopePass(ScopeBasePass):
         if form.check is not None:
             form.check(sg, step)
         attrs = {**self.step_attrs(sg, step), **form.attrs}
+        if form.optional:
+            attrs[OPTIONAL_INPUTS_ATTR] = list(form.optional)
         T = sg.index.nodes[step.nodes["root"]].attr["T"].type
         if scope.name in self._names:
             result.set_name(self._names[scope.name])
@@ -175,7 +177,7 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
                    "LSTM(unroll=True) steps, the step of a Keras LSTM loop body (tf_keras: standard_lstm's) "
                    "-> BasicLSTMCell(x, h, c, w, b)")
     scope_names = ("basic_lstm_cell", "lstm_cell")
-    forms = (LSTM_FORM, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM)
+    forms = (LSTM_FORM, *LSTM_OPTION_FORMS, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM)
     loop_form = KERAS_LSTM_LOOP_FORM
     op_def = BASIC_LSTM_CELL
 

@@ -70,6 +70,8 @@ class CellForm:
     order: Any = None
     #: the bound tensors the step adds to its gates as biases, which must be vectors
     vectors: tuple[str, ...] = ()
+    #: the last of ``inputs`` that are optional inputs of the fused op (listed in its ``optional_inputs``)
+    optional: tuple[str, ...] = ()
 
 
 @dataclass

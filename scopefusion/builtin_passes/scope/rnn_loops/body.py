@@ -40,13 +40,15 @@ CELLS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]] = {
     "BasicLSTMCell": ((1, 2), (3, 4), ("h", "c")),
     "GRUCell": ((1,), (2, 3, 4, 5), ("h",)),
 }
-#: fused cell op -> its optional inputs, all weights (GRUCell(reset_after=True)'s recurrent bias),
+#: fused cell op -> its optional inputs, all weights (LSTMCell's peepholes and projection,
+#: GRUCell(reset_after=True)'s recurrent bias),
 #: found after its required inputs when the node's ``optional_inputs`` lists them; the whole-loop
 #: op takes each under the same name
-OPTIONAL_WEIGHTS: dict[str, tuple[str, ...]] = {"BasicLSTMCell": (), "GRUCell": ("candidate_recurrent_bias",)}
+OPTIONAL_WEIGHTS: dict[str, tuple[str, ...]] = {"BasicLSTMCell": ("w_i_diag", "w_f_diag", "w_o_diag", "proj"),
+                                                "GRUCell": ("candidate_recurrent_bias",)}
 #: fused cell op -> its attributes the whole-loop op carries over, with their value when unset
 CELL_ATTRS: dict[str, dict[str, Any]] = {
-    "BasicLSTMCell": {"forget_bias": 1.0},
+    "BasicLSTMCell": {"forget_bias": 1.0, "cell_clip": 0.0, "proj_clip": 0.0},
     "GRUCell": {"reset_after": False},
 }
 _PLUMBING = frozenset({"TensorListGetItem", "TensorListSetItem", "AddV2", "Add", "Const", "Identity", "NoOp"})

@@ -12,6 +12,11 @@ after it).
 ``y`` has the same layout with ``hidden`` features, each step's output; ``h`` and ``c`` are the
 state after the last step.
 
+``DynamicRNN`` takes ``BasicLSTMCell``'s options too (LSTMCell's peepholes ``w_i_diag``,
+``w_f_diag``, ``w_o_diag`` and projection ``proj`` as optional inputs, ``cell_clip`` and
+``proj_clip`` as attributes, each absent or 0 by default); with ``proj``, ``init_h``, ``h`` and
+``y`` have ``num_proj`` features.
+
 Both ops take an optional ``seq_length`` ([batch] int32, always the last input, present when the
 node's ``optional_inputs`` lists it), with ``dynamic_rnn``'s ``sequence_length`` semantics: from step
 ``seq_length[b]`` on, sequence ``b``'s output is zero and its state is carried through unchanged,
@@ -24,8 +29,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ....core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
-from ..rnn_cells.ops import (ACTIVATION_OPS, CANDIDATE_RECURRENT_BIAS, GRU_WEIGHTS, RESET_AFTER_ATTR,
-                             basic_lstm_cell_reference, gru_cell_reference)
+from ..rnn_cells.ops import (ACTIVATION_OPS, CANDIDATE_RECURRENT_BIAS, GRU_WEIGHTS, LSTM_CLIP_ATTRS,
+                             LSTM_OPTION_INPUTS, RESET_AFTER_ATTR, basic_lstm_cell_reference, gru_cell_reference)
 
 
 def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]],
@@ -54,14 +59,18 @@ def _run_steps(x: Any, state: tuple[Any, ...], step: Callable[[Any, tuple[Any, .
     return (y if time_major else tf.transpose(y, [1, 0, 2]), *final)
 
 
-def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, seq_length: Any = None, *,
-                          forget_bias: float, activation: str, time_major: bool, T: Any) -> tuple[Any, Any, Any]:
-    """BasicLSTMCell over the steps of ``x`` (each sequence's first ``seq_length``): (y, h, c)."""
+def dynamic_rnn_reference(x: Any, w: Any, b: Any, init_h: Any, init_c: Any, w_i_diag: Any = None,
+                          w_f_diag: Any = None, w_o_diag: Any = None, proj: Any = None, seq_length: Any = None, *,
+                          forget_bias: float, activation: str, time_major: bool, cell_clip: float = 0.0,
+                          proj_clip: float = 0.0, T: Any) -> tuple[Any, Any, Any]:
+    """BasicLSTMCell (with the peepholes, clipping and projection given) over the steps of ``x``
+    (each sequence's first ``seq_length``): (y, h, c)."""
     import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     def step(x_t: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
-        return basic_lstm_cell_reference(x_t, state[0], state[1], w, b, forget_bias=forget_bias,
-                                         activation=activation, T=T)
+        return basic_lstm_cell_reference(x_t, state[0], state[1], w, b, w_i_diag, w_f_diag, w_o_diag, proj,
+                                         forget_bias=forget_bias, activation=activation, cell_clip=cell_clip,
+                                         proj_clip=proj_clip, T=T)
 
     with tf.name_scope("dynamic_rnn_reference"):
         y, h, c = _run_steps(x, (init_h, init_c), step, time_major, seq_length)
@@ -109,6 +118,7 @@ DYNAMIC_RNN = FusedOpDef(
         TensorArg("b", type_attr="T", description="[4 * hidden] bias, gates i, j, f, o"),
         TensorArg("init_h", type_attr="T", description="[batch, hidden] the output before the first step"),
         TensorArg("init_c", type_attr="T", description="[batch, hidden] the cell state before the first step"),
+        *LSTM_OPTION_INPUTS,
         _SEQ_LENGTH,
     ),
     outputs=(
@@ -116,10 +126,11 @@ DYNAMIC_RNN = FusedOpDef(
         TensorArg("h", type_attr="T", description="[batch, hidden] the output after the last (valid) step"),
         TensorArg("c", type_attr="T", description="[batch, hidden] the cell state after the last (valid) step"),
     ),
-    attrs=(AttrDef("forget_bias", "float", 1.0, description="added to the forget gate before its sigmoid"),)
-    + _common_attrs(),
+    attrs=(AttrDef("forget_bias", "float", 1.0, description="added to the forget gate before its sigmoid"),
+           *LSTM_CLIP_ATTRS) + _common_attrs(),
     reference=dynamic_rnn_reference,
-    description="an LSTM over the whole sequence (dynamic_rnn of BasicLSTMCell / LSTMCell): BasicLSTMCell per step",
+    description="an LSTM over the whole sequence (dynamic_rnn of BasicLSTMCell / LSTMCell): BasicLSTMCell per step, "
+                "with its peepholes, projection and clipping when given",
 )
 
 DYNAMIC_GRU_V2 = FusedOpDef(

@@ -78,11 +78,13 @@ def _steps(sg: "ScopeGraph", frame: Frame) -> list[Match]:
                 variants.setdefault(variant, op)
         if form.gate_orders is None or form.ordered is None:
             variants.setdefault(form, op)
-    found: dict[int, tuple[CellForm, str, CellStep]] = {}
+    found: dict[int, Match] = {}
     for form, op in variants.items():
         for step in match_steps(sg, inside, form):
             found.setdefault(step.nodes["root"], (form, op, step))
-    return list(found.values())
+    # a step inside a larger one (an LSTMCell's output before its projection) is part of that one
+    return [m for m in found.values()
+            if not any(m[2].members < other[2].members for other in found.values())]
 
 
 def attrs_of(sg: "ScopeGraph", form: CellForm, op: str, step: CellStep) -> dict[str, Any]:
@@ -109,7 +111,9 @@ def _layer(sg: "ScopeGraph", frame: Frame, n: int, form: CellForm, op: str, step
         weights.append(frame.outer(step.tensors[name], "cell's weight"))
         names.append(f"weight_{len(weights) - 1}")
     if form.inner_graph is None:
-        return LoopLayer(op, {**attrs, "T": T}, [w for w in names if w], state)
+        by_input = dict(zip(form.inputs, names, strict=True))
+        plain = [by_input[name] for name in form.inputs if by_input[name] and name not in form.optional]
+        return LoopLayer(op, {**attrs, "T": T}, plain, state, {name: by_input[name] for name in form.optional})
     layout = _Layout(f"layer_{n}_", names)
     form.inner_graph(layout, attrs, T)
     if layout.cell is None:

@@ -619,7 +619,8 @@ def test_list_shows_the_pass_and_its_ops(capsys):
     assert main(["list", "--ops", "--json"]) == 0
     ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)}
     assert [(a["name"], a["optional"]) for a in ops["DynamicRNN"]["inputs"]] == \
-        [("x", False), ("w", False), ("b", False), ("init_h", False), ("init_c", False), ("seq_length", True)]
+        [("x", False), ("w", False), ("b", False), ("init_h", False), ("init_c", False), ("w_i_diag", True),
+         ("w_f_diag", True), ("w_o_diag", True), ("proj", True), ("seq_length", True)]
     assert [a["name"] for a in ops["DynamicGRUV2"]["outputs"]] == ["y", "h"]
     assert ops["DynamicRNN"]["reference"] and ops["DynamicGRUV2"]["reference"]
     assert main(["list", "--json"]) == 0

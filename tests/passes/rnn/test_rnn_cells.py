@@ -158,6 +158,31 @@ def test_basic_lstm_cell_is_i_j_f_o_on_concat_x_h_with_forget_bias_on_f():
         np.testing.assert_allclose(got[2], h, atol=1e-5)
 
 
+def test_lstm_cell_options_are_peepholes_clips_and_a_projection_as_the_op_declares():
+    """BasicLSTMCell's optional inputs and attributes, computed in numpy from the weights of the real
+    LSTMCell(use_peepholes, num_proj, cell_clip, proj_clip), are what the real graph computes."""
+    m = rm.static_rnn(rm.lstm(use_peepholes=True, num_proj=3, cell_clip=0.6, proj_clip=0.3))
+    w = {k.removeprefix("rnn/lstm_cell/"): v for k, v in _consts(m.graph_def).items()}
+    kernel, bias, proj = w["kernel"], w["bias"], w["projection/kernel"]
+    assert kernel.shape == (5 + 3, 4 * rm.HIDDEN) and proj.shape == (rm.HIDDEN, 3)
+    x = np.random.default_rng(3).normal(size=(rm.BATCH, S, 5)).astype(np.float32)
+    h, c = np.zeros((rm.BATCH, 3), np.float32), np.zeros((rm.BATCH, rm.HIDDEN), np.float32)
+    outs = []
+    for t in range(S):
+        i, j, f, o = np.split(np.concatenate([x[:, t], h], 1) @ kernel + bias, 4, axis=1)
+        c = np.clip(c * _sigmoid(f + 1.0 + w["w_f_diag"] * c) + _sigmoid(i + w["w_i_diag"] * c) * np.tanh(j),
+                    -0.6, 0.6)
+        h = np.clip((np.tanh(c) * _sigmoid(o + w["w_o_diag"] * c)) @ proj, -0.3, 0.3)
+        outs.append(h)
+    result = fuse(m)
+    assert op_count(result.fused_graph_def, "BasicLSTMCell") == S
+    for graph in (m.graph_def, to_tf_runnable(result.fused_graph_def, REGISTRY.fused_ops)):
+        got = run_graph_def(graph, {"x:0": x}, m.outputs)
+        np.testing.assert_allclose(got[0], np.stack(outs, 1), atol=1e-5)
+        np.testing.assert_allclose(got[1], c, atol=1e-5)
+        np.testing.assert_allclose(got[2], h, atol=1e-5)
+
+
 def test_gru_cell_is_r_u_gates_with_the_reset_before_the_candidate_matmul():
     m = model("GRUCell")
     w = _consts(m.graph_def)

@@ -84,12 +84,15 @@ def _clip(scope: "Scope") -> str | None:
     return clips[0].name if clips else None
 
 
-def explain_by_dataflow(scope: "Scope") -> str | None:
-    """Why the scope's LSTM is beyond BasicLSTMCell, from what it computes (None: nothing seen)."""
+def explain_by_dataflow(scope: "Scope", carried: tuple[str, ...] = ()) -> str | None:
+    """Why the scope's LSTM is beyond the form reading it, from what it computes (None: nothing
+    seen); ``carried`` names the options the form reads (``peephole``, ``projection``, ``clip``)."""
     for find, what in ((_peephole, "has peephole connections (a gate reads the cell state through a weight "
                                    "vector)"),
                        (_projection, "projects its output (the step's output is multiplied by a matrix)"),
                        (_clip, "clips its state or output")):
+        if find.__name__.strip("_") in carried:
+            continue
         node = find(scope)
         if node is not None:
             return f"the cell {what}, and no form of BasicLSTMCell with options reads it (e.g. {node!r})"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
 from ....core.graph.pattern import Op, op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
@@ -39,15 +40,18 @@ if TYPE_CHECKING:  # pragma: no cover
 DT_INT32 = 3
 
 
-def _keras_lstm_defs(biased: bool = True, order: Order = KERAS_ORDER) -> dict[str, Any]:
-    """The step with its gates i, f, g, o at the split's ports ``order`` (Keras's: 0, 1, 2, 3)."""
+def _keras_lstm_defs(biased: bool = True, order: Order = KERAS_ORDER, projected: bool = False) -> dict[str, Any]:
+    """The step with its gates i, f, g, o at the split's ports ``order`` (Keras's: 0, 1, 2, 3);
+    ``projected``: its output multiplied by a projection matrix (Sonnet's ``projection_size``)."""
     def gate(k: int) -> Op:
         return op("Split", AXIS_1, "$gates", port=order[k], num_split=4, label="split")
 
     x_products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul")
     h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
+    output = op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c"))
     return {
-        "out": op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c")),
+        "out": op("MatMul", output, "$proj", transpose_a=False, transpose_b=False, label="projection")
+        if projected else output,
         "c_out": op(ADD, op("Mul", op("Sigmoid", gate(1)), "$c"),
                     op("Mul", op("Sigmoid", gate(0)), op(ACTIVATIONS, gate(2), label="act_j"))),
         "gates": products_plus_bias(x_products, h_products, "$bias" if biased else None),
@@ -87,9 +91,10 @@ def zero_bias(result: "FusionScopesResult", recurrent_kernel: "str | FusedInput"
 
 
 def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], T: int, *,
-                           biased: bool = True, order: Order = KERAS_ORDER) -> None:
-    """Fused inputs x, h, c, kernel, recurrent_kernel, bias (a zero bias when not ``biased``) ->
-    BasicLSTMCell in its own layout; the gates i, f, g, o at the column blocks ``order``."""
+                           biased: bool = True, order: Order = KERAS_ORDER, projected: bool = False) -> None:
+    """Fused inputs x, h, c, kernel, recurrent_kernel, bias (a zero bias when not ``biased``) and,
+    when ``projected``, the projection -> BasicLSTMCell in its own layout (the projection its
+    optional input ``proj``); the gates i, f, g, o at the column blocks ``order``."""
     ijfo = (order[0], order[2], order[1], order[3])
     fi = result.fused_input
     result.add_inner_node("axis_0", "Const", [], int32_const(0))
@@ -103,7 +108,11 @@ def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], 
     result.add_inner_node("bias_gates", "Split", ["axis_0", bias], {"T": T, "num_split": 4})
     result.add_inner_node("b", "ConcatV2", [f"bias_gates:{k}" for k in ijfo] + ["axis_0"],
                           {**concat, "N": 4})
-    result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"], {**attrs, "T": T})
+    if projected:
+        attrs = {**attrs, OPTIONAL_INPUTS_ATTR: ["proj"]}
+    result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"] + ([fi(6 if biased else 5)]
+                                                                                     if projected else []),
+                          {**attrs, "T": T})
     result.set_inner_output(0, "cell:0")
     result.set_inner_output(1, "cell:1")
 
@@ -138,3 +147,37 @@ KERAS_LSTM_NO_BIAS_FORM = replace(KERAS_LSTM_FORM, defs=partial(_keras_lstm_defs
                                   inputs=KERAS_LSTM_FORM.inputs[:-1], vectors=(),
                                   library="Keras LSTMCell (use_bias=False)",
                                   inner_graph=partial(keras_lstm_inner_graph, biased=False))
+
+
+def _projected_gate_orders(view: Any, root: int) -> list[Order]:
+    """The gate orders of a projected step: those its output before the projection reveals."""
+    index = view.index
+    ins = [t for t in index.inputs[root] if t[1] >= 0]
+    if index.ops[root] != "MatMul" or not ins or ins[0][1] != 0:
+        return []
+    return lstm_gate_orders(view, ins[0][0])
+
+
+def _projected(form: CellForm) -> CellForm:
+    """``form`` with its output projected (``h' = h @ proj``): the projection the fused cell's
+    optional input ``proj``; the dataflow's other LSTM options still refused."""
+    biased = "bias" in form.inputs
+    return replace(form, defs=partial(form.defs, projected=True), roots=("MatMul",), inputs=form.inputs + ("proj",),
+                   explain=lambda scope: explain_keras_options(scope, "LSTM") or explain_by_dataflow(
+                       scope, carried=("projection",)),
+                   library=f"{form.library}, projected (Sonnet projection_size)",
+                   inner_graph=partial(keras_lstm_inner_graph, biased=biased, projected=True),
+                   gate_orders=_projected_gate_orders, ordered=_ordered_projected)
+
+
+def _ordered_projected(form: CellForm, order: Order) -> CellForm:
+    if order == KERAS_ORDER or form.inner_graph is None:
+        return form
+    biased = "bias" in form.inputs
+    return replace(form, defs=partial(form.defs, order=order),
+                   inner_graph=partial(keras_lstm_inner_graph, biased=biased, projected=True, order=order),
+                   order=order, library=f"{form.library}, gates i, f, g, o at columns {list(order)}")
+
+
+#: a Keras-layout LSTM whose output is projected (``snt.LSTM(projection_size=...)``), with and without a bias
+KERAS_LSTM_PROJECTED_FORMS = (_projected(KERAS_LSTM_FORM), _projected(KERAS_LSTM_NO_BIAS_FORM))

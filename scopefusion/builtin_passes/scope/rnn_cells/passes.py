@@ -36,7 +36,7 @@ from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_A
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
 from .cell_options import option_scopes
 from .discovery import split_scopes, step_scopes, unrelated
-from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM
+from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM, KERAS_LSTM_PROJECTED_FORMS
 from .lstm import LSTM_FORM, LSTM_OPTION_FORMS, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
 from .sliced_gru import SLICED_GRU_FORMS
@@ -177,7 +177,7 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
                    "LSTM(unroll=True) steps, the step of a Keras LSTM loop body (tf_keras: standard_lstm's) "
                    "-> BasicLSTMCell(x, h, c, w, b)")
     scope_names = ("basic_lstm_cell", "lstm_cell")
-    forms = (LSTM_FORM, *LSTM_OPTION_FORMS, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM)
+    forms = (LSTM_FORM, *LSTM_OPTION_FORMS, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM, *KERAS_LSTM_PROJECTED_FORMS)
     loop_form = KERAS_LSTM_LOOP_FORM
     op_def = BASIC_LSTM_CELL
 

@@ -154,7 +154,7 @@ def test_look_alikes_of_options_are_refused_by_dataflow_whatever_the_names(form)
     assert counts(result.fused_graph_def) == {}
     reasons = _refusals(result, "ScopeBasicLSTMCellPass")
     assert len(reasons) == 1 and reasons[0].startswith(f"rejected by the pass: {reason}"), reasons
-    verify.assert_verifies(neutral, result)  # every sink: the edit leaves step 0's output unread
+    verify.assert_verifies(neutral, result)  # the sinks compared include step 0's output, left unread by the edit
 
 
 def test_lstm_cell_options_are_the_fused_ops_optional_inputs_and_attributes():

@@ -52,6 +52,8 @@ def absorb_steps_before(sg: "ScopeGraph", frame: Frame, match: Match, state: lis
         if any(frame.resolve(step.tensors[name]) != outer[name] for name in weights) \
                 or attrs_of(sg, form, op, step) != attrs_of(sg, form, op, loop_step):
             fail(f"the step {k} taken before the TF1 loop has other weights or attributes than the loop's cell")
+        if form.check is not None:
+            form.check(sg, step)
         read = frame.resolve(step.tensors["x"])[0]
         row = value_of(sg, data_inputs(index, read)[1]) if index.ops[read] == "TensorListGetItem" else None
         if row is None or data_inputs(index, read)[0] != (source, 0) or row.size != 1 or int(row.reshape(-1)[0]) != k:

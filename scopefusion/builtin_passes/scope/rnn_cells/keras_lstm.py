@@ -108,11 +108,11 @@ def keras_lstm_inner_graph(result: "FusionScopesResult", attrs: dict[str, Any], 
     result.add_inner_node("bias_gates", "Split", ["axis_0", bias], {"T": T, "num_split": 4})
     result.add_inner_node("b", "ConcatV2", [f"bias_gates:{k}" for k in ijfo] + ["axis_0"],
                           {**concat, "N": 4})
+    inputs: list["str | FusedInput"] = [fi(0), fi(1), fi(2), "w", "b"]
     if projected:
         attrs = {**attrs, OPTIONAL_INPUTS_ATTR: ["proj"]}
-    result.add_inner_node("cell", "BasicLSTMCell", [fi(0), fi(1), fi(2), "w", "b"] + ([fi(6 if biased else 5)]
-                                                                                     if projected else []),
-                          {**attrs, "T": T})
+        inputs.append(fi(6 if biased else 5))
+    result.add_inner_node("cell", "BasicLSTMCell", inputs, {**attrs, "T": T})
     result.set_inner_output(0, "cell:0")
     result.set_inner_output(1, "cell:1")
 

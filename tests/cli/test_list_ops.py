@@ -70,12 +70,13 @@ def test_every_built_in_op_is_listed_with_its_declaration(capsys, monkeypatch):
 
 
 def test_optional_inputs_are_marked(capsys, monkeypatch):
-    """DynamicRNN's seq_length is optional: marked in the text, flagged in the JSON, with the
-    attribute that lists a node's optional inputs."""
+    """DynamicRNN's LSTMCell options and seq_length are optional: marked in the text, flagged in the
+    JSON, with the attribute that lists a node's optional inputs."""
     monkeypatch.setenv("SCOPEFUSION_DISABLE_PLUGIN_AUTOLOAD", "1")
     assert main(["list", "--ops"]) == 0
     text = capsys.readouterr().out
-    assert "  inputs:     x: T, w: T, b: T, init_h: T, init_c: T, seq_length: int32 (optional)\n" in text
+    assert ("  inputs:     x: T, w: T, b: T, init_h: T, init_c: T, w_i_diag: T (optional), w_f_diag: T (optional), "
+            "w_o_diag: T (optional), proj: T (optional), seq_length: int32 (optional)\n") in text
     assert "; T: type; optional_inputs: list(string) = []\n" in text
     assert "A node has an (optional) input when its optional_inputs attribute names it" in text
     assert main(["list", "--ops", "--json"]) == 0

@@ -10,13 +10,14 @@ default, see :mod:`.keras_gru_reset_after`; ``reset_after=False``, see :mod:`.ke
 matched scope gives one result per step, named
 ``<scope>/step_<t>`` (the scope's own name when it holds one step, as Keras 3's do), each fusing
 only that step's nodes (a :class:`ScopePart` of the scope); the weights stay in the graph and feed
-every step.  A scope whose cell has an option the fused op cannot express, or that computes
-anything beyond its steps, is refused as a whole with the reason.
+every step.  ``LSTMCell``'s peepholes, projection and clipping (and Sonnet's projection) are forms
+of their own, fused as the op's optional inputs and attributes (:mod:`.lstm`, :mod:`.keras_lstm`);
+a scope that computes anything beyond its steps is refused as a whole with the reason.
 
 The names are where the passes look first, never what decides: a scope holding a step found by
 its dataflow is read the same whatever it is called (``lstm``, ``gru``, ``a_2/b_16``; Sonnet's
 ``snt.LSTM`` and ``snt.GRU``, see :mod:`.sliced_gru`), and so is a scope holding an LSTM step
-whose options the fused op cannot express (:mod:`.cell_options`: refused with that reason).
+with an option no form reads (:mod:`.cell_options`: refused with that reason).
 """
 from __future__ import annotations
 
@@ -175,7 +176,8 @@ class ScopeBasicLSTMCellPass(_CellScopePass):
     name = "ScopeBasicLSTMCellPass"
     description = ("tf.compat.v1 BasicLSTMCell / LSTMCell steps unrolled by static_rnn, Keras 3 / tf_keras "
                    "LSTM(unroll=True) steps, the step of a Keras LSTM loop body (tf_keras: standard_lstm's) "
-                   "-> BasicLSTMCell(x, h, c, w, b)")
+                   "-> BasicLSTMCell(x, h, c, w, b[, peepholes][, proj]); LSTMCell's peepholes, num_proj, cell_clip "
+                   "and proj_clip and Sonnet's projection_size carried by the op")
     scope_names = ("basic_lstm_cell", "lstm_cell")
     forms = (LSTM_FORM, *LSTM_OPTION_FORMS, KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM, *KERAS_LSTM_PROJECTED_FORMS)
     loop_form = KERAS_LSTM_LOOP_FORM

@@ -1,4 +1,4 @@
-"""Recurrent layers' whole loops (dynamic_rnn under control flow v2) -> ``DynamicRNN`` / ``DynamicGRUV2``."""
+"""Recurrent layers' whole loops (functional While loops and TF1 frames) -> ``DynamicRNN`` / ``DynamicGRUV2``."""
 from .ops import DYNAMIC_GRU_V2, DYNAMIC_RNN
 from .passes import ScopeDynamicRNNPass
 

@@ -12,7 +12,9 @@ op per layer: ``DynamicRNN`` for an LSTM layer, ``DynamicGRUV2`` for a GRU layer
 reading the lower one's ``y`` (a Keras layer with ``return_sequences=False`` gives ``y[-1:]``).  A
 ``MultiRNNCell`` of two layers is one loop and becomes two ops.  ``x`` and ``y`` stay time-major,
 as the loop reads and writes them (``dynamic_rnn``'s transposes stay outside).  Under control flow
-v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops.
+v1 the loop is a TF1 frame in the ``while`` scope (:mod:`.tf1_loop`), its cells their own ops: so are
+tf_keras's layers built in a TF1 graph and a functional loop lowered when frozen (Sonnet's
+``dynamic_unroll``, whose step before the loop becomes part of the op).
 """
 from __future__ import annotations
 
@@ -104,8 +106,9 @@ class ScopeDynamicRNNPass(ScopeBasePass):
     name = "ScopeDynamicRNNPass"
     general = False
     description = ("tf.compat.v1 dynamic_rnn loops (functional While whose body is fused BasicLSTMCell / GRUCell "
-                   "steps, or a TF1 while loop of those cells) and Keras 3 / tf_keras LSTM / GRU loops -> "
-                   "DynamicRNN / DynamicGRUV2 per layer, time-major")
+                   "steps, or a TF1 while loop of those cells), Keras 3 / tf_keras LSTM / GRU loops (tf_keras in a "
+                   "TF1 graph too) and Sonnet's dynamic_unroll (its step before the loop included) -> DynamicRNN / "
+                   "DynamicGRUV2 per layer, time-major")
 
     def __init__(self) -> None:
         self._loops: dict[int, _Loop] = {}  # by id of the result's part

@@ -17,9 +17,11 @@ from tests.models.rnn_models import BATCH, HIDDEN, STEPS, RnnModel
 INPUTS = 5
 
 
-def sonnet(kind: str, *, unroll: str = "static", steps: int = STEPS, seed: int = 0, **options: Any) -> RnnModel:
-    """``snt.LSTM`` / ``snt.GRU`` (``kind``) unrolled by ``snt.static_unroll`` or
-    ``snt.dynamic_unroll`` over a batch-major input; outputs: the outputs and the final state."""
+def sonnet(kind: str, *, unroll: str = "static", steps: int = STEPS, seed: int = 0, layers: int = 1,
+           **options: Any) -> RnnModel:
+    """``snt.LSTM`` / ``snt.GRU`` (``kind``; ``layers`` of them stacked in an ``snt.DeepRNN``)
+    unrolled by ``snt.static_unroll`` or ``snt.dynamic_unroll`` over a batch-major input; outputs:
+    the outputs and the final state."""
     import numpy as np
     import sonnet as snt
     import tensorflow as tf
@@ -27,7 +29,8 @@ def sonnet(kind: str, *, unroll: str = "static", steps: int = STEPS, seed: int =
     from tests.helpers.freeze import freeze_function
 
     tf.random.set_seed(seed)
-    core = {"LSTM": snt.LSTM, "GRU": snt.GRU}[kind](HIDDEN, **options)
+    cores = [{"LSTM": snt.LSTM, "GRU": snt.GRU}[kind](HIDDEN, **options) for _ in range(layers)]
+    core = cores[0] if layers == 1 else snt.DeepRNN(cores)
     unroller = {"static": snt.static_unroll, "dynamic": snt.dynamic_unroll}[unroll]
 
     def run(x: Any) -> list[Any]:

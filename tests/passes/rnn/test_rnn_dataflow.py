@@ -66,6 +66,10 @@ FORMS = {
     # a functional While lowered to a TF1 frame, its first step taken before it
     "Sonnet LSTM, dynamic_unroll": (lambda: sm.sonnet("LSTM", unroll="dynamic"), {"DynamicRNN": 1}),
     "Sonnet GRU, dynamic_unroll": (lambda: sm.sonnet("GRU", unroll="dynamic"), {"DynamicGRUV2": 1}),
+    # two layers' steps before the loop, the lower one's output read by the upper one's input product
+    # (no projection of the lower one's)
+    "Sonnet DeepRNN of two LSTMs, dynamic_unroll": (lambda: sm.sonnet("LSTM", unroll="dynamic", layers=2),
+                                                     {"DynamicRNN": 2}),
     "Sonnet LSTM projection_size, dynamic_unroll": (lambda: sm.sonnet("LSTM", unroll="dynamic", projection_size=3),
                                                     {"DynamicRNN": 1}),
     # Keras's own TF1 while loop over TensorArrays, its condition time < n alone

@@ -82,9 +82,7 @@ def _steps(sg: "ScopeGraph", frame: Frame) -> list[Match]:
     for form, op in variants.items():
         for step in match_steps(sg, inside, form):
             found.setdefault(step.nodes["root"], (form, op, step))
-    # a step inside a larger one (an LSTMCell's output before its projection) is part of that one
-    return [m for m in found.values()
-            if not any(m[2].members < other[2].members for other in found.values())]
+    return list(found.values())
 
 
 def attrs_of(sg: "ScopeGraph", form: CellForm, op: str, step: CellStep) -> dict[str, Any]:
@@ -137,10 +135,10 @@ def read_layers(sg: "ScopeGraph", scope: "Scope", frame: Frame, start: Tensor, w
     matches: list[Match] = []
     members: set[int] = set()
     current = frame.resolve(start)
-    while len(layers) < len(found):
-        match = next((f for f in found if frame.resolve(f[2].tensors["x"]) == current), None)
+    while True:
+        match = _next_layer(frame, copy, [f for f in found if frame.resolve(f[2].tensors["x"]) == current])
         if match is None:
-            fail("the cells' steps in the TF1 loop are no chain from the step's input")
+            break
         form, op, step = match
         reason = form.explain(scope)
         if reason:
@@ -154,7 +152,31 @@ def read_layers(sg: "ScopeGraph", scope: "Scope", frame: Frame, start: Tensor, w
         members |= step.members
         matches.append(match)
         current = frame.resolve(step.tensors["out"])
+    if not layers or any(f[2].members.isdisjoint(members) for f in found):
+        fail("the cells' steps in the TF1 loop are no chain from the step's input")
     return layers, current, members, matches
+
+
+def _next_layer(frame: Frame, copy: CopyThrough[Tensor] | None, candidates: list[Match]) -> Match | None:
+    """Of the steps reading the layer below, the one whose state the loop carries (the larger when
+    several are: an LSTM's output before its projection is a step too, and a step whose
+    "projection" is the next layer's input product carries no state of its own); else the first."""
+    def carried(match: Match) -> bool:
+        _, op, step = match
+        for s, o in zip(STATES[op], OUTS[op], strict=True):
+            p = frame.var(step.tensors[s])
+            if p is None:
+                return False
+            var = frame.variables[p]
+            pair = copy.selects.get(var.next) if copy is not None else (var.current, var.next)
+            if pair is None or pair[0] != var.current or pair[1] != frame.resolve(step.tensors[o]):
+                return False
+        return True
+
+    good = [m for m in candidates if carried(m)]
+    if good:
+        return max(good, key=lambda m: len(m[2].members))
+    return candidates[0] if candidates else None
 
 
 def _carried(frame: Frame, copy: CopyThrough[Tensor] | None, position: int) -> Tensor | None:

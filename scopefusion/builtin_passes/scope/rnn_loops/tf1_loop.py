@@ -254,14 +254,14 @@ def read_tf1_loop(sg: "ScopeGraph", scope: "Scope") -> TF1Loop:
     _check_steps(frame, _bounds(frame, counter, time), counter, time, n, lengths, len(before))
     ins = [v.init for v in variables] + weights
     if before:
-        if len(layers) != 1 or copy is not None:
-            fail("the TF1 loop starts after steps taken before it, and runs several layers or a sequence_length: "
-                 "not fused")
-        initial, taken = absorb_steps_before(sg, frame, matches[0], layers[0].state, before,
+        if copy is not None:
+            fail("the TF1 loop starts after steps taken before it and has a sequence_length: not fused")
+        initial, taken = absorb_steps_before(sg, frame, matches, [layer.state for layer in layers], before,
                                              frame.outer(data_inputs(index, read)[0], "input list")[0])
         arrays |= taken
-        for p, tensor in zip(layers[0].state, initial, strict=True):
-            ins[p] = tensor
+        for layer, tensors in zip(layers, initial, strict=True):
+            for p, tensor in zip(layer.state, tensors, strict=True):
+                ins[p] = tensor
     if copy is not None and copy.zeros is not None:
         check_lengths(sg, weights[copy.lengths], weights[copy.zeros])
     check_rows(sg, x, n)

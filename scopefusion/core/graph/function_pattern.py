@@ -28,7 +28,7 @@ are one op and a ``BiasAdd`` an ``Add``.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -96,6 +96,18 @@ class FunctionPattern:
 
 
 _PATTERNS: dict[tuple[Any, ...], FunctionPattern] = {}
+
+
+@overload
+def pattern_from_function(fn: Callable[..., Any], *input_specs: Any,
+                          constants: Mapping[str, ConstantSpec] | None = None, rtol: float | None = None,
+                          atol: float = 0.0) -> FunctionPattern: ...
+
+
+@overload
+def pattern_from_function(fn: None = None, *, constants: Mapping[str, ConstantSpec] | None = None,
+                          rtol: float | None = None,
+                          atol: float = 0.0) -> Callable[[Callable[..., Any]], FunctionPattern]: ...
 
 
 def pattern_from_function(fn: Callable[..., Any] | None = None, *input_specs: Any,
@@ -261,7 +273,7 @@ class _Converter:
 
     def _canonical(self, op_type: str, node: int, data: list[tuple[int, int]], label: str | None) -> Any:
         """The ops written with one spelling where matching knows them by another."""
-        if op_type == "BiasAdd" and self._attrs(node).get("data_format", b"NHWC") in (b"NHWC", b"N...C") and \
+        if op_type == "BiasAdd" and str(self._attrs(node).get("data_format", "NHWC")) in ("NHWC", "N...C") and \
                 len(data) == 2:
             return op(ADD_OPS, self.tensor(data[0]), self.tensor(data[1]), label=label)
         if op_type == "Pow" and len(data) == 2:

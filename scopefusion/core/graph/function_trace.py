@@ -131,13 +131,13 @@ def trace_here(fn: Callable[..., Any], specs: list[Spec]) -> TracedFunction:
 def _with_tf(fn: Callable[..., Any], tf: Any) -> Callable[..., Any]:
     """``fn`` with the name ``tf`` bound to TensorFlow when its module does not bind it."""
     code = getattr(fn, "__code__", None)
-    if code is None or "tf" not in code.co_names or "tf" in fn.__globals__:  # type: ignore[attr-defined]
+    if code is None or "tf" not in code.co_names or "tf" in fn.__globals__:
         return fn
-    namespace = dict(fn.__globals__)  # type: ignore[attr-defined]
+    namespace = dict(fn.__globals__)
     namespace["tf"] = tf
-    bound = types.FunctionType(code, namespace, fn.__name__, fn.__defaults__,  # type: ignore[attr-defined]
-                               fn.__closure__)  # type: ignore[attr-defined]
-    bound.__kwdefaults__ = fn.__kwdefaults__  # type: ignore[attr-defined]
+    bound = types.FunctionType(code, namespace, fn.__name__, fn.__defaults__,
+                               fn.__closure__)
+    bound.__kwdefaults__ = fn.__kwdefaults__
     return bound
 
 

@@ -20,6 +20,10 @@ of copies of small graphs that TensorFlow itself built and froze
 * ``ln-blocks``: a chain of blocks ``model/block_N/LayerNorm/...``, each a copy
   of the real frozen ``tf_slim.layers.layer_norm`` (reduction axis -1): many
   small layer norms and nothing else.
+* ``transformer``: a chain of blocks ``model/block_N/encoder_1/...``, each a copy
+  of one real keras-hub ``TransformerEncoder`` (BERT's layer written by Keras 3:
+  einsum projections, multi-head self attention with Keras' softmax, two layer
+  norms, a GELU feed-forward) traced with ``tf.function`` and frozen.
 
 ``--memory`` also fuses each graph once more in a process of its own and reports
 the peak resident memory above the parsed graph (``bench_memory.py``).
@@ -55,8 +59,9 @@ and save is measured through ``gc.callbacks`` and reported (the collector
 stays as the library leaves it).
 
 Every fusion the graph calls for must happen, or the run fails: every layer
-norm scope becomes a ``LayerNorm``, every dense layer a ``MatMulBiasAdd`` and
-every GELU a ``Gelu`` (for ``dense-gelu``: exactly one of each per block).
+norm scope becomes a ``LayerNorm``, every dense layer a ``MatMulBiasAdd``,
+every GELU a ``Gelu`` and every attention softmax a ``ScaledDotProductAttention``
+(for ``dense-gelu``: exactly one dense layer and one GELU per block).
 Before timing, a small instance of the same generator is run in TensorFlow,
 fused, and the fused graph (in its TensorFlow-runnable form) is checked to
 compute the same output as the original.
@@ -66,6 +71,7 @@ Usage::
     python benchmarks/bench_fuse.py                       # one BERT graph of 200k nodes
     python benchmarks/bench_fuse.py --sizes 50000,100000,200000
     python benchmarks/bench_fuse.py --graph dense-gelu --sizes 10000,50000,200000
+    python benchmarks/bench_fuse.py --graph transformer --sizes 10000,100000
     python benchmarks/bench_fuse.py --profile             # cProfile of the whole run
     python benchmarks/bench_fuse.py --profile graph       # cProfile of the graph stage alone
 """
@@ -335,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", choices=GRAPH_KINDS, default="bert",
                         help="bert: BERT-style encoder with tf_slim layer norms (default); "
+                             "transformer: a chain of frozen keras-hub TransformerEncoder blocks; "
                              "dense-gelu: a chain of frozen tf_keras Dense(activation='gelu') blocks; "
                              "ln-blocks: a chain of frozen tf_slim layer norms (about 19 nodes each)")
     parser.add_argument("--nodes", type=int, default=200_000, help="graph size in nodes (default 200000)")

@@ -11,7 +11,10 @@ in ``bench_templates.py``).  Three graph kinds:
 * ``dense-gelu``: a chain of blocks, each a copy of one real tf_keras (or Keras 3)
   ``Dense(hidden, activation="gelu")`` traced with ``tf.function`` and frozen with
   ``convert_variables_to_constants_v2``;
-* ``ln-blocks``: a chain of blocks, each a copy of the real ``tf_slim.layers.layer_norm``.
+* ``ln-blocks``: a chain of blocks, each a copy of the real ``tf_slim.layers.layer_norm``;
+* ``transformer``: a chain of blocks, each a copy of one real keras-hub ``TransformerEncoder``
+  (Keras 3 multi-head self attention, layer norms, GELU feed-forward) traced with ``tf.function``
+  and frozen.
 """
 from __future__ import annotations
 
@@ -21,11 +24,13 @@ from typing import Sequence
 
 import numpy as np
 
-from bench_templates import LN_OUTPUT, FrozenTemplate, real_dense_gelu_template, real_layer_norm_template
+from bench_templates import (LN_OUTPUT, FrozenTemplate, real_dense_gelu_template, real_layer_norm_template,
+                             real_transformer_encoder_template)
 
 DT_FLOAT = 1
 DT_INT32 = 3
-GRAPH_KINDS = ("bert", "dense-gelu", "ln-blocks")
+GRAPH_KINDS = ("bert", "transformer", "dense-gelu", "ln-blocks")
+MOMENTS_MEAN = "/moments/mean"
 
 
 # --------------------------------------------------------------------------- entries
@@ -117,12 +122,22 @@ class Block:
     entries: list[Entry]
     output: str
 
+    def norm_scopes(self) -> list[str]:
+        """The block's layer norm scopes (relative names): each holds its ``moments/mean`` (tf_slim's
+        and Keras' layer norms alike), or ends in tf_slim's output node."""
+        scopes = {e.suffix[:-len(MOMENTS_MEAN)] for e in self.entries
+                  if e.proto.op == "Mean" and e.suffix.endswith(MOMENTS_MEAN)}
+        scopes |= {e.suffix.rsplit("/", 2)[0] for e in self.entries if e.suffix.endswith(LN_OUTPUT)}
+        return sorted(scopes)
+
     def fused_ops(self) -> dict[str, int]:
-        """Fused ops the block must become: one per layer norm, per MatMul (each feeds a BiasAdd), per Erfc (GELU)."""
+        """Fused ops the block must become: one per layer norm, per BiasAdd (each reads a MatMul or
+        an Einsum), per Erfc (GELU), per Softmax (scaled dot-product attention)."""
         return {
-            "LayerNorm": sum(e.suffix.endswith(LN_OUTPUT) for e in self.entries),
-            "MatMulBiasAdd": sum(e.proto.op == "MatMul" for e in self.entries),
+            "LayerNorm": len(self.norm_scopes()),
+            "MatMulBiasAdd": sum(e.proto.op == "BiasAdd" for e in self.entries),
             "Gelu": sum(e.proto.op == "Erfc" for e in self.entries),
+            "ScaledDotProductAttention": sum(e.proto.op == "Softmax" for e in self.entries),
         }
 
 
@@ -276,8 +291,7 @@ class Generator:
                 size = 4 * int(np.prod(e.random_shape))
                 node.attr["value"].tensor.tensor_content = payload[offset:offset + size]
                 offset += size
-            if e.suffix.endswith(LN_OUTPUT):
-                ln_scopes.append(node.name.rsplit("/", 2)[0])
+        ln_scopes.extend(prefix + scope for scope in block.norm_scopes())
         return prefix + block.output
 
 
@@ -306,7 +320,8 @@ class EncoderGenerator(Generator):
         per = self.unit.fused_ops()
         return (f"layer norm template: real {self.template.source}, {len(self.template.nodes)} frozen nodes; "
                 f"encoder layer: {self.nodes_per_unit} nodes, {per['LayerNorm']} layer norms, "
-                f"{per['MatMulBiasAdd']} dense layers, {per['Gelu']} GELU; "
+                f"{per['MatMulBiasAdd']} dense layers, {per['Gelu']} GELU, "
+                f"{per['ScaledDotProductAttention']} attention; "
                 f"hidden {self.hidden}, {self.heads} heads, input [{self.rows}, {self.hidden}]")
 
 
@@ -351,9 +366,35 @@ class LayerNormBlocksGenerator(ChainGenerator):
         return real_layer_norm_template(rows, hidden)
 
 
+class TransformerGenerator(ChainGenerator):
+    """Each block a copy of one frozen keras-hub ``TransformerEncoder`` (BERT's layer, Keras 3):
+    self attention, two layer norms, a GELU feed-forward."""
+
+    kind = "transformer"
+    unit_name = "encoder blocks"
+    small_units = 2
+
+    def __init__(self, *, hidden: int, heads: int, batch: int, seq: int, seed: int) -> None:
+        if hidden % heads:
+            raise SystemExit(f"--hidden {hidden} is not a multiple of --heads {heads}")
+        self.batch, self.seq, self.heads = batch, seq, heads
+        super().__init__(hidden=hidden, batch=batch, seq=seq, seed=seed)
+
+    def make_template(self, rows: int, hidden: int, seed: int) -> FrozenTemplate:
+        return real_transformer_encoder_template(self.batch, self.seq, hidden, self.heads, seed)
+
+    def describe(self) -> str:
+        per = self.unit.fused_ops()
+        return (f"{super().describe()}; per block {per['ScaledDotProductAttention']} attention, "
+                f"{per['LayerNorm']} layer norms, {per['MatMulBiasAdd']} dense layers, {per['Gelu']} GELU; "
+                f"{self.heads} heads")
+
+
 def make_generator(kind: str, *, hidden: int, heads: int, batch: int, seq: int, seed: int) -> Generator:
     if kind == "bert":
         return EncoderGenerator(hidden=hidden, heads=heads, batch=batch, seq=seq, seed=seed)
+    if kind == "transformer":
+        return TransformerGenerator(hidden=hidden, heads=heads, batch=batch, seq=seq, seed=seed)
     if kind == "dense-gelu":
         return DenseGeluGenerator(hidden=hidden, batch=batch, seq=seq, seed=seed)
     if kind == "ln-blocks":

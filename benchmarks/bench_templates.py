@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 LN_OUTPUT = "LayerNorm/batchnorm/add_1"
 
 
@@ -76,3 +78,45 @@ def real_dense_gelu_template(rows: int, hidden: int, seed: int) -> FrozenTemplat
     return FrozenTemplate(nodes, feed, output, graph_def.versions.producer,
                           f"{lib} {keras.__version__} Dense(activation='gelu'), tf.function + "
                           "convert_variables_to_constants_v2")
+
+
+def real_transformer_encoder_template(batch: int, seq: int, hidden: int, heads: int, seed: int) -> FrozenTemplate:
+    """Trace one keras-hub ``TransformerEncoder`` (BERT's layer: multi-head self attention, residual
+    and layer norm, a GELU feed-forward, residual and layer norm) between two reshapes of a
+    ``[batch * seq, hidden]`` input with ``tf.function``, and freeze it; the function boundary
+    (placeholder, ``NoOp`` of the variable reads, output ``Identity``) is dropped."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    keras.utils.set_random_seed(seed)
+    layer = keras_hub.layers.TransformerEncoder(intermediate_dim=4 * hidden, num_heads=heads, activation="gelu",
+                                                name="encoder")
+    layer(tf.zeros([batch, seq, hidden]))
+    rng = np.random.default_rng(seed)
+    layer.set_weights([w + rng.normal(0.0, 0.1, np.shape(w)).astype(np.float32) for w in layer.get_weights()])
+
+    def block(x):
+        return tf.reshape(layer(tf.reshape(x, [batch, seq, hidden]), training=False), [batch * seq, hidden])
+
+    spec = tf.TensorSpec([batch * seq, hidden], tf.float32, name="x")
+    frozen = convert_variables_to_constants_v2(tf.function(block).get_concrete_function(spec))
+    graph_def = frozen.graph.as_graph_def()
+    (feed,) = [t.op.name for t in frozen.inputs]
+    (fetch,) = frozen.outputs
+    by_name = {n.name: n for n in graph_def.node}
+    boundary = by_name[fetch.op.name]
+    output = next(i for i in boundary.input if not i.startswith("^")).split(":")[0]
+    dropped = {feed, boundary.name} | {n.name for n in graph_def.node if n.op == "NoOp"}
+    nodes = [n for n in graph_def.node if n.name not in dropped]
+    for n in nodes:
+        kept = [i for i in n.input if i.lstrip("^").split(":")[0] not in dropped - {feed}]
+        del n.input[:]
+        n.input.extend(kept)
+    ops = [n.op for n in nodes]
+    if ops.count("Softmax") != 1 or ops.count("Erf") + ops.count("Erfc") != 1:
+        raise RuntimeError(f"unexpected keras-hub TransformerEncoder structure: {sorted(set(ops))}")
+    return FrozenTemplate(nodes, feed, output, graph_def.versions.producer,
+                          f"keras-hub {keras_hub.__version__} TransformerEncoder (Keras {keras.__version__}), "
+                          "tf.function + convert_variables_to_constants_v2")

@@ -6,7 +6,8 @@ Importing this package does not import TensorFlow; loading, fusing and
 emitting graphs do.
 
 The public surface is what this module exports (``__all__``), ``scopefusion.testing`` and the
-op-pattern language (:mod:`scopefusion.core.graph.pattern`, whose names are exported here too).
+op-pattern language (:mod:`scopefusion.core.graph.pattern`, whose names are exported here too, with
+:func:`pattern_from_function`, a pattern written as the TensorFlow function that computes it).
 Every other module is internal and may change in any release.  A few names this module used to
 export are still importable from it, with a :class:`DeprecationWarning` naming where they live now.
 """
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imp
     from .core.fusion.refusal import Refused, fail
     from .core.fusion.report import FusionReport
     from .core.graph.io import load_model, save_graph
+    from .core.graph.function_pattern import FunctionPattern, pattern_from_function
     from .core.graph.matching import MatchFailure, PatternMatch, PatternMatcher
     from .core.graph.pattern import ANY, OpPattern, PatternDefinitionError, const, one_of, op, var
     from .core.graph.view import GraphView
@@ -78,6 +80,8 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "FusionReport": ("scopefusion.core.fusion.report", "FusionReport"),
     "load_model": ("scopefusion.core.graph.io", "load_model"),
     "save_graph": ("scopefusion.core.graph.io", "save_graph"),
+    "FunctionPattern": ("scopefusion.core.graph.function_pattern", "FunctionPattern"),
+    "pattern_from_function": ("scopefusion.core.graph.function_pattern", "pattern_from_function"),
     "MatchFailure": ("scopefusion.core.graph.matching", "MatchFailure"),
     "PatternMatch": ("scopefusion.core.graph.matching", "PatternMatch"),
     "PatternMatcher": ("scopefusion.core.graph.matching", "PatternMatcher"),
@@ -130,8 +134,8 @@ __all__ = [
     "FusionScopesResult", "ScopesResult", "ScopeGraph", "Scope",
     # graph passes and the op-pattern language
     "PatternFusionBasePass", "FusionPattern", "FusedOp", "NotFused", "fused_input", "inner_node",
-    "OpPattern", "op", "const", "var", "one_of", "ANY", "GraphView", "PatternMatcher", "PatternMatch",
-    "MatchFailure",
+    "OpPattern", "op", "const", "var", "one_of", "ANY", "pattern_from_function", "FunctionPattern", "GraphView",
+    "PatternMatcher", "PatternMatch", "MatchFailure",
 ]
 
 #: names this module exported before its public surface was made small: still importable from

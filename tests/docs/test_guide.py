@@ -35,7 +35,7 @@ def guide() -> types.ModuleType:
 
 def test_every_block_is_one_this_test_knows():
     kinds = [lang for lang, _ in _blocks()]
-    assert kinds == ["python"] * 11 + ["toml", "bash"]
+    assert kinds == ["python"] * 12 + ["toml", "bash"]
 
 
 def test_the_guide_test_functions_pass(guide):

@@ -42,3 +42,18 @@ def test_near_misses_where_nothing_was_fused_stay(conv_bn_model):
     result = scopefusion.fuse(conv_bn_model, fusion_switch_file=scopefusion.FusionSwitch.from_text(
         "ConvBatchnormFusionPass:off"))
     assert len(_near_misses(result).get("ScopeLayerNormPass", [])) == 3
+
+
+def test_a_name_is_covered_by_a_fused_scope_it_lies_in_not_by_one_it_only_starts_with():
+    from scopefusion.core.graph.index import GraphIndex
+    from scopefusion.core.graph.protos import message_class
+
+    graph = message_class("GraphDef")()
+    graph.node.add(name="other", op="NoOp")
+    index = GraphIndex(graph)
+    scopes = {"enc/layer_1/norm", "head"}
+    covered = {name: pipeline._covered(name, index, set(), scopes, {})
+               for name in ("enc/layer_1/norm", "enc/layer_1/norm/mean", "head/a/b", "enc/layer_1/norm_2/mean",
+                            "enc/layer_1", "heads/x", "other")}
+    assert covered == {"enc/layer_1/norm": True, "enc/layer_1/norm/mean": True, "head/a/b": True,
+                       "enc/layer_1/norm_2/mean": False, "enc/layer_1": False, "heads/x": False, "other": False}

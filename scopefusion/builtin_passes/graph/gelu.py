@@ -17,21 +17,27 @@ ops.  The forms, as TensorFlow records them (``x`` is the same tensor throughout
 Each product is written once: the matcher takes its factors in any grouping and order
 (``0.044715 * x * x * x`` and ``x * (x * x) * 0.044715`` alike), ``x^3`` as a ``Pow``,
 ``x * Square(x)`` or three factors, and constants computed from constants (``Sqrt(2.0)``,
-a ``Cast``) by their value.
+a ``Cast``) by their value.  The tanh forms are written as the TensorFlow functions that
+compute them (:func:`~scopefusion.core.graph.function_pattern.pattern_from_function`), traced
+into the same patterns the first time the pass needs them.
 Every constant is checked (at the precision of its dtype), so look-alikes such as
 ``x * sigmoid(1.702 * x)`` or a GELU with one constant changed are not fused.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.fusion.refusal import fail
+from ...core.graph.function_pattern import pattern_from_function
 from ...core.graph.matching import PatternMatch
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph.vocabulary import ADD_OPS as ADD, DIV_OPS as DIV, dtype_name, FLOAT_DTYPES, MUL_OPS as MUL
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
+
+if TYPE_CHECKING:  # the pattern functions' ``tf``, bound when they are traced
+    import tensorflow as tf
 
 
 def gelu_reference(x: Any, *, approximate: bool, T: Any) -> tuple[Any]:
@@ -62,8 +68,6 @@ ONE = const(1.0, description="1.0")
 # constants computed in the graph (Sqrt(2.0), Sqrt(2 / pi), a Cast) are compared by their value
 SQRT2 = const(math.sqrt(2.0), description="sqrt(2)")
 INV_SQRT2 = const(1.0 / math.sqrt(2.0), description="1/sqrt(2)")
-SQRT_2_OVER_PI = const(math.sqrt(2.0 / math.pi), description="sqrt(2/pi)")
-COEFF = const(0.044715, description="0.044715")
 
 
 def erf_forms() -> list[Any]:
@@ -75,12 +79,21 @@ def erf_forms() -> list[Any]:
     return [op(MUL, HALF, X, erfc), op(MUL, HALF, X, erf)]
 
 
+@pattern_from_function
+def gelu_tanh(x):
+    """GELU's tanh approximation (``x ** 3`` stands for ``Pow(x, 3)``, ``x * x * x``, ``x * Square(x)``)."""
+    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+@pattern_from_function
+def gelu_fast(x):
+    """The same with ``sqrt(2/pi)`` taken out of the sum (transformers' ``gelu_fast``)."""
+    return 0.5 * x * (1.0 + tf.tanh(x * math.sqrt(2.0 / math.pi) * (1.0 + 0.044715 * x * x)))
+
+
 def tanh_forms() -> list[Any]:
-    """The tanh forms of ``gelu($x)``."""
-    # x**3 written as Pow(x, 3), x * x * x or x * Square(x) is the same product of three x
-    inner = op(MUL, SQRT_2_OVER_PI, op(ADD, X, op(MUL, COEFF, X, X, X)))
-    fast = op(MUL, X, SQRT_2_OVER_PI, op(ADD, ONE, op(MUL, COEFF, X, X)))
-    return [op(MUL, HALF, X, op(ADD, ONE, op("Tanh", one_of(inner, fast))))]
+    """The tanh forms of ``gelu($x)`` (traced from the functions above the first time they are asked for)."""
+    return [gelu_tanh.expr, gelu_fast.expr]
 
 
 class GeluFusionPass(PatternFusionBasePass):

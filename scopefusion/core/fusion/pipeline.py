@@ -396,7 +396,14 @@ def _covered(name: str, index: GraphIndex, taken: set[int], scopes: set[str],
     node = index.index.get(name)
     if node is not None and (node in taken or index.ops[node] in fused_ops):
         return True
-    return name in scopes or any(name.startswith(s + "/") for s in scopes if len(s) < len(name))
+    if name in scopes:
+        return True
+    cut = name.find("/")  # under a fused scope: one of the name's own prefixes is one (not every scope tried)
+    while cut != -1:
+        if name[:cut] in scopes:
+            return True
+        cut = name.find("/", cut + 1)
+    return False
 
 
 def _stage_places(recorder: PlaceRecorder | None, reports: Iterable[PassReport],

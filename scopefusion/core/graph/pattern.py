@@ -12,6 +12,10 @@ with it.  An expression is built from these parts:
   met and required to be the same tensor wherever it is met again;
 * :data:`ANY` - any tensor; :func:`one_of` - the first alternative that matches.
 
+A pattern can also be written as the TensorFlow function that computes it:
+:func:`scopefusion.core.graph.function_pattern.pattern_from_function` traces the function
+once into such an expression.
+
 A ``label`` names a node of the match: a label binds exactly one node, so an
 expression that meets the same label twice requires the same node both times.
 

@@ -28,6 +28,7 @@ from .scope.box_coordinates import NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, ScopeNormal
 from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
+from .scope.keep_ratio_resize import KEEP_RATIO_RESIZE_BILINEAR, ScopeKeepRatioResizeBilinearPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
 from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
@@ -44,6 +45,7 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeROIAlignPass,
     ScopeNormalizeBBoxPass,
     ScopeToAbsoluteBBoxPass,
+    ScopeKeepRatioResizeBilinearPass,
     ScopeBasicLSTMCellPass,
     ScopeGRUCellPass,
     ScopeDynamicRNNPass,
@@ -71,7 +73,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
-    ROI_ALIGN, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX,
+    ROI_ALIGN, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
 )
 
 

@@ -96,7 +96,7 @@ def _side(k: int) -> Any:
 
 
 def _resize_defs(bounded: bool) -> dict[str, Any]:
-    def sized(scale: str) -> Any:
+    def sized(scale: Any) -> Any:
         return op("Pack", *(op("Cast", op("Round", op("Mul", side, scale)), DstT=3) for side in ("$h", "$w")),
                   axis=0, N=2)
 

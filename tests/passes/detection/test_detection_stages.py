@@ -1,0 +1,221 @@
+"""The coordinate conversion, ROI align and keep-aspect-ratio resize passes (NormalizeBBox,
+ToAbsoluteBBox, ROIAlign, KeepRatioResizeBilinear) on the stages of the OD API's Faster R-CNN
+meta-architecture, built with the OD API's own functions the way the meta-architecture calls them
+(see ``detection_stage_models.py``: a whole meta-architecture cannot be built from the
+``object-detection`` package under TensorFlow 2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tests.models.detection_models import import_object_detection, install_object_detection
+from tests.models.detection_stage_models import (
+    coordinate_lookalikes_graph,
+    coordinate_variants_graph,
+    normalize_proposals_graph,
+    preprocess_graph,
+    roi_align_scope_graph,
+    second_stage_input_graph,
+)
+
+import scopefusion
+from scopefusion.builtin_passes.scope.box_coordinates import (
+    NORMALIZE_BBOX,
+    TO_ABSOLUTE_BBOX,
+    ScopeNormalizeBBoxPass,
+    ScopeToAbsoluteBBoxPass,
+)
+from scopefusion.builtin_passes.scope.keep_ratio_resize import (
+    KEEP_RATIO_RESIZE_BILINEAR,
+    ScopeKeepRatioResizeBilinearPass,
+)
+from scopefusion.builtin_passes.scope.roi_align import ROI_ALIGN, ScopeROIAlignPass
+from scopefusion.core.graph.attrs import attr_value_to_python
+from scopefusion.core.graph.index import GraphIndex
+from scopefusion.testing import assert_fused, assert_not_matched, registry_with
+
+NORMALIZE = "ScopeNormalizeBBoxPass"
+ABSOLUTE = "ScopeToAbsoluteBBoxPass"
+ROI = "ScopeROIAlignPass"
+RESIZE = "ScopeKeepRatioResizeBilinearPass"
+ALL = [NORMALIZE, ABSOLUTE, ROI, RESIZE]
+
+
+@pytest.fixture(scope="session")
+def od(tmp_path_factory):
+    """The OD API from PyPI (``object-detection``, installed with ``--no-deps``), imported under
+    ``tf.compat.v1``."""
+    site = install_object_detection(tmp_path_factory.mktemp("object-detection"))
+    return import_object_detection(site)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return registry_with(
+        [ScopeNormalizeBBoxPass, ScopeToAbsoluteBBoxPass, ScopeROIAlignPass, ScopeKeepRatioResizeBilinearPass],
+        [NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, ROI_ALIGN, KEEP_RATIO_RESIZE_BILINEAR])
+
+
+def fuse(model, registry, enable=ALL):
+    return scopefusion.fuse(model.graph_def, registry=registry, enable_scope_fusion_passes=enable)
+
+
+def verify_exact(model, result, registry, *, random_runs=0):
+    """The fused graph gives exactly the original's outputs on the model's feeds (and on random
+    feeds of the same shapes); returns the comparisons of the first."""
+    own = scopefusion.verify(model.graph_def, result.fused_graph_def, fused_ops=registry.fused_ops,
+                             feeds=model.feeds, atol=0.0, rtol=0.0)
+    own.assert_ok()
+    assert {o.name for o in own.outputs} == set(model.outputs)
+    if random_runs:
+        shapes = {k.split(":")[0]: list(v.shape) for k, v in model.feeds.items()}
+        scopefusion.verify(model.graph_def, result.fused_graph_def, fused_ops=registry.fused_ops,
+                           input_shapes=shapes, runs=random_runs, atol=0.0, rtol=0.0).assert_ok()
+    return own
+
+
+def fused(result, op_type):
+    return [n for n in result.fused_graph_def.node if n.op == op_type]
+
+
+def attrs(node):
+    return {k: attr_value_to_python(v) for k, v in node.attr.items() if not k.startswith("_")}
+
+
+# ------------------------------------------------------------ NormalizeBBox / ToAbsoluteBBox
+@pytest.mark.parametrize("batch", [2, 3, None], ids=["batch2", "batch3", "dynamic-batch"])
+def test_first_stage_normalization_is_fused_per_image(od, registry, batch):
+    m = normalize_proposals_graph(od, batch=batch)
+    result = fuse(m, registry, [NORMALIZE])
+    assert result.report.refused == []
+    assert_fused(result, "NormalizeBBox", batch or 1, Tsize=3)  # one per image; one in the loop body
+    for node in fused(result, "NormalizeBBox"):
+        assert "/ToNormalizedCoordinates" in node.name
+    assert not any("/Scale/" in n.name for n in result.fused_graph_def.node)
+    GraphIndex(result.fused_graph_def)
+    verify_exact(m, result, registry)
+
+
+def test_coordinate_variants_constant_float_and_checked(od, registry):
+    m = coordinate_variants_graph(od)
+    result = fuse(m, registry)
+    (anchors,) = fused(result, "NormalizeBBox")
+    (absolute,) = fused(result, "ToAbsoluteBBox")
+    assert anchors.name == "Anchors/ToNormalizedCoordinates" and absolute.name == "Absolute/ToAbsoluteCoordinates"
+    assert attrs(anchors)["Tsize"] == 3  # Python ints: int32 constants, cast in the scope
+    assert attrs(absolute)["Tsize"] == 1  # float32 sizes: nothing cast
+    consts = {n.name: n for n in result.fused_graph_def.node if n.op == "Const"}
+    assert [consts[i].attr["value"].tensor.int_val[0] for i in anchors.input[1:]] == [30, 40]
+    assert absolute.input[1:] == ["Absolute/strided_slice", "Absolute/strided_slice_1"]
+    refused = {r.name: r.reason for r in result.report.refused}
+    assert set(refused) == {"Checked/ToAbsoluteCoordinates", "Checked/ToNormalizedCoordinates"}
+    assert all("asserts the range of the boxes (check_range=True)" in r for r in refused.values())
+    verify_exact(m, result, registry, random_runs=0)  # random boxes would fail the kept range checks
+
+
+def test_coordinate_lookalikes_are_not_fused(registry):
+    m = coordinate_lookalikes_graph()
+    result = fuse(m, registry)
+    assert result.report.fused == []
+    # divided, not multiplied by the reciprocals: another rounding, one feature away from the pattern
+    assert assert_not_matched(result, "Divided/ToNormalizedCoordinates") == (
+        "ScopeNormalizeBBoxPass: pattern NormalizeBBox: exactly 4 Mul node(s) wanted, 0 found")
+    assert "not box_list_ops' ToAbsoluteCoordinates" in assert_not_matched(result, "Mixed/ToAbsoluteCoordinates")
+
+
+def test_coordinate_passes_are_off_unless_enabled(od, registry):
+    m = normalize_proposals_graph(od)
+    assert scopefusion.fuse(m.graph_def, registry=registry).report.fused == []
+    assert fuse(m, registry, [ABSOLUTE]).report.fused == []
+
+
+# ----------------------------------------------------------------------------- ROIAlign
+@pytest.mark.parametrize("kernel,stride,crop", [(2, 2, 6), (3, 1, 5), (1, 1, 4)])
+def test_second_stage_input_feature_maps_become_roi_align(od, registry, kernel, stride, crop):
+    m = second_stage_input_graph(od, kernel=kernel, stride=stride, crop=crop)
+    result = fuse(m, registry, [ROI])
+    assert result.report.refused == []
+    (node,) = assert_fused(result, "ROIAlign", 1, crop_size=[crop, crop], pooling="max", method="bilinear",
+                           ksize=[1, kernel, kernel, 1], strides=[1, stride, stride, 1], padding="VALID")
+    assert node.name == "CropAndResize"
+    assert list(node.input) == ["FeatureExtractor/Relu", "proposal_boxes_normalized"]
+    names = {n.name for n in result.fused_graph_def.node}
+    assert "MaxPool2D/MaxPool" not in names and "Reshape" not in names  # the pooling and the flatten went in
+    GraphIndex(result.fused_graph_def)
+    verify_exact(m, result, registry, random_runs=2)
+
+
+def test_detection_features_crop_is_a_second_roi_align(od, registry):
+    m = second_stage_input_graph(od, detection_features=True)
+    result = fuse(m, registry, [ROI])
+    nodes = assert_fused(result, "ROIAlign", 2)
+    assert sorted(n.name for n in nodes) == ["CropAndResize", "SecondStageDetectionFeaturesExtract/CropAndResize"]
+    verify_exact(m, result, registry, random_runs=1)
+
+
+def test_roi_align_scope_with_average_pooling(registry):
+    m = roi_align_scope_graph()
+    result = fuse(m, registry, [ROI])
+    (node,) = assert_fused(result, "ROIAlign", 1, crop_size=[6, 6], pooling="avg", ksize=[1, 2, 2, 1])
+    assert node.name == "roi_align"
+    verify_exact(m, result, registry, random_runs=2)
+
+
+def test_roi_align_refuses_a_dynamic_batch(od, registry):
+    m = second_stage_input_graph(od, batch=None)
+    result = fuse(m, registry, [ROI])
+    assert fused(result, "ROIAlign") == []
+    (refusal,) = result.report.refused
+    assert refusal.name == "CropAndResize"
+    assert "not native_crop_and_resize's crop of [B, K, 4] boxes" in refusal.reason
+
+
+# ---------------------------------------------------------------- KeepRatioResizeBilinear
+@pytest.mark.parametrize("batch,max_dimension,image_size", [
+    (2, 20, (9, 15)),   # the longer side bounds the size
+    (2, 40, (9, 15)),   # the shorter side sets it
+    (1, None, (15, 9)),
+    (None, 20, (9, 15)),
+], ids=["bounded-by-max", "set-by-min", "no-maximum", "dynamic-batch"])
+def test_resize_to_range_is_fused_with_both_outputs(od, registry, batch, max_dimension, image_size):
+    m = preprocess_graph(od, batch=batch, max_dimension=max_dimension, image_size=image_size)
+    result = fuse(m, registry, [RESIZE])
+    assert result.report.refused == []
+    nodes = assert_fused(result, "KeepRatioResizeBilinear", batch or 1, min_dimension=12.0,
+                         max_dimension=float(max_dimension or 0), align_corners=False, half_pixel_centers=False)
+    assert all("ResizeToRange" in n.name for n in nodes)
+    GraphIndex(result.fused_graph_def)
+    outcome = verify_exact(m, result, registry)
+    shapes = outcome.output("true_image_shapes").shape
+    assert shapes == [batch or 2, 3]
+
+
+def test_resize_to_range_sizes_are_the_graphs(od, registry):
+    m = preprocess_graph(od, batch=1, max_dimension=20, image_size=(9, 15))
+    result = fuse(m, registry, [RESIZE])
+    assert_fused(result, "KeepRatioResizeBilinear", 1)
+    from scopefusion.core.verify.execute import run_graph_def
+
+    verify_exact(m, result, registry)  # the fused graph's sizes are the original's, exactly
+    (shapes,) = run_graph_def(m.graph_def, m.feeds, ["true_image_shapes:0"])
+    assert np.array_equal(shapes, [[12, 20, 3]])  # 9 x 15 scaled by 20 / 15: the maximum bounds it
+
+
+@pytest.mark.parametrize("variant,reason", [
+    (dict(method="nearest"), "resized by ResizeNearestNeighbor, not bilinearly"),
+    (dict(masks=True), "the scope resizes 2 tensors (masks too?)"),
+    (dict(pad_to_max_dimension=True, max_dimension=20), "pad_to_max_dimension"),
+    (dict(static_size=True), "the image's size is static"),
+])
+def test_resize_to_range_variants_the_op_cannot_carry_are_refused(od, registry, variant, reason):
+    m = preprocess_graph(od, batch=1, **variant)
+    result = fuse(m, registry, [RESIZE])
+    assert result.report.fused == []
+    (refusal,) = result.report.refused
+    assert refusal.name.endswith("ResizeToRange") and reason in refusal.reason
+
+
+def test_all_four_passes_are_listed_and_non_general():
+    from scopefusion.builtin_passes import BUILTIN_PASSES_BY_NAME
+
+    for name in ALL:
+        assert BUILTIN_PASSES_BY_NAME[name].general is False

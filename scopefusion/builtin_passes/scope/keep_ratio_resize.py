@@ -130,7 +130,13 @@ class ScopeKeepRatioResizeBilinearPass(ScopeBasePass):
     description = "OD API preprocessor.resize_to_range scopes -> KeepRatioResizeBilinear(image)"
 
     def define_patterns(self) -> list[PatternSet]:
-        pattern = ScopePattern("KeepRatioResizeBilinear").add_scope_feature(suffix="ResizeToRange")
+        # resize_images of one [H, W, C] image: ExpandDims, the resize, Squeeze (whatever the method)
+        pattern = (
+            ScopePattern("KeepRatioResizeBilinear")
+            .add_scope_feature(suffix="ResizeToRange")
+            .add_node_op_type_feature("ExpandDims", 0, 1)
+            .add_node_op_type_feature("Squeeze", 0, 1)
+        )
         return [[[pattern]]]
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:

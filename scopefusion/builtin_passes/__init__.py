@@ -33,6 +33,7 @@ from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
 from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
 from .scope.roi_align import ROI_ALIGN, ScopeROIAlignPass
+from .scope.rpn_proposals import RPN_PROPOSALS, ScopeRpnProposalsPass
 
 #: Registration order: general passes first, then the non-general ones.  Of
 #: the detection passes, NMS results contain clip results and win over them.
@@ -43,6 +44,7 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeClipBoxesPass,
     ScopeBatchMultiClassNMSPass,
     ScopeROIAlignPass,
+    ScopeRpnProposalsPass,
     ScopeNormalizeBBoxPass,
     ScopeToAbsoluteBBoxPass,
     ScopeKeepRatioResizeBilinearPass,
@@ -73,7 +75,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
-    ROI_ALIGN, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
+    ROI_ALIGN, RPN_PROPOSALS, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
 )
 
 

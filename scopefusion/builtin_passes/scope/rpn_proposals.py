@@ -98,8 +98,11 @@ RPN_PROPOSALS = FusedOpDef(
 )
 
 
-def _slice(var: str, begin: list[int], end: list[int], **masks: int) -> Any:
-    return op("StridedSlice", var, const(begin), const(end), const([1] * len(begin)), **masks)
+def _slice(source: Any, begin: list[int], end: list[int], *, begin_mask: int = 0, end_mask: int = 0,
+           shrink_axis_mask: int = 0) -> Any:
+    """``source[begin:end]`` with unit strides and the given masks (each checked)."""
+    return op("StridedSlice", source, const(begin), const(end), const([1] * len(begin)), begin_mask=begin_mask,
+              end_mask=end_mask, shrink_axis_mask=shrink_axis_mask, ellipsis_mask=0, new_axis_mask=0)
 
 
 def _glue_defs(batch: int, count: int) -> dict[str, Any]:
@@ -171,7 +174,7 @@ class ScopeRpnProposalsPass(ScopeBasePass):
         shape = sg.static_shape(nms.inputs[0])
         if shape is None or len(shape) != 4 or None in shape[:2] or shape[2:] != [1, 4]:
             fail(f"the NMS boxes are not [B, N, 1, 4] of a known batch (shape {shape})")
-        batch, count = int(shape[0]), int(shape[1])
+        batch, count = int(shape[0] or 0), int(shape[1] or 0)
         if len(norms) != batch:
             fail(f"{len(norms)} ToNormalizedCoordinates scopes for a batch of {batch}")
         parts = [decode, nms, *norms]

@@ -59,7 +59,7 @@ def read_part(pass_type: type[ScopeBasePass], scope: "Scope") -> Part:
 
 def sub_scopes(scope: "Scope", name: str) -> list["Scope"]:
     """The scopes below ``scope`` named ``name`` (or ``name_<k>``), outermost only."""
-    found = []
+    found: list["Scope"] = []
     for sub in scope.all_sub_scopes():
         base, _, tail = sub.last_name.rpartition("_")
         named = sub.last_name == name or (base == name and tail.isdigit())

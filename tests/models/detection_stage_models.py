@@ -273,10 +273,11 @@ def preprocess_graph(od: types.SimpleNamespace, *, batch: int | None = 2, min_di
 
 
 # ------------------------------------------------------------------- first stage
-def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, anchors: int = 24,
+def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int | None = 2, anchors: int = 24,
                                   max_proposals: int = 6, score_thresh: float = 0.0, iou_thresh: float = 0.7,
                                   scales: tuple[float, ...] = (10.0, 10.0, 5.0, 5.0),
-                                  use_static_shapes: bool = False, seed: int = 0) -> DetectionModel:
+                                  use_static_shapes: bool = False, objectness_column: int = 1,
+                                  seed: int = 0) -> DetectionModel:
     """``FasterRCNNMetaArch.postprocess`` of an RPN-only model (``number_of_stages: 1``): in
     ``FirstStagePostprocessor``, ``_postprocess_rpn`` line by line with the OD API's own functions:
     the box encodings decoded against the tiled anchors (``_batch_decode_boxes``: a
@@ -284,7 +285,9 @@ def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, 
     window of the true image shapes (``_compute_clip_window``), the first-stage NMS (the
     ``functools.partial`` of ``batch_multiclass_non_max_suppression`` that ``model_builder`` makes,
     ``max_size_per_class = max_total_size = first_stage_max_proposals``), the per-image
-    ``to_normalized_coordinates`` (``static_or_dynamic_map_fn``) and ``tf.to_float`` of the count."""
+    ``to_normalized_coordinates`` (``static_or_dynamic_map_fn``) and ``tf.to_float`` of the count.
+    ``batch=None``: an unknown batch.  ``objectness_column=0`` is a hand-made look-alike: the
+    background column of the softmax taken as the score."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -319,7 +322,7 @@ def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, 
         proposal_boxes = batch_decode_boxes(rpn_box_encodings_batch, tiled_anchor_boxes)
         proposal_boxes = tf.squeeze(proposal_boxes, axis=2)
         rpn_objectness_softmax_without_background = tf.nn.softmax(
-            rpn_objectness_predictions_with_background_batch)[:, :, 1]
+            rpn_objectness_predictions_with_background_batch)[:, :, objectness_column]
         clip_window = compute_clip_window(image_shapes)
         (proposal_boxes, proposal_scores, _, _, _, num_proposals) = first_stage_nms_fn(
             tf.expand_dims(proposal_boxes, axis=2),
@@ -345,9 +348,10 @@ def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, 
             boxes, scores, num = postprocess_rpn(encodings, objectness, tf.constant(anchor_values, name="anchors"),
                                                  true_image_shapes)
             num = tf1.to_float(num)
-        feeds = {encodings: rng.normal(0.0, 0.3, size=(batch, anchors, 4)).astype(np.float32),
-                 objectness: rng.normal(0.0, 2.0, size=(batch, anchors, 2)).astype(np.float32),
-                 true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * batch, np.int32)[:batch]}
+        n = batch or 2
+        feeds = {encodings: rng.normal(0.0, 0.3, size=(n, anchors, 4)).astype(np.float32),
+                 objectness: rng.normal(0.0, 2.0, size=(n, anchors, 2)).astype(np.float32),
+                 true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * n, np.int32)[:n]}
         names = ("detection_boxes", "detection_scores", "num_detections")
         return feeds, [tf.identity(t, name=k) for k, t in zip(names, (boxes, scores, num), strict=True)]
 

@@ -11,6 +11,7 @@ from tests.models.detection_models import import_object_detection, install_objec
 from tests.models.detection_stage_models import (
     coordinate_lookalikes_graph,
     coordinate_variants_graph,
+    first_stage_postprocess_graph,
     normalize_proposals_graph,
     preprocess_graph,
     roi_align_scope_graph,
@@ -219,3 +220,61 @@ def test_all_four_passes_are_listed_and_non_general():
 
     for name in ALL:
         assert BUILTIN_PASSES_BY_NAME[name].general is False
+
+
+# --------------------------------------------------------------------------- RpnProposals
+RPN = "ScopeRpnProposalsPass"
+DETECTION = ["ScopeDecodeBboxV2Pass", "ScopeClipBoxesPass", "ScopeBatchMultiClassNMSPass", NORMALIZE, RPN]
+
+
+@pytest.mark.parametrize("options", [
+    dict(batch=2),
+    dict(batch=1, scales=(1.0, 1.0, 1.0, 1.0)),
+    dict(batch=3, score_thresh=0.4, iou_thresh=0.5, max_proposals=4),
+    dict(batch=2, use_static_shapes=True),
+], ids=["batch2", "batch1-unscaled", "batch3-thresholds", "static-shapes-nms"])
+def test_first_stage_postprocessor_becomes_rpn_proposals(od, options):
+    m = first_stage_postprocess_graph(od, **options)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[RPN])
+    assert result.report.refused == []
+    (node,) = assert_fused(result, "RpnProposals", 1, scales=list(options.get("scales", (10.0, 10.0, 5.0, 5.0))),
+                           score_threshold=options.get("score_thresh", 0.0),
+                           iou_threshold=options.get("iou_thresh", 0.7),
+                           max_size_per_class=options.get("max_proposals", 6),
+                           max_total_size=options.get("max_proposals", 6),
+                           use_static_shapes=options.get("use_static_shapes", False))
+    assert node.name == "FirstStagePostprocessor"
+    assert list(node.input) == ["rpn_box_encodings", "rpn_objectness_predictions_with_background",
+                                "FirstStagePostprocessor/anchors", "true_image_shapes"]
+    # the stage is one node (its anchors constant stays as an input)
+    assert [n.name for n in result.fused_graph_def.node if n.name.startswith("FirstStagePostprocessor")] == [
+        "FirstStagePostprocessor/anchors", "FirstStagePostprocessor"]
+    GraphIndex(result.fused_graph_def)
+    outcome = scopefusion.verify(m.graph_def, result.fused_graph_def, feeds=m.feeds, atol=0.0, rtol=0.0)
+    outcome.assert_ok()
+    assert {o.name for o in outcome.outputs} == set(m.outputs)
+
+
+def test_rpn_proposals_win_over_their_parts_when_all_are_enabled(od):
+    m = first_stage_postprocess_graph(od)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=DETECTION)
+    assert [(f.name, f.type) for f in result.report.fused] == [("FirstStagePostprocessor", "RpnProposals")]
+    scopefusion.verify(m.graph_def, result.fused_graph_def, feeds=m.feeds, atol=0.0, rtol=0.0).assert_ok()
+
+
+def test_rpn_proposals_refuse_an_unknown_batch_and_its_parts_still_fuse(od):
+    m = first_stage_postprocess_graph(od, batch=None)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=DETECTION)
+    refused = {r.name: r.reason for r in result.report.refused}
+    assert "the batch is unknown" in refused["FirstStagePostprocessor"]
+    assert fused(result, "RpnProposals") == []
+    assert len(fused(result, "DecodeBboxV2")) == 1 and len(fused(result, "BatchMultiClassNonMaxSuppression")) == 1
+    verify_exact(m, result, scopefusion.load_registry())
+
+
+def test_rpn_proposals_lookalike_scoring_the_background_is_refused(od):
+    m = first_stage_postprocess_graph(od, objectness_column=0)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[RPN])
+    assert result.report.fused == []
+    (refusal,) = result.report.refused
+    assert "the NMS scores is not wired as _postprocess_rpn wires it" in refusal.reason

@@ -27,6 +27,7 @@ from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from .scope.box_coordinates import NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, ScopeNormalizeBBoxPass, ScopeToAbsoluteBBoxPass
 from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
+from .scope.fastrcnn_predictions import FASTRCNN_PREDICTIONS, ScopeFastrcnnPredictionsPass
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .scope.keep_ratio_resize import KEEP_RATIO_RESIZE_BILINEAR, ScopeKeepRatioResizeBilinearPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
@@ -45,6 +46,7 @@ BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeBatchMultiClassNMSPass,
     ScopeROIAlignPass,
     ScopeRpnProposalsPass,
+    ScopeFastrcnnPredictionsPass,
     ScopeNormalizeBBoxPass,
     ScopeToAbsoluteBBoxPass,
     ScopeKeepRatioResizeBilinearPass,
@@ -75,7 +77,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
-    ROI_ALIGN, RPN_PROPOSALS, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
+    ROI_ALIGN, RPN_PROPOSALS, FASTRCNN_PREDICTIONS, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
 )
 
 

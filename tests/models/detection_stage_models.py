@@ -356,3 +356,84 @@ def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int | Non
         return feeds, [tf.identity(t, name=k) for k, t in zip(names, (boxes, scores, num), strict=True)]
 
     return freeze(build)
+
+
+# ------------------------------------------------------------------ second stage
+def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, proposals: int = 8,
+                                   classes: int = 3, max_per_class: int = 4, max_total: int = 6,
+                                   score_thresh: float = 0.1, iou_thresh: float = 0.6, logit_scale: float = 1.0,
+                                   use_static_shapes: bool = False, shared_boxes: bool = False,
+                                   seed: int = 0) -> DetectionModel:
+    """``FasterRCNNMetaArch.postprocess`` of a two-stage model: in ``SecondStagePostprocessor``,
+    ``_postprocess_box_classifier`` line by line with the OD API's own functions: the refined box
+    encodings [B * M, C, 4] reshaped per image and decoded against the proposals (``_batch_decode_boxes``,
+    a ``FasterRcnnBoxCoder`` ``Decode`` scope), the class logits through the ``SOFTMAX`` score converter
+    of ``post_processing_builder`` (divided by ``logit_scale``, ``scale_logits`` / ``convert_scores``),
+    the background column sliced off, the clip window of the true image shapes, the second-stage NMS
+    (the ``functools.partial`` the builder makes, ``change_coordinate_frame=True``,
+    ``num_valid_boxes=num_proposals``) and ``tf.to_float`` of the count.  ``shared_boxes``: one
+    refined box per proposal ([B * M, 1, 4], a class-agnostic box predictor)."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+    box_coder = od.faster_rcnn_box_coder.FasterRcnnBoxCoder(scale_factors=[10.0, 10.0, 5.0, 5.0])
+    second_stage_nms_fn = functools.partial(
+        od.post_processing.batch_multiclass_non_max_suppression, score_thresh=score_thresh,
+        iou_thresh=iou_thresh, max_size_per_class=max_per_class, max_total_size=max_total,
+        use_static_shapes=use_static_shapes)
+    shape_utils = od.shape_utils
+    q = 1 if shared_boxes else classes
+
+    def score_conversion_fn(logits):
+        scaled_logits = tf.divide(logits, logit_scale, name="scale_logits")
+        return tf.nn.softmax(scaled_logits, name="convert_scores")
+
+    def batch_decode_boxes(box_encodings, anchor_boxes):
+        combined_shape = shape_utils.combined_static_and_dynamic_shape(box_encodings)
+        num_classes = combined_shape[2]
+        tiled_anchor_boxes = tf.tile(tf.expand_dims(anchor_boxes, 2), [1, 1, num_classes, 1])
+        tiled_anchors_boxlist = od.box_list.BoxList(tf.reshape(tiled_anchor_boxes, [-1, 4]))
+        decoded_boxes = box_coder.decode(tf.reshape(box_encodings, [-1, box_coder.code_size]), tiled_anchors_boxlist)
+        return tf.reshape(decoded_boxes.get(), tf.stack([combined_shape[0], combined_shape[1], num_classes, 4]))
+
+    def compute_clip_window(image_shapes):
+        clip_heights = image_shapes[:, 0]
+        clip_widths = image_shapes[:, 1]
+        return tf1.to_float(tf.stack([tf.zeros_like(clip_heights), tf.zeros_like(clip_widths),
+                                      clip_heights, clip_widths], axis=1))
+
+    def postprocess_box_classifier(refined_box_encodings, class_predictions_with_background, proposal_boxes,
+                                   num_proposals, image_shapes):
+        refined_box_encodings_batch = tf.reshape(
+            refined_box_encodings, [-1, proposals, refined_box_encodings.shape[1], box_coder.code_size])
+        class_predictions_with_background_batch = tf.reshape(
+            class_predictions_with_background, [-1, proposals, classes + 1])
+        refined_decoded_boxes_batch = batch_decode_boxes(refined_box_encodings_batch, proposal_boxes)
+        class_predictions_with_background_batch = score_conversion_fn(class_predictions_with_background_batch)
+        class_predictions_batch = tf.reshape(
+            tf.slice(class_predictions_with_background_batch, [0, 0, 1], [-1, -1, -1]), [-1, proposals, classes])
+        clip_window = compute_clip_window(image_shapes)
+        (nmsed_boxes, nmsed_scores, nmsed_classes, _, _, num_detections) = second_stage_nms_fn(
+            refined_decoded_boxes_batch, class_predictions_batch, clip_window=clip_window,
+            change_coordinate_frame=True, num_valid_boxes=num_proposals, masks=None)
+        return nmsed_boxes, nmsed_scores, nmsed_classes, tf1.to_float(num_detections)
+
+    def build():
+        refined = tf1.placeholder(tf.float32, [batch * proposals, q, 4], name="refined_box_encodings")
+        logits = tf1.placeholder(tf.float32, [batch * proposals, classes + 1],
+                                 name="class_predictions_with_background")
+        proposal_boxes = tf1.placeholder(tf.float32, [batch, proposals, 4], name="proposal_boxes")
+        num_proposals = tf1.placeholder(tf.int32, [batch], name="num_proposals")
+        true_image_shapes = tf1.placeholder(tf.int32, [batch, 3], name="true_image_shapes")
+        with tf1.name_scope("SecondStagePostprocessor"):
+            outs = postprocess_box_classifier(refined, logits, proposal_boxes, num_proposals, true_image_shapes)
+        feeds = {refined: rng.normal(0.0, 0.3, size=(batch * proposals, q, 4)).astype(np.float32),
+                 logits: rng.normal(0.0, 2.0, size=(batch * proposals, classes + 1)).astype(np.float32),
+                 proposal_boxes: _absolute_boxes(rng, batch, proposals, 32, 32),
+                 num_proposals: np.array([proposals, proposals - 3] * batch, np.int32)[:batch],
+                 true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * batch, np.int32)[:batch]}
+        names = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
+        return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs, strict=True)]
+
+    return freeze(build)

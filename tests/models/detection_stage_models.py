@@ -363,6 +363,7 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
                                    classes: int = 3, max_per_class: int = 4, max_total: int = 6,
                                    score_thresh: float = 0.1, iou_thresh: float = 0.6, logit_scale: float = 1.0,
                                    use_static_shapes: bool = False, shared_boxes: bool = False,
+                                   score_converter: str = "softmax", masks: bool = False,
                                    seed: int = 0) -> DetectionModel:
     """``FasterRCNNMetaArch.postprocess`` of a two-stage model: in ``SecondStagePostprocessor``,
     ``_postprocess_box_classifier`` line by line with the OD API's own functions: the refined box
@@ -372,7 +373,9 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
     the background column sliced off, the clip window of the true image shapes, the second-stage NMS
     (the ``functools.partial`` the builder makes, ``change_coordinate_frame=True``,
     ``num_valid_boxes=num_proposals``) and ``tf.to_float`` of the count.  ``shared_boxes``: one
-    refined box per proposal ([B * M, 1, 4], a class-agnostic box predictor)."""
+    refined box per proposal ([B * M, 1, 4], a class-agnostic box predictor).  ``score_converter``:
+    ``sigmoid`` is the builder's ``SIGMOID`` converter.  ``masks``: Mask R-CNN's mask predictions
+    [B * M, C, 3, 3] through a sigmoid into the NMS, as ``_postprocess_box_classifier`` passes them."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -387,7 +390,8 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
 
     def score_conversion_fn(logits):
         scaled_logits = tf.divide(logits, logit_scale, name="scale_logits")
-        return tf.nn.softmax(scaled_logits, name="convert_scores")
+        convert = tf.nn.softmax if score_converter == "softmax" else tf.sigmoid
+        return convert(scaled_logits, name="convert_scores")
 
     def batch_decode_boxes(box_encodings, anchor_boxes):
         combined_shape = shape_utils.combined_static_and_dynamic_shape(box_encodings)
@@ -404,7 +408,7 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
                                       clip_heights, clip_widths], axis=1))
 
     def postprocess_box_classifier(refined_box_encodings, class_predictions_with_background, proposal_boxes,
-                                   num_proposals, image_shapes):
+                                   num_proposals, image_shapes, mask_predictions=None):
         refined_box_encodings_batch = tf.reshape(
             refined_box_encodings, [-1, proposals, refined_box_encodings.shape[1], box_coder.code_size])
         class_predictions_with_background_batch = tf.reshape(
@@ -414,10 +418,17 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
         class_predictions_batch = tf.reshape(
             tf.slice(class_predictions_with_background_batch, [0, 0, 1], [-1, -1, -1]), [-1, proposals, classes])
         clip_window = compute_clip_window(image_shapes)
-        (nmsed_boxes, nmsed_scores, nmsed_classes, _, _, num_detections) = second_stage_nms_fn(
+        mask_predictions_batch = None
+        if mask_predictions is not None:
+            mask_height = mask_predictions.shape[2].value
+            mask_width = mask_predictions.shape[3].value
+            mask_predictions = tf.sigmoid(mask_predictions)
+            mask_predictions_batch = tf.reshape(mask_predictions, [-1, proposals, classes, mask_height, mask_width])
+        (nmsed_boxes, nmsed_scores, nmsed_classes, nmsed_masks, _, num_detections) = second_stage_nms_fn(
             refined_decoded_boxes_batch, class_predictions_batch, clip_window=clip_window,
-            change_coordinate_frame=True, num_valid_boxes=num_proposals, masks=None)
-        return nmsed_boxes, nmsed_scores, nmsed_classes, tf1.to_float(num_detections)
+            change_coordinate_frame=True, num_valid_boxes=num_proposals, masks=mask_predictions_batch)
+        outs = [nmsed_boxes, nmsed_scores, nmsed_classes, tf1.to_float(num_detections)]
+        return outs + ([nmsed_masks] if nmsed_masks is not None else [])
 
     def build():
         refined = tf1.placeholder(tf.float32, [batch * proposals, q, 4], name="refined_box_encodings")
@@ -426,14 +437,18 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
         proposal_boxes = tf1.placeholder(tf.float32, [batch, proposals, 4], name="proposal_boxes")
         num_proposals = tf1.placeholder(tf.int32, [batch], name="num_proposals")
         true_image_shapes = tf1.placeholder(tf.int32, [batch, 3], name="true_image_shapes")
+        mask_input = tf1.placeholder(tf.float32, [batch * proposals, classes, 3, 3], name="mask_predictions")
         with tf1.name_scope("SecondStagePostprocessor"):
-            outs = postprocess_box_classifier(refined, logits, proposal_boxes, num_proposals, true_image_shapes)
+            outs = postprocess_box_classifier(refined, logits, proposal_boxes, num_proposals, true_image_shapes,
+                                              mask_input if masks else None)
         feeds = {refined: rng.normal(0.0, 0.3, size=(batch * proposals, q, 4)).astype(np.float32),
                  logits: rng.normal(0.0, 2.0, size=(batch * proposals, classes + 1)).astype(np.float32),
                  proposal_boxes: _absolute_boxes(rng, batch, proposals, 32, 32),
                  num_proposals: np.array([proposals, proposals - 3] * batch, np.int32)[:batch],
                  true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * batch, np.int32)[:batch]}
-        names = ("detection_boxes", "detection_scores", "detection_classes", "num_detections")
-        return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs, strict=True)]
+        names = ("detection_boxes", "detection_scores", "detection_classes", "num_detections", "detection_masks")
+        if masks:
+            feeds[mask_input] = rng.normal(size=(batch * proposals, classes, 3, 3)).astype(np.float32)
+        return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs, strict=False)]
 
     return freeze(build)

@@ -102,8 +102,10 @@ FASTRCNN_PREDICTIONS = FusedOpDef(
 
 
 class _NMSOfAStage(ScopeBatchMultiClassNMSPass):
-    """The NMS part of a second stage, which also takes the proposals' count (num_valid_boxes)."""
+    """The NMS part of a second stage, which also takes the proposals' count (num_valid_boxes): the
+    NMS pass's own analysis, named like it in the reasons it gives (never registered)."""
 
+    name = ScopeBatchMultiClassNMSPass.name
     num_valid_boxes = True
 
 

@@ -16,6 +16,7 @@ from tests.models.detection_stage_models import (
     preprocess_graph,
     roi_align_scope_graph,
     second_stage_input_graph,
+    second_stage_postprocess_graph,
 )
 
 import scopefusion
@@ -278,3 +279,72 @@ def test_rpn_proposals_lookalike_scoring_the_background_is_refused(od):
     assert result.report.fused == []
     (refusal,) = result.report.refused
     assert "the NMS scores is not wired as _postprocess_rpn wires it" in refusal.reason
+
+
+# -------------------------------------------------------------------- FastrcnnPredictions
+FRCNN = "ScopeFastrcnnPredictionsPass"
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(shared_boxes=True),
+    dict(batch=1, classes=2, logit_scale=2.0),
+    dict(use_static_shapes=True, max_total=8),
+], ids=["per-class-boxes", "shared-boxes", "batch1-logit-scale", "static-shapes-nms"])
+def test_second_stage_postprocessor_becomes_fastrcnn_predictions(od, options):
+    m = second_stage_postprocess_graph(od, **options)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[FRCNN])
+    assert result.report.refused == []
+    (node,) = assert_fused(result, "FastrcnnPredictions", 1, scales=[10.0, 10.0, 5.0, 5.0],
+                           logit_scale=options.get("logit_scale", 1.0), score_threshold=0.1, iou_threshold=0.6,
+                           max_size_per_class=4, max_total_size=options.get("max_total", 6),
+                           use_static_shapes=options.get("use_static_shapes", False))
+    assert node.name == "SecondStagePostprocessor"
+    assert list(node.input) == ["refined_box_encodings", "class_predictions_with_background", "proposal_boxes",
+                                "num_proposals", "true_image_shapes"]
+    assert [n.name for n in result.fused_graph_def.node if n.name.startswith("SecondStage")] == [
+        "SecondStagePostprocessor"]
+    GraphIndex(result.fused_graph_def)
+    outcome = scopefusion.verify(m.graph_def, result.fused_graph_def, feeds=m.feeds, atol=0.0, rtol=0.0)
+    outcome.assert_ok()
+    assert {o.name for o in outcome.outputs} == set(m.outputs)
+
+
+def test_fastrcnn_predictions_honour_the_valid_proposal_count(od):
+    """The second image has 3 padded proposals: they must not be detected, in the fused graph too."""
+    m = second_stage_postprocess_graph(od, batch=2, score_thresh=0.0)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[FRCNN])
+    assert_fused(result, "FastrcnnPredictions", 1)
+    feeds = dict(m.feeds)
+    feeds["num_proposals:0"] = np.array([8, 1], np.int32)  # one valid proposal: at most one box per class
+    outcome = scopefusion.verify(m.graph_def, result.fused_graph_def, feeds=feeds, atol=0.0, rtol=0.0)
+    outcome.assert_ok()
+    from scopefusion.core.verify.execute import run_graph_def
+
+    (num,) = run_graph_def(m.graph_def, feeds, ["num_detections:0"])
+    assert num[1] <= 3 < num[0]
+
+
+def test_fastrcnn_predictions_win_over_their_parts_when_all_are_enabled(od):
+    m = second_stage_postprocess_graph(od)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=DETECTION + [FRCNN])
+    assert [(f.name, f.type) for f in result.report.fused] == [("SecondStagePostprocessor", "FastrcnnPredictions")]
+
+
+def test_fastrcnn_predictions_with_masks_are_refused(od):
+    """Mask R-CNN passes mask predictions through the NMS: a fourth output FastrcnnPredictions lacks."""
+    m = second_stage_postprocess_graph(od, masks=True)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[FRCNN])
+    assert result.report.fused == []
+    (refusal,) = result.report.refused
+    assert refusal.name == "SecondStagePostprocessor"
+    assert "is not what ScopeBatchMultiClassNMSPass fuses" in refusal.reason
+    assert "masks and additional_fields are not supported" in refusal.reason
+
+
+def test_fastrcnn_predictions_with_a_sigmoid_score_converter_are_not_matched(od):
+    m = second_stage_postprocess_graph(od, score_converter="sigmoid")
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=[FRCNN])
+    assert result.report.fused == []
+    assert assert_not_matched(result, "SecondStagePostprocessor") == (
+        "ScopeFastrcnnPredictionsPass: pattern FastrcnnPredictions: exactly 1 Softmax node(s) wanted, 0 found")

@@ -216,11 +216,32 @@ def test_resize_to_range_variants_the_op_cannot_carry_are_refused(od, registry, 
     assert refusal.name.endswith("ResizeToRange") and reason in refusal.reason
 
 
-def test_all_four_passes_are_listed_and_non_general():
-    from scopefusion.builtin_passes import BUILTIN_PASSES_BY_NAME
+STAGE_PASSES = {"ScopeROIAlignPass": "ROIAlign", "ScopeRpnProposalsPass": "RpnProposals",
+                "ScopeFastrcnnPredictionsPass": "FastrcnnPredictions", "ScopeNormalizeBBoxPass": "NormalizeBBox",
+                "ScopeToAbsoluteBBoxPass": "ToAbsoluteBBox",
+                "ScopeKeepRatioResizeBilinearPass": "KeepRatioResizeBilinear"}
 
-    for name in ALL:
-        assert BUILTIN_PASSES_BY_NAME[name].general is False
+
+def test_the_passes_are_listed_non_general_with_the_references_names():
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "scopefusion.cli", "list", "--json"], capture_output=True, text=True,
+                          timeout=120, check=True)
+    listed = json.loads(done.stdout)
+    passes = {p["name"]: p for p in listed["passes"]}
+    for name in STAGE_PASSES:
+        assert passes[name]["general"] is False and passes[name]["enabled"] is False
+        assert listed["aliases"][name[len("Scope"):-len("Pass")] + "ScopeFusionPass"] == name
+    assert set(STAGE_PASSES.values()) <= set(listed["fused_ops"])
+
+
+def test_a_pass_is_enabled_by_the_references_name(od):
+    m = second_stage_input_graph(od)
+    assert fused(scopefusion.fuse(m.graph_def), "ROIAlign") == []
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes="ROIAlignScopeFusionPass")
+    assert len(fused(result, "ROIAlign")) == 1
 
 
 # --------------------------------------------------------------------------- RpnProposals

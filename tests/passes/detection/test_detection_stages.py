@@ -1,22 +1,21 @@
-"""The coordinate conversion, ROI align and keep-aspect-ratio resize passes (NormalizeBBox,
-ToAbsoluteBBox, ROIAlign, KeepRatioResizeBilinear) on the stages of the OD API's Faster R-CNN
-meta-architecture, built with the OD API's own functions the way the meta-architecture calls them
-(see ``detection_stage_models.py``: a whole meta-architecture cannot be built from the
-``object-detection`` package under TensorFlow 2)."""
+"""The detection stage passes (NormalizeBBox, ToAbsoluteBBox, ROIAlign, KeepRatioResizeBilinear,
+RpnProposals, FastrcnnPredictions) on the stages of the OD API's Faster R-CNN meta-architecture,
+built with the OD API's own functions the way the meta-architecture calls them (see
+``detection_stage_models.py`` and ``detection_postprocess_models.py``: a whole meta-architecture
+cannot be built from the ``object-detection`` package under TensorFlow 2)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from tests.models.detection_models import import_object_detection, install_object_detection
+from tests.models.detection_postprocess_models import first_stage_postprocess_graph, second_stage_postprocess_graph
 from tests.models.detection_stage_models import (
     coordinate_lookalikes_graph,
     coordinate_variants_graph,
-    first_stage_postprocess_graph,
     normalize_proposals_graph,
     preprocess_graph,
     roi_align_scope_graph,
     second_stage_input_graph,
-    second_stage_postprocess_graph,
 )
 
 import scopefusion

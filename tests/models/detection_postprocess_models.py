@@ -101,7 +101,7 @@ def first_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int | Non
 
 
 # ------------------------------------------------------------------ second stage
-def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2, proposals: int = 8,
+def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int | None = 2, proposals: int = 8,
                                    classes: int = 3, max_per_class: int = 4, max_total: int = 6,
                                    score_thresh: float = 0.1, iou_thresh: float = 0.6, logit_scale: float = 1.0,
                                    use_static_shapes: bool = False, shared_boxes: bool = False,
@@ -117,7 +117,8 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
     ``num_valid_boxes=num_proposals``) and ``tf.to_float`` of the count.  ``shared_boxes``: one
     refined box per proposal ([B * M, 1, 4], a class-agnostic box predictor).  ``score_converter``:
     ``sigmoid`` is the builder's ``SIGMOID`` converter.  ``masks``: Mask R-CNN's mask predictions
-    [B * M, C, 3, 3] through a sigmoid into the NMS, as ``_postprocess_box_classifier`` passes them."""
+    [B * M, C, 3, 3] through a sigmoid into the NMS, as ``_postprocess_box_classifier`` passes them.
+    ``batch=None``: an unknown batch (the NMS runs in a ``map/while`` loop)."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -173,24 +174,25 @@ def second_stage_postprocess_graph(od: types.SimpleNamespace, *, batch: int = 2,
         return outs + ([nmsed_masks] if nmsed_masks is not None else [])
 
     def build():
-        refined = tf1.placeholder(tf.float32, [batch * proposals, q, 4], name="refined_box_encodings")
-        logits = tf1.placeholder(tf.float32, [batch * proposals, classes + 1],
-                                 name="class_predictions_with_background")
+        rows = None if batch is None else batch * proposals
+        refined = tf1.placeholder(tf.float32, [rows, q, 4], name="refined_box_encodings")
+        logits = tf1.placeholder(tf.float32, [rows, classes + 1], name="class_predictions_with_background")
         proposal_boxes = tf1.placeholder(tf.float32, [batch, proposals, 4], name="proposal_boxes")
         num_proposals = tf1.placeholder(tf.int32, [batch], name="num_proposals")
         true_image_shapes = tf1.placeholder(tf.int32, [batch, 3], name="true_image_shapes")
-        mask_input = tf1.placeholder(tf.float32, [batch * proposals, classes, 3, 3], name="mask_predictions")
+        mask_input = tf1.placeholder(tf.float32, [rows, classes, 3, 3], name="mask_predictions")
         with tf1.name_scope("SecondStagePostprocessor"):
             outs = postprocess_box_classifier(refined, logits, proposal_boxes, num_proposals, true_image_shapes,
                                               mask_input if masks else None)
-        feeds = {refined: rng.normal(0.0, 0.3, size=(batch * proposals, q, 4)).astype(np.float32),
-                 logits: rng.normal(0.0, 2.0, size=(batch * proposals, classes + 1)).astype(np.float32),
-                 proposal_boxes: absolute_boxes(rng, batch, proposals, 32, 32),
-                 num_proposals: np.array([proposals, proposals - 3] * batch, np.int32)[:batch],
-                 true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * batch, np.int32)[:batch]}
+        n = batch or 2
+        feeds = {refined: rng.normal(0.0, 0.3, size=(n * proposals, q, 4)).astype(np.float32),
+                 logits: rng.normal(0.0, 2.0, size=(n * proposals, classes + 1)).astype(np.float32),
+                 proposal_boxes: absolute_boxes(rng, n, proposals, 32, 32),
+                 num_proposals: np.array([proposals, proposals - 3] * n, np.int32)[:n],
+                 true_image_shapes: np.array([[32, 32, 3], [28, 30, 3]] * n, np.int32)[:n]}
         names = ("detection_boxes", "detection_scores", "detection_classes", "num_detections", "detection_masks")
         if masks:
-            feeds[mask_input] = rng.normal(size=(batch * proposals, classes, 3, 3)).astype(np.float32)
+            feeds[mask_input] = rng.normal(size=(n * proposals, classes, 3, 3)).astype(np.float32)
         return feeds, [tf.identity(t, name=k) for k, t in zip(names, outs, strict=False)]
 
     return freeze(build)

@@ -254,11 +254,14 @@ class _Analysis:
         return tensors
 
     def _splits_counts(self, name: str, slot: int) -> bool:
-        """``name`` splits an int32 batch of counts per image (``unstack`` or a TensorArray scatter)."""
+        """``name`` splits an int32 batch of counts per image (``unstack``, or ``tf.map_fn``'s
+        TensorArray scatter and the shape it sizes the array by)."""
         op = self.sg.op_of(name)
         node = self.sg.node(name)
         if op == "Unpack" and name in self.direct:
             return node.attr["T"].type == 3
+        if op == "Shape":
+            return self.sg.scope_of(name).last_name.startswith("TensorArrayUnstack")
         return op == "TensorArrayScatterV3" and slot == 2 and node.attr["T"].type == 3
 
     def _untiled(self, window: Tensor) -> Tensor:

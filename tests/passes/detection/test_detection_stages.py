@@ -351,6 +351,17 @@ def test_fastrcnn_predictions_win_over_their_parts_when_all_are_enabled(od):
     assert [(f.name, f.type) for f in result.report.fused] == [("SecondStagePostprocessor", "FastrcnnPredictions")]
 
 
+def test_fastrcnn_predictions_refuse_an_unknown_batch_and_the_decode_still_fuses(od):
+    m = second_stage_postprocess_graph(od, batch=None)
+    result = scopefusion.fuse(m.graph_def, enable_scope_fusion_passes=DETECTION + [FRCNN])
+    refused = {r.name: r.reason for r in result.report.refused}
+    assert "the NMS input shapes are not all known" in refused["SecondStagePostprocessor"]
+    assert fused(result, "FastrcnnPredictions") == []
+    assert len(fused(result, "DecodeBboxV2")) == 1  # the NMS alone refuses num_valid_boxes
+    assert "num_valid_boxes" in refused["SecondStagePostprocessor/BatchMultiClassNonMaxSuppression"]
+    verify_exact(m, result, scopefusion.load_registry())
+
+
 def test_fastrcnn_predictions_with_masks_are_refused(od):
     """Mask R-CNN passes mask predictions through the NMS: a fourth output FastrcnnPredictions lacks."""
     m = second_stage_postprocess_graph(od, masks=True)

@@ -37,7 +37,8 @@ from .scope.roi_align import ROI_ALIGN, ScopeROIAlignPass
 from .scope.rpn_proposals import RPN_PROPOSALS, ScopeRpnProposalsPass
 
 #: Registration order: general passes first, then the non-general ones.  Of
-#: the detection passes, NMS results contain clip results and win over them.
+#: the detection passes, NMS results contain clip results and win over them, and
+#: the stage passes' (RPN proposals, Faster R-CNN predictions) contain their parts'.
 BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeLayerNormPass,
     ScopeInstanceNormPass,

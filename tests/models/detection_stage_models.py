@@ -183,6 +183,26 @@ def second_stage_input_graph(od: types.SimpleNamespace, *, batch: int | None = 2
     return _frozen_with_variables(build)
 
 
+def crop_only_graph(od: types.SimpleNamespace, *, count: int = 4, seed: int = 0) -> DetectionModel:
+    """``ops.native_crop_and_resize`` as ``FasterRCNNMetaArch._loss_box_classifier`` crops the
+    groundtruth masks ([1, H, W, count] masks, the proposals as [count, 1, 4] boxes, crops squeezed
+    on their last axis): a crop that no pooling follows."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+
+    def build():
+        masks = tf1.placeholder(tf.float32, [1, 12, 12, count], name="groundtruth_masks")
+        boxes = tf1.placeholder(tf.float32, [count, 1, 4], name="proposals")
+        crops = od.ops.native_crop_and_resize(masks, boxes, [5, 5])
+        feeds = {masks: rng.uniform(size=(1, 12, 12, count)).astype(np.float32),
+                 boxes: np.clip(random_boxes(rng, (count, 1)), 0.0, 1.0)}
+        return feeds, [tf.identity(tf.squeeze(crops, axis=1), name="mask_targets")]
+
+    return freeze(build)
+
+
 def roi_align_scope_graph(*, batch: int = 2, proposals: int = 4, resolution: int = 3,
                           seed: int = 0) -> DetectionModel:
     """An ROI align in one ``roi_align`` scope, written with TensorFlow ops (not the OD API): the

@@ -12,12 +12,13 @@ input (``_compute_second_stage_input_feature_maps``) as::
 that is a region-of-interest align: bilinear samples on a grid of ``crop_size`` per box, pooled by
 the window.  The pass takes the ``CropAndResize`` scope of ``native_crop_and_resize`` (or a scope
 named ``roi_align`` holding the crop and the pooling) with the reshapes and the pooling after it,
-whether they lie inside the scope or follow it.  The box indices must be the ones
-``native_crop_and_resize`` computes (box k of image b crops image b), known statically.
+whether they lie inside the scope or follow it (and what computes their shapes).  The box indices
+must be the ones ``native_crop_and_resize`` computes (box k of image b crops image b): constants
+for a known box shape, computed from ``tf.shape(boxes)`` for an unknown batch.
 
-Refused with the reason: a crop that no pooling reads (a crop and resize, not an ROI align),
-reshapes that change more than the first two dimensions, an NCHW pooling, box indices computed
-at run time (an unknown batch or box count).
+Refused with the reason: a crop that no pooling reads (a crop and resize, not an ROI align), a
+pooling that does not read [N, h, w, C] crops, an NCHW pooling, other box indices, a reshape's shape
+computation that something else reads too.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.fusion.refusal import Refused, fail
 from ...core.graph.attrs import attr_value_to_python
 from ...core.graph.matching import MatchFailure, PatternMatcher
-from ...core.graph.pattern import const, op
+from ...core.graph.pattern import const, one_of, op
 from ...core.scope.base_pass import ScopeBasePass
 from ...core.scope.patterns import PatternSet, ScopePattern
 from ...core.scope.port_maps import input_slots, unmatched_nodes
@@ -80,59 +81,75 @@ ROI_ALIGN = FusedOpDef(
 
 
 def _box_index_defs() -> dict[str, Any]:
+    def boxes_dims(end: int, shrink: int) -> Any:  # tf.shape(boxes)[:end] or [0]
+        return op("StridedSlice", op("Shape", "$boxes"), const([0]), const([end]), const([1]), end_mask=0,
+                  shrink_axis_mask=shrink, ellipsis_mask=0, new_axis_mask=0)
+
     return {
         "crops": op("CropAndResize", "$features", op("Reshape", "$boxes", const([-1, 4])), "$box_ind",
                     const(label="crop_size"), label="crop"),
-        "box_ind": op("Reshape", op("Mul", const(label="ones"), op("ExpandDims", "$images", const(1))), const([-1])),
-        "images": op("Range", const(0), const(label="images"), const(1)),
+        "box_ind": op("Reshape", op("Mul", "$ones", op("ExpandDims", "$images", const(1))), const([-1])),
+        # ones(shape[:2]) and range(shape[0]): constants when the box shape is known, else computed
+        "ones": one_of(const(label="ones"), op("Fill", boxes_dims(2, 0), const(1))),
+        "images": op("Range", const(0), one_of(const(label="images"), boxes_dims(1, 1)), const(1)),
     }
 
 
-def _check_box_indices(sg: "ScopeGraph", m: PatternMatcher) -> tuple[int, int]:
-    """The box indices are those of native_crop_and_resize for boxes [B, K, 4]; returns (B, K)."""
+def _check_box_indices(sg: "ScopeGraph", m: PatternMatcher) -> None:
+    """The box indices are those of native_crop_and_resize for boxes [B, K, 4]: box k of image b crops
+    image b (checked on the constants when the shape is known; computed from it otherwise)."""
     shape = sg.static_shape(m.tensors["boxes"])
     if shape is None or len(shape) != 3 or shape[2] != 4:
         fail(f"the boxes are not [B, K, 4] (shape {shape})")
     b, k = shape[0], shape[1]
-    if b is None or k is None:
-        fail("the box indices are computed at run time (unknown batch or box count); ROIAlign takes "
-             "them from a known box shape")
-    ones, images = np.asarray(m.consts["ones"]), np.asarray(m.consts["images"])
-    if ones.shape != (b, k) or not np.all(ones == 1):
-        fail(f"the box indices are not built from ones([{b}, {k}])")
-    if images.size != 1 or int(images.reshape(-1)[0]) != b:
-        fail(f"the box indices are not built from range({b}): box k of image b does not crop image b")
-    return b, k
+    if "ones" in m.consts:
+        ones = np.asarray(m.consts["ones"])
+        if b is None or k is None or ones.shape != (b, k) or not np.all(ones == 1):
+            fail(f"the box indices are not built from ones([{b}, {k}])")
+    if "images" in m.consts:
+        images = np.asarray(m.consts["images"])
+        if b is None or images.size != 1 or int(images.reshape(-1)[0]) != b:
+            fail(f"the box indices are not built from range({b}): box k of image b does not crop image b")
 
 
-def _shape_feeders(sg: "ScopeGraph", inside: frozenset[int], reshape: str) -> set[int]:
-    """The nodes of the scope that compute a reshape's target shape (and feed nothing else)."""
+def _data_readers(sg: "ScopeGraph", name: str) -> tuple[list[str], list[str]]:
+    """The nodes reading ``name``'s values, and those reading only its shape."""
+    readers = sorted(set(sg.consumer_names(name)))
+    shapes = [r for r in readers if sg.op_of(r) == "Shape"]
+    return [r for r in readers if r not in shapes], shapes
+
+
+def _shape_feeders(sg: "ScopeGraph", inside: frozenset[int], reshape: str, taken: set[int]) -> set[int]:
+    """The nodes that compute a reshape's target shape: in the scope, every one; outside it, those
+    that feed nothing else (their constants stay).  ``Shape`` reads end the walk."""
     index = sg.index
-    start = index.data_input(index.index[reshape], 1)[0]
     found: set[int] = set()
-    todo = [start]
+    todo = [index.data_input(index.index[reshape], 1)[0]]
     while todo:
         i = todo.pop()
-        if i in found or i not in inside:
+        if i in found or i in taken or (i not in inside and sg.const_value_of(i) is not None):
             continue
         found.add(i)
-        todo.extend(t[0] for t in index.inputs[i] if t[1] >= 0)
+        if index.ops[i] != "Shape":
+            todo.extend(t[0] for t in index.inputs[i] if t[1] >= 0)
+    allowed = found | taken | {index.index[reshape]}
+    for i in found - inside:
+        others = [c for c, _, _ in index.consumers[i] if c not in allowed]
+        if others:
+            fail(f"{index.names[i]}, which shapes {reshape}, is read by {index.names[others[0]]} too", index.names[i])
     return found
 
 
-def _single_reader(sg: "ScopeGraph", name: str) -> str | None:
-    readers = set(sg.consumer_names(name))
-    return readers.pop() if len(readers) == 1 else None
-
-
 def _follow_to_pool(sg: "ScopeGraph", crop: str, crop_shape: Sequence[int | None]) -> tuple[list[str], str]:
-    """The reshapes from the crops to the pooling, and the pooling node."""
+    """The reshapes from the crops to the pooling, and the pooling node.  Reshapes keep the order of
+    the values, so the pooling reads the crops themselves when its input is [N, h, w, C]."""
     chain: list[str] = []
     at = crop
     while True:
-        reader = _single_reader(sg, at)
-        if reader is None:
-            fail(f"{at} is read by {len(sg.consumer_names(at))} nodes, not by one reshape or pooling", at)
+        readers, _ = _data_readers(sg, at)
+        if len(readers) != 1:
+            fail(f"{at} is read by {len(readers)} nodes, not by one reshape or pooling", at)
+        reader = readers[0]
         kind = sg.op_of(reader)
         if kind in POOLS:
             break
@@ -142,15 +159,24 @@ def _follow_to_pool(sg: "ScopeGraph", crop: str, crop_shape: Sequence[int | None
         at = reader
     if sg.producer(reader, 0) != (at, 0):
         fail("the pooling does not read the crops", reader)
-    for reshape in chain:
-        shape = sg.static_shape((sg.index.index[reshape], 0))
-        if shape is None or None in shape:
-            fail(f"the shape of {reshape} is not known: it may reorder more than the boxes' dimensions", reshape)
     shape = sg.static_shape((sg.index.index[at], 0)) if chain else list(crop_shape)
     if shape is None or len(shape) != 4 or list(shape[1:]) != list(crop_shape[1:]):
-        fail(f"the pooling reads {at} of shape {shape}, not the crops [B * K, h, w, C] "
-             f"{list(crop_shape)}", at)
+        fail(f"the pooling reads {at} of shape {shape}, not the crops [N, h, w, C] {list(crop_shape)}", at)
     return chain, reader
+
+
+def _members(sg: "ScopeGraph", scope: "Scope", m: PatternMatcher, chain: list[str], pool: str) -> set[int]:
+    """Every node of the ROI align: the crop's, the reshapes' with what shapes them, the pooling."""
+    index = sg.index
+    inside = frozenset(scope.all_node_indices())
+    taken = set(m.members) | {index.index[n] for n in (*chain, pool)}
+    for reshape in chain:
+        taken |= _shape_feeders(sg, inside, reshape, taken)
+    for node in (sg.index.names[m.nodes["crop"]], *chain):
+        for reader in _data_readers(sg, node)[1]:
+            if index.index[reader] not in taken:
+                fail(f"the shape of {node} is read by {reader}, which the ROI align does not compute", reader)
+    return taken
 
 
 class ScopeROIAlignPass(ScopeBasePass):
@@ -179,14 +205,15 @@ class ScopeROIAlignPass(ScopeBasePass):
                 results.append(ScopesResult([scope]))
                 continue
             self._extra[id(scope)] = found
-            inside = frozenset(scope.node_names())
-            results.append(ScopesResult([scope], [n for n in (*found[1], found[2]) if n not in inside]))
+            inside = frozenset(scope.all_node_indices())
+            names = scope.graph.index.names
+            results.append(ScopesResult([scope], sorted(names[i] for i in found[1] if i not in inside)))
         return results
 
     def may_fuse(self, op_types: Any) -> bool:
         return self.patterns_may_match(op_types)
 
-    def _analyse(self, scope: "Scope") -> tuple[PatternMatcher, list[str], str]:
+    def _analyse(self, scope: "Scope") -> tuple[PatternMatcher, set[int], str]:
         sg = scope.graph
         inside = frozenset(scope.all_node_indices())
         crop = scope.nodes_by_op("CropAndResize")[0].name
@@ -195,12 +222,14 @@ class ScopeROIAlignPass(ScopeBasePass):
             m.match((sg.index.index[crop], 0), "$crops")
         except MatchFailure as why:
             fail(f"not native_crop_and_resize's crop of [B, K, 4] boxes: {why}")
-        b, k = _check_box_indices(sg, m)
+        _check_box_indices(sg, m)
         size = [int(v) for v in np.asarray(m.consts["crop_size"]).reshape(-1)]
         features = sg.static_shape(m.tensors["features"])
         channels = features[3] if features is not None and len(features) == 4 else None
-        chain, pool = _follow_to_pool(sg, crop, [b * k, *size, channels])
-        return m, chain, pool
+        if channels is None:
+            fail("the features' channel count is not known")
+        chain, pool = _follow_to_pool(sg, crop, [None, *size, channels])
+        return m, _members(sg, scope, m, chain, pool), pool
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]
@@ -209,14 +238,10 @@ class ScopeROIAlignPass(ScopeBasePass):
             raise found
         if found is None:  # pragma: no cover - only results of last_match_scopes_and_ops arrive
             fail("not a candidate of this pass")
-        m, chain, pool = found
+        m, members, pool = found
         sg = scope.graph
         inside = frozenset(scope.all_node_indices())
-        members = set(m.members)
-        for reshape in chain:
-            if sg.index.index[reshape] in inside:
-                members |= {sg.index.index[reshape]} | _shape_feeders(sg, inside, reshape)
-        extra = unmatched_nodes(scope, members | ({sg.index.index[pool]} & inside))
+        extra = unmatched_nodes(scope, members)
         if extra:
             fail(f"the scope computes more than the ROI align: {', '.join(extra[:3])}", *extra[:3])
         crop_attrs = {k: attr_value_to_python(v) for k, v in sg.node(sg.index.names[m.nodes["crop"]]).attr.items()}
@@ -235,6 +260,10 @@ class ScopeROIAlignPass(ScopeBasePass):
         result.set_attr("strides", list(pool_attrs["strides"]))
         result.set_attr("padding", pool_attrs["padding"])
         result.set_attr("T", sg.node(sg.index.names[m.nodes["crop"]]).attr["T"].type)
-        for reader, slots in input_slots(sg, inside, [m.tensors["features"], m.tensors["boxes"]]).items():
-            result.insert_inputs(scope.suffix_of(reader), slots)
-        result.insert_outputs(pool if sg.index.index[pool] not in inside else scope.suffix_of(pool), [0])
+        def key(name: str) -> str:  # nodes after the scope by their full names
+            return scope.suffix_of(name) if sg.index.index[name] in inside else name
+
+        readers = input_slots(sg, frozenset(members) | inside, [m.tensors["features"], m.tensors["boxes"]])
+        for reader, slots in readers.items():
+            result.insert_inputs(key(reader), slots)
+        result.insert_outputs(key(pool), [0])

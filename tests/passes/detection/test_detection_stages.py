@@ -12,6 +12,7 @@ from tests.models.detection_postprocess_models import first_stage_postprocess_gr
 from tests.models.detection_stage_models import (
     coordinate_lookalikes_graph,
     coordinate_variants_graph,
+    crop_only_graph,
     normalize_proposals_graph,
     preprocess_graph,
     roi_align_scope_graph,
@@ -161,13 +162,32 @@ def test_roi_align_scope_with_average_pooling(registry):
     verify_exact(m, result, registry, random_runs=2)
 
 
-def test_roi_align_refuses_a_dynamic_batch(od, registry):
+def test_roi_align_with_an_unknown_batch(od, registry):
+    """The box indices and both reshapes' shapes are computed at run time from the boxes and crops."""
     m = second_stage_input_graph(od, batch=None)
+    result = fuse(m, registry, [ROI])
+    assert result.report.refused == []
+    (node,) = assert_fused(result, "ROIAlign", 1, crop_size=[6, 6], pooling="max")
+    assert node.name == "CropAndResize"
+    names = {n.name for n in result.fused_graph_def.node}
+    assert not names & {"Shape", "strided_slice", "mul", "stack", "Reshape", "MaxPool2D/MaxPool"}
+    GraphIndex(result.fused_graph_def)
+    verify_exact(m, result, registry, random_runs=1)
+    three = dict(m.feeds)  # another batch size through the same graphs
+    three["images:0"] = np.concatenate([m.feeds["images:0"]] * 2)[:3]
+    three["proposal_boxes_normalized:0"] = np.concatenate([m.feeds["proposal_boxes_normalized:0"]] * 2)[:3]
+    scopefusion.verify(m.graph_def, result.fused_graph_def, fused_ops=registry.fused_ops, feeds=three,
+                       atol=0.0, rtol=0.0).assert_ok()
+
+
+def test_a_crop_no_pooling_reads_is_refused(od, registry):
+    """``native_crop_and_resize`` as ``_loss_box_classifier`` crops the groundtruth masks: its crops
+    are squeezed, not pooled."""
+    m = crop_only_graph(od)
     result = fuse(m, registry, [ROI])
     assert fused(result, "ROIAlign") == []
     (refusal,) = result.report.refused
-    assert refusal.name == "CropAndResize"
-    assert "not native_crop_and_resize's crop of [B, K, 4] boxes" in refusal.reason
+    assert "not to a pooling" in refusal.reason
 
 
 # ---------------------------------------------------------------- KeepRatioResizeBilinear

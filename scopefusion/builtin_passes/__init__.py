@@ -24,21 +24,33 @@ from .graph.rotary_embedding import ROTARY_EMBEDDING, RotaryEmbeddingFusionPass
 from .graph.softmax import SoftmaxFusionPass
 from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
+from .scope.box_coordinates import NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, ScopeNormalizeBBoxPass, ScopeToAbsoluteBBoxPass
 from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
+from .scope.fastrcnn_predictions import FASTRCNN_PREDICTIONS, ScopeFastrcnnPredictionsPass
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
+from .scope.keep_ratio_resize import KEEP_RATIO_RESIZE_BILINEAR, ScopeKeepRatioResizeBilinearPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
 from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
+from .scope.roi_align import ROI_ALIGN, ScopeROIAlignPass
+from .scope.rpn_proposals import RPN_PROPOSALS, ScopeRpnProposalsPass
 
 #: Registration order: general passes first, then the non-general ones.  Of
-#: the detection passes, NMS results contain clip results and win over them.
+#: the detection passes, NMS results contain clip results and win over them, and
+#: the stage passes' (RPN proposals, Faster R-CNN predictions) contain their parts'.
 BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeLayerNormPass,
     ScopeInstanceNormPass,
     ScopeDecodeBboxV2Pass,
     ScopeClipBoxesPass,
     ScopeBatchMultiClassNMSPass,
+    ScopeROIAlignPass,
+    ScopeRpnProposalsPass,
+    ScopeFastrcnnPredictionsPass,
+    ScopeNormalizeBBoxPass,
+    ScopeToAbsoluteBBoxPass,
+    ScopeKeepRatioResizeBilinearPass,
     ScopeBasicLSTMCellPass,
     ScopeGRUCellPass,
     ScopeDynamicRNNPass,
@@ -66,6 +78,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
+    ROI_ALIGN, RPN_PROPOSALS, FASTRCNN_PREDICTIONS, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
 )
 
 

@@ -41,6 +41,9 @@ OD_MODULES = (
     "object_detection.box_coders.faster_rcnn_box_coder",
     "object_detection.box_coders.keypoint_box_coder",
     "object_detection.box_coders.square_box_coder",
+    "object_detection.core.preprocessor",
+    "object_detection.utils.ops",
+    "object_detection.utils.shape_utils",
 )
 
 

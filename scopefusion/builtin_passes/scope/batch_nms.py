@@ -213,7 +213,9 @@ class _Analysis:
                 return int(value.reshape(-1)[0])
         fail(f"{what} ({node!r}) is not min(constant, ...)")
 
-    def inputs(self, nms: list[str]) -> list[Tensor]:
+    def inputs(self, nms: list[str], *, num_valid: bool = False) -> list[Tensor]:
+        """boxes, scores, clip window (and, with ``num_valid``, the count of valid boxes per image
+        that a stage passes as ``num_valid_boxes``; this op's pass refuses it)."""
         sg = self.sg
         boxes = {self.batch_source(sg.producer(n, 0)) for n in nms}
         scores = {self.batch_source(sg.producer(n, 1)) for n in nms}
@@ -233,15 +235,34 @@ class _Analysis:
             if t[0] in self.inside:
                 fail(f"the {label} ({_tname(t)}) are computed inside the scope")
         # Every other value read from outside would be lost.
+        counts: set[Tensor] = set()
         for name in self.scope.node_names():
             for k in range(len(sg.input_names(name))):
                 t = sg.producer(name, k)
                 if t[0] in self.inside or t in tensors or sg.const_value(t[0]) is not None:
                     continue
+                if num_valid and self._splits_counts(name, k):
+                    counts.add(t)
+                    continue
                 fail(
                     f"{self.scope.suffix_of(name)} reads {_tname(t)} from outside, which is neither boxes, "
                     "scores nor clip window (num_valid_boxes, masks and additional_fields are not supported)")
+        if num_valid:
+            if len(counts) != 1:
+                fail(f"{len(counts)} tensors of valid box counts read from outside, not one (num_valid_boxes)")
+            tensors.append(counts.pop())
         return tensors
+
+    def _splits_counts(self, name: str, slot: int) -> bool:
+        """``name`` splits an int32 batch of counts per image (``unstack``, or ``tf.map_fn``'s
+        TensorArray scatter and the shape it sizes the array by)."""
+        op = self.sg.op_of(name)
+        node = self.sg.node(name)
+        if op == "Unpack" and name in self.direct:
+            return node.attr["T"].type == 3
+        if op == "Shape":
+            return self.sg.scope_of(name).last_name.startswith("TensorArrayUnstack")
+        return op == "TensorArrayScatterV3" and slot == 2 and node.attr["T"].type == 3
 
     def _untiled(self, window: Tensor) -> Tensor:
         """A [4] window shared by all images is tiled to [B, 4] inside the scope
@@ -316,12 +337,15 @@ class ScopeBatchMultiClassNMSPass(ScopeBasePass):
             patterns.append(pattern)
         return [[patterns]]
 
+    #: whether the scope may take num_valid_boxes (a stage that carries it; this op does not)
+    num_valid_boxes = False
+
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]
         analysis = _Analysis(scope)
         nms = analysis.nms_nodes()
         attrs = analysis.attributes(nms)
-        tensors = analysis.inputs(nms)
+        tensors = analysis.inputs(nms, num_valid=self.num_valid_boxes)
         outputs = analysis.outputs()
         result.set_type(BATCH_MULTICLASS_NMS.name)
         loop = "dynamic" if scope.count("TensorArrayScatterV3") else "static"

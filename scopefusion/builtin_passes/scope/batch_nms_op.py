@@ -89,13 +89,17 @@ def _single_image_nms(boxes: Any, scores: Any, window: Any, *, score_threshold: 
 def batch_multiclass_nms_reference(
     boxes: Any, scores: Any, clip_window: Any, *, score_threshold: float, iou_threshold: float,
     max_size_per_class: int, max_total_size: int, change_coordinate_frame: bool, use_static_shapes: bool = False,
+    num_valid_boxes: Any = None,
 ) -> tuple:
     """Per image of the batch: class-wise NMS, merge sorted by score, clip to the window (dropping
     boxes of no area), keep the best ``max_total_size`` and pad with zeros to that size.
 
     With ``use_static_shapes`` the per-class NMS is padded to ``max_size_per_class``, no box is
     dropped (zero-area boxes score -1), and each image keeps ``min(max_total_size, C *
-    max_size_per_class)`` entries (all of them when ``max_total_size`` is 0)."""
+    max_size_per_class)`` entries (all of them when ``max_total_size`` is 0).
+
+    ``num_valid_boxes`` [B] (a keyword for the stage ops that pass it; not an input of this op): only
+    each image's first ones count, sliced off (or, with ``use_static_shapes``, scored float32 min)."""
     import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
     # Its own name scope: when TensorFlow inlines the function, its nodes are named
@@ -103,13 +107,22 @@ def batch_multiclass_nms_reference(
     with tf.name_scope(REFERENCE_SCOPE):
         clip_window = tf.broadcast_to(clip_window, tf.stack([tf.shape(boxes)[0], 4]))  # [4] is shared
 
+        if num_valid_boxes is None:
+            num_valid_boxes = tf.fill(tf.shape(boxes)[:1], tf.shape(boxes)[1])
+
         def one_image(args: tuple) -> tuple:
+            image_boxes, image_scores, window, valid = args
+            if use_static_shapes:
+                rows = tf.range(tf.shape(image_scores)[0]) < valid
+                image_scores = tf.where(rows[:, tf.newaxis], image_scores, tf.float32.min)
+            else:
+                image_boxes, image_scores = image_boxes[:valid], image_scores[:valid]
             return _single_image_nms(
-                *args, score_threshold=score_threshold, iou_threshold=iou_threshold,
+                image_boxes, image_scores, window, score_threshold=score_threshold, iou_threshold=iou_threshold,
                 max_size_per_class=max_size_per_class, max_total_size=max_total_size,
                 change_coordinate_frame=change_coordinate_frame, use_static_shapes=use_static_shapes)
 
-        return tuple(tf.map_fn(one_image, (boxes, scores, clip_window),
+        return tuple(tf.map_fn(one_image, (boxes, scores, clip_window, num_valid_boxes),
                                fn_output_signature=(tf.float32, tf.float32, tf.float32, tf.int32)))
 
 

@@ -9,6 +9,13 @@ pattern's ``const()`` sees the value whatever chain produced it.
 
 Bounds: a folded subgraph holds at most :data:`MAX_FOLDED_NODES` nodes and a computed value
 at most :data:`MAX_FOLDED_ELEMENTS` elements; past either, the tensor is no constant here.
+
+A pass that asks a question about a value (is this mask exactly causal, does this chain of
+copies repeat its input per head) evaluates more: :class:`TensorEvaluator` computes any
+output of a node from constants, the index arithmetic masks are built from as well
+(:data:`INDEX_RULES`: ``Range``, ``StridedSlice``, comparisons, ``Select``, ``Cumsum``, a
+band part ...), a ``Shape`` from the static shape its caller tells, and values given for
+some tensors (a probe), saying why when a tensor is not computed from constants.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import GraphIndex
+    from .view import GraphView
 
 #: A folded constant is computed from at most this many nodes.
 MAX_FOLDED_NODES = 32
@@ -210,3 +218,194 @@ class ConstantFolder:
         except (TypeError, ValueError, OverflowError):  # a wrong input count or values numpy rejects
             return None
         return None if value is None else np.array(value)
+
+
+# ---------------------------------------------------------------- tensor evaluation
+
+#: An evaluated tensor holds at most this many elements (a mask over a few thousand positions).
+MAX_EVALUATED_ELEMENTS = 1 << 20
+#: At most this many nodes compute an evaluated tensor.
+MAX_EVALUATED_NODES = 200
+
+
+class NotConstant(Exception):
+    """The tensor is not computed from constants by the ops :class:`TensorEvaluator` evaluates."""
+
+
+def _sizes(shape: np.ndarray) -> list[int]:
+    """A shape operand's dimensions, refused past :data:`MAX_EVALUATED_ELEMENTS`."""
+    if shape.dtype.kind not in "iu" or shape.ndim > 1:
+        raise ValueError("not a shape")
+    dims = [int(d) for d in shape.reshape(-1)]
+    if any(d < 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) > MAX_EVALUATED_ELEMENTS:
+        raise ValueError("a negative or too large shape")
+    return dims
+
+
+def _strided_slice(node: Any, x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray) -> Any:
+    """``tf.strided_slice`` with its five masks, in numpy indexing."""
+    masks = {k: node.attr[k].i if k in node.attr else 0
+             for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    index: list[Any] = []
+    for k in range(len(begin)):
+        bit = 1 << k
+        if masks["ellipsis_mask"] & bit:
+            index.append(Ellipsis)
+        elif masks["new_axis_mask"] & bit:
+            index.append(None)
+        elif masks["shrink_axis_mask"] & bit:
+            index.append(int(begin[k]))
+        else:
+            start = None if masks["begin_mask"] & bit else int(begin[k])
+            stop = None if masks["end_mask"] & bit else int(end[k])
+            index.append(slice(start, stop, int(strides[k])))
+    return np.asarray(x[tuple(index)])
+
+
+def _band_part(node: Any, x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> Any:
+    rows, cols = x.shape[-2], x.shape[-1]
+    i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    keep = ((int(lower) < 0) | (i - j <= int(lower))) & ((int(upper) < 0) | (j - i <= int(upper)))
+    return np.where(keep, x, np.zeros_like(x))
+
+
+def _set_diag(node: Any, x: np.ndarray, diag: np.ndarray, k: np.ndarray) -> Any:
+    if np.ndim(k) != 0 or int(k) != 0:
+        return None  # off the main diagonal: not evaluated here
+    out = np.array(x)
+    n = min(out.shape[-2], out.shape[-1])
+    out[..., np.arange(n), np.arange(n)] = diag
+    return out
+
+
+def _cumsum(node: Any, x: np.ndarray, axis: np.ndarray) -> Any:
+    if any(node.attr[k].b for k in ("exclusive", "reverse") if k in node.attr):
+        return None  # an exclusive or reversed sum: not evaluated here
+    return np.cumsum(x, axis=int(axis), dtype=x.dtype)
+
+
+def _range(node: Any, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> Any:
+    count = np.ceil((limit.item() - start.item()) / delta.item()) if delta.item() else -1
+    if not 0 <= count <= MAX_EVALUATED_ELEMENTS:
+        return None
+    return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
+
+
+def _integer(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def apply(node: Any, a: np.ndarray, b: np.ndarray) -> Any:
+        if a.dtype != b.dtype or a.dtype.kind not in "iu" or not b.all():
+            return None  # integer division by zero: no value
+        return np.asarray(fn(a, b)).astype(a.dtype)
+    return apply
+
+
+def _compare(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    return lambda node, a, b: np.asarray(fn(a, b)) if a.dtype == b.dtype else None
+
+
+#: The index arithmetic :class:`TensorEvaluator` computes beyond :data:`FOLDING_RULES` (same
+#: signature: the node, then its data inputs' values; None: no value here).
+INDEX_RULES: dict[str, Callable[..., Any]] = {
+    "Range": _range,
+    "StridedSlice": _strided_slice,
+    "BroadcastTo": lambda node, a, shape: np.broadcast_to(a, _sizes(shape)),
+    "Tile": lambda node, a, reps: np.tile(a, _sizes(reps)) if a.size * np.prod(_sizes(reps)) <= MAX_EVALUATED_ELEMENTS
+    else None,
+    "Fill": lambda node, dims, value: np.full(_sizes(dims), value.reshape(-1)[0], value.dtype) if value.size == 1
+    else None,
+    "Transpose": lambda node, a, perm: np.transpose(a, [int(p) for p in perm.reshape(-1)]),
+    "ZerosLike": lambda node, a: np.zeros_like(a),
+    "OnesLike": lambda node, a: np.ones_like(a),
+    "ConcatV2": lambda node, *a: np.concatenate(a[:-1], axis=int(a[-1])),
+    "Cumsum": _cumsum,
+    "FloorDiv": _integer(np.floor_divide),
+    "FloorMod": _integer(np.mod),
+    "GreaterEqual": _compare(np.greater_equal),
+    "Greater": _compare(np.greater),
+    "LessEqual": _compare(np.less_equal),
+    "Less": _compare(np.less),
+    "Equal": _compare(np.equal),
+    "NotEqual": _compare(np.not_equal),
+    "LogicalAnd": lambda node, a, b: np.logical_and(a, b),
+    "LogicalOr": lambda node, a, b: np.logical_or(a, b),
+    "LogicalNot": lambda node, a: np.logical_not(a),
+    "Select": lambda node, c, a, b: np.where(c, a, b),
+    "SelectV2": lambda node, c, a, b: np.where(c, a, b),
+    "MatrixBandPart": _band_part,
+    "MatrixSetDiagV3": _set_diag,
+}
+#: Every op :class:`TensorEvaluator` computes (besides forwarding ops and ``Shape``).
+EVALUATION_RULES: dict[str, Callable[..., Any]] = {**FOLDING_RULES, **INDEX_RULES}
+
+Tensor = tuple[int, int]
+
+
+class TensorEvaluator:
+    """Values of a graph's tensors computed from constants, each computed once, and the nodes
+    used (:attr:`nodes`).
+
+    ``shape_of(tensor)`` tells a tensor's static shape (a list of sizes, None for an unknown
+    one) for the ``Shape`` ops on the way; reading one sets :attr:`reads_shapes` (those nodes
+    read a graph tensor: they cannot go with a fused op).  ``given`` are values to take for
+    some tensors instead of computing them (a probe).
+    """
+
+    def __init__(self, view: "GraphView", shape_of: Callable[[Tensor], "list[int | None] | None"] | None = None,
+                 given: dict[Tensor, np.ndarray] | None = None) -> None:
+        self.view = view
+        self.shape_of = shape_of
+        self.given = dict(given or {})
+        self.nodes: set[int] = set()
+        self.reads_shapes = False
+        self._values: dict[Tensor, np.ndarray] = {}
+
+    def value(self, tensor: Tensor) -> np.ndarray:
+        """The value of ``tensor``; raises :class:`NotConstant` saying why it has none."""
+        known = self._values.get(tensor, self.given.get(tensor))
+        if known is not None:
+            return known
+        node, port = tensor
+        index = self.view.index
+        name, op = index.names[node], index.ops[node]
+        if port != 0:
+            raise NotConstant(f"{name!r} output {port}")
+        value = self.view.const_value_of(node)
+        if value is None:
+            if op in FORWARDING_OPS:
+                value = self.value(self._data(node)[0])
+            elif op == "Shape":
+                value = self._shape(node)
+            elif op in EVALUATION_RULES:
+                value = self._apply(node, [self.value(t) for t in self._data(node)])
+            else:
+                raise NotConstant(f"{name!r} is a {op}, which is not evaluated here")
+        if value.size > MAX_EVALUATED_ELEMENTS:
+            raise NotConstant(f"{name!r} has {value.size} elements")
+        self.nodes.update(self.view.constant_chain(node) or [node])
+        if len(self.nodes) > MAX_EVALUATED_NODES:
+            raise NotConstant(f"more than {MAX_EVALUATED_NODES} nodes compute it")
+        self._values[tensor] = value
+        return value
+
+    def _apply(self, node: int, values: list[np.ndarray]) -> np.ndarray:
+        index = self.view.index
+        try:
+            value = EVALUATION_RULES[index.ops[node]](index.nodes[node], *values)
+        except (TypeError, ValueError, IndexError, OverflowError, np.exceptions.AxisError):
+            value = None  # a wrong input count, or values numpy rejects
+        if value is None:
+            raise NotConstant(f"{index.names[node]!r} ({index.ops[node]}) has no value from these inputs")
+        return np.asarray(value)
+
+    def _shape(self, node: int) -> np.ndarray:
+        """A Shape's value: the static shape of what it reads, when every dimension is known."""
+        shape = self.shape_of(self._data(node)[0]) if self.shape_of is not None else None
+        if shape is None or None in shape:
+            raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
+        self.reads_shapes = True
+        attrs = self.view.index.nodes[node].attr
+        out_type = numpy_dtype(attrs["out_type"].type) if "out_type" in attrs else None
+        return np.array([int(d) for d in shape if d is not None], dtype=np.dtype(str(out_type or "int32")))
+
+    def _data(self, node: int) -> list[Tensor]:
+        return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]

@@ -8,9 +8,10 @@ The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
 * ``BatchMatMul`` / ``MatMul`` with k transposed by the product (``adj_y``,
   ``transpose_b``) or by a ``Transpose``, or ``Einsum`` (Keras 3 and tf_keras
   ``MultiHeadAttention``, layout ``BSNH``), either operand first;
-* additive masks and biases, boolean masks applied by ``Select``/``SelectV2`` (Keras'
-  masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants that
-  is exactly causal becomes ``is_causal``;
+* additive masks and biases, a mask added per window (Swin's shifted windows), boolean
+  masks applied by ``Select``/``SelectV2`` (Keras' masked softmax), GPT-2's
+  ``w * b - c * (1 - b)``; a mask computed from constants that is exactly causal becomes
+  ``is_causal`` (unless other nodes read what it is computed from: it then stays an input);
 * the stock ``Softmax``, however the model wrote it: the pass runs in the ``UBFusion``
   stage, after ``SoftmaxFusionPass`` has turned a softmax written out as ops (openai
   GPT-2's) into that op.
@@ -82,6 +83,8 @@ def _attention(match: PatternMatch) -> FusedOp:
         attrs["mask_fill"] = masks.fill
     if masks.zero_dropped:
         attrs["zero_dropped"] = True
+    if masks.windows:
+        attrs["mask_windows"] = masks.windows
     if parts.transpose_q:
         attrs["transpose_q"] = True
     if parts.transpose_k:

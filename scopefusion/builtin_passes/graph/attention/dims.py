@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
+from ....core.graph.constant_eval import NotConstant, TensorEvaluator
 from ....core.graph.view import GraphView
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
-from . import folding
 
 Tensor = tuple[int, int]
 
@@ -126,12 +128,17 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
     return None
 
 
-def _evaluated(view: GraphView, tensor: Tensor):  # -> np.ndarray | None
+def evaluator(view: GraphView, given: dict[Tensor, np.ndarray] | None = None) -> TensorEvaluator:
+    """Values computed from constants, a ``Shape`` told by :func:`shape` (``given``: a probe)."""
+    return TensorEvaluator(view, shape_of=lambda tensor: shape(view, tensor), given=given)
+
+
+def _evaluated(view: GraphView, tensor: Tensor) -> np.ndarray | None:
     """A small integer tensor computed from constants (a Reshape's shape), or None."""
     value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
     if value is not None:
         return value
     try:
-        return folding.ConstantSubgraph(view).value(tensor)
-    except folding.NotConstant:
+        return evaluator(view).value(tensor)
+    except NotConstant:
         return None

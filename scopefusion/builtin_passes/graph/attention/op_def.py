@@ -12,7 +12,7 @@ LAYOUTS = ("BNSH", "BSNH", "BSH")
 def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = None, *, scale: float,
                         is_causal: bool, mask_fill: float, zero_dropped: bool, num_heads: int,
                         num_kv_heads: int, layout: str, transpose_q: bool, transpose_k: bool, T: Any,
-                        Tmask: Any, softmax_dtype: Any) -> tuple[Any]:
+                        Tmask: Any, softmax_dtype: Any, mask_windows: int = 0) -> tuple[Any]:
     """``softmax(mask(causal(scale * q @ k^T + bias))) @ v`` over the keys, in ``layout``."""
     import tensorflow as tf  # deferred: TensorFlow runs the reference only, never the fusion path
 
@@ -25,6 +25,10 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
     if num_kv_heads and num_kv_heads != num_heads:  # grouped-query attention: each kv head serves a group
         k, v = (tf.repeat(t, num_heads // num_kv_heads, axis=1) for t in (k, v))
     scores = tf.matmul(q, k, transpose_b=True)
+    if mask is not None and mask_windows:  # the mask of window b % mask_windows for batch row b
+        shape = tf.shape(scores)
+        grouped = tf.concat([[shape[0] // mask_windows, mask_windows], shape[1:]], 0)
+        mask = tf.reshape(tf.broadcast_to(mask, grouped), shape)
     if softmax_dtype != scores.dtype:  # the softmax in a wider type
         scores = tf.cast(scores, softmax_dtype)
     scores = scores * tf.cast(scale, scores.dtype)
@@ -69,6 +73,10 @@ ATTENTION = FusedOpDef(
         AttrDef("zero_dropped", "bool", default=False,
                 description="after the softmax, the keys a boolean mask drops weigh 0 (Keras' masked "
                             "softmax: a query whose every key is dropped gets zeros)"),
+        AttrDef("mask_windows", "int", default=0,
+                description="when not 0, the mask applies to the scores viewed as [batch / mask_windows, "
+                            "mask_windows, heads, q_len, k_len] (Swin's shifted windows: batch row b takes "
+                            "the mask of window b % mask_windows)"),
         AttrDef("num_heads", "int", description="query heads (1 in layout BSH, heads folded into the batch)"),
         AttrDef("num_kv_heads", "int", description="key/value heads; fewer than num_heads: grouped-query"),
         AttrDef("layout", "string", description="axes of q, k, v and y: " + ", ".join(LAYOUTS)),

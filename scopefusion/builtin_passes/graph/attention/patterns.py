@@ -70,8 +70,8 @@ SCORES = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s"
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     """``scores`` after up to ``steps`` masking steps (the op labelled ``step<n>``, step ``n`` the
-    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)`` or GPT-2's
-    ``x * band - c * (1 - band)``."""
+    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)``, GPT-2's
+    ``x * band - c * (1 - band)`` or a term added to the scores viewed per window."""
     if steps == 0:
         return scores
     inner = logits(scores, steps - 1)
@@ -79,10 +79,15 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     band = op("Sub", op("Mul", inner, f"$band{n}"),
               op("Mul", const(where=_scalar, label=f"band_c{n}"), op("Sub", const(1.0), f"$band{n}")),
               label=f"step{n}")
+    # Swin's shifted windows: the scores viewed as [batch / windows, windows, ..] by a Reshape, a
+    # term added per window, reshaped back (the pass checks that the views only split the batch)
+    windowed = op("Reshape", op(ADD, op("Reshape", inner, ANY, label=f"window_split{n}"), f"$term{n}",
+                                label=f"step{n}"), ANY, label=f"window_merge{n}")
     return one_of(
         op(ADD, inner, f"$term{n}", label=f"step{n}"),
         op(SELECT, f"$keep{n}", inner, const(where=_scalar, label=f"fill{n}"), label=f"step{n}"),
         band,
+        windowed,
         inner,
     )
 

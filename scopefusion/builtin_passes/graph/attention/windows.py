@@ -1,0 +1,64 @@
+"""A term added to the scores viewed per window (Swin's shifted-window mask): ``Reshape`` of the
+scores ``[batch, ..]`` to ``[batch / windows, windows, ..]``, the term added, ``Reshape`` back.
+
+The two views only split the batch axis and merge it again, every other axis kept; then the
+term added in the split view is the op's mask added to the scores of window ``b % windows``
+(attribute ``mask_windows``).  Told from the graph's own shapes (:mod:`.dims`), and where those
+do not tell them (Swin computes every view's shape from ``Shape`` ops of its input, through
+convolutions), from TensorFlow's shape inference, asked only then (``GraphView.static_shape``);
+never guessed: an axis the views change, or a number of windows no shape tells, is refused
+with the reason.
+"""
+from __future__ import annotations
+
+from ....core.fusion.refusal import fail
+from ....core.graph.matching import PatternMatch
+from ....core.graph.vocabulary import CONTROL
+from ....core.graph.view import GraphView
+from .dims import Tensor, shape
+
+
+def windows(match: PatternMatch, n: int) -> int:
+    """The number of windows of the windowed step ``n``; refused (:func:`fail`) otherwise."""
+    view = match.view
+    split, merge = match.nodes[f"window_split{n}"], match.nodes[f"window_merge{n}"]
+    scores = next(t for t in view.index.inputs[split] if t[1] != CONTROL)
+    before, grouped, after = (_shape(view, t) for t in (scores, (split, 0), (merge, 0)))
+    term = _shape(view, match.tensor(f"term{n}"))
+    name = match.name(f"window_split{n}")
+    if before is None or grouped is None or after is None or term is None:
+        fail(f"cannot tell the shapes around the windowed view {name!r}")
+    if len(grouped) != len(before) + 1 or len(after) != len(before):
+        fail(f"{name!r} views the scores of rank {len(before)} with rank {len(grouped)}, and back with "
+             f"rank {len(after)}: not the batch split into windows")
+    rest = before[1:]
+    if None in rest or None in grouped[2:] or None in after[1:]:
+        fail(f"cannot tell that the windowed view {name!r} splits only the batch: the shapes "
+             f"{before} -> {grouped} -> {after} are not all known")
+    if grouped[2:] != rest or after[1:] != rest:
+        fail(f"the windowed view {name!r} changes other axes than the batch ({before} -> {grouped} -> {after})")
+    count = grouped[1]
+    if count is None or count < 1:
+        fail(f"cannot tell the number of windows of {name!r} ({grouped})")
+    known = [d for d in (before[0], after[0]) if d is not None]
+    if grouped[0] is not None and any(d != grouped[0] * count for d in known):
+        fail(f"{name!r} splits a batch of {known[0]} into {grouped[0]} x {count}")
+    if len(term) > len(grouped) or any(t not in (1, g) for t, g in zip(reversed(term), reversed(grouped),
+                                                                          strict=False)):
+        fail(f"the term {match.tensor_name(f'term{n}')!r} of shape {term} does not broadcast to the windowed "
+             f"scores {grouped}")
+    return count
+
+
+def _shape(view: GraphView, tensor: Tensor) -> list[int | None] | None:
+    """The shape by the local rules, completed by TensorFlow's shape inference when they leave
+    an axis unknown."""
+    local = shape(view, tensor)
+    if local is not None and None not in local:
+        return local
+    inferred = view.static_shape(tensor)
+    if inferred is None or (local is not None and len(local) != len(inferred)):
+        return local
+    if local is None:
+        return inferred
+    return [a if a is not None else b for a, b in zip(local, inferred, strict=True)]

@@ -241,6 +241,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
     * ``rsqrt_scale``: ``q @ k^T * rsqrt(d)``, d a constant cast in the graph;
     * ``other_scale``: ``q @ k^T * 0.3``: any scalar is the scale the op carries;
     * ``band_part_causal``: ``where(band_part(ones, -1, 0) > 0, s, -1e9)``, exactly causal;
+    * ``windowed_mask``: a relative position bias added, then (as Swin's shifted windows) a mask
+      per window added to the scores viewed ``[batch / 2, 2, heads, q, k]`` and viewed back;
     * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))`` (the softmax pass makes it a
       ``Softmax`` in the graph stage, the attention pass then takes it);
     * look-alikes: ``wrong_axis`` (softmax over the queries), ``not_causal`` (GPT-2's
@@ -274,6 +276,10 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
             keep = tf.linalg.band_part(tf.ones([6, 6]), -1, 0) > 0
             s = tf.where(keep, s, -1e9)
             causal = True
+        if which == "windowed_mask":  # Swin: a relative position bias, then a mask per window
+            s = s + rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32)
+            windows = np.where(rng.uniform(size=(2, 6, 6)) < 0.3, -100.0, 0.0).astype(np.float32)
+            s = tf.reshape(tf.reshape(s, [1, 2, 2, 6, 6]) + windows[None, :, None], [2, 2, 6, 6])
         if which == "not_causal":
             i, j = tf.range(6)[:, None], tf.range(6)
             b = tf.cast(i + 1 >= j, tf.float32)  # one key beyond the query
@@ -297,13 +303,16 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
                 "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
+    if which == "windowed_mask":
+        attrs.update(mask_windows=2, optional_inputs=["mask", "bias"])
     look_alike = which in refusals
     return traced(f"hand_written[{which}]", fn, {"x": am._spec([2, 6, 16], "x")}, seed,
                   attentions=0 if look_alike else 1, attrs={} if look_alike else attrs,
                   refusal=refusals.get(which))
 
 
-HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written")
+HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written",
+                      "windowed_mask")
 ATTENTION_FORMS.update({f"hand_written_{w}": (lambda w=w: hand_written(w)) for w in HAND_WRITTEN_FORMS})
 ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
     w: (lambda w=w: hand_written(w))

@@ -59,3 +59,22 @@ def test_backbone_attention_is_fused(key):
 @pytest.mark.parametrize("key", list(ab.MODEL_GARDEN_FORMS))
 def test_model_garden_attention_is_fused(key, model_garden_site):
     check(model(key))
+
+
+def test_a_mask_per_window_in_the_reference():
+    """``mask_windows``: batch row b takes the mask of window b % windows, against numpy."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(6, 2, 4, 8)).astype(np.float32) for _ in range(3))
+    mask = rng.normal(size=(1, 3, 1, 4, 4)).astype(np.float32)
+    (y,) = REGISTRY.fused_ops[OP].reference(tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(mask),
+                                            scale=0.5, is_causal=False, mask_fill=-1e9, zero_dropped=False,
+                                            mask_windows=3, num_heads=2, num_kv_heads=2, layout="BNSH",
+                                            transpose_q=False, transpose_k=False, T=tf.float32, Tmask=tf.float32,
+                                            softmax_dtype=tf.float32)
+    s = 0.5 * q @ np.swapaxes(k, -1, -2) + mask[0][np.arange(6) % 3]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), p @ v, atol=1e-5)

@@ -73,10 +73,6 @@ ATTENTION = FusedOpDef(
         AttrDef("zero_dropped", "bool", default=False,
                 description="after the softmax, the keys a boolean mask drops weigh 0 (Keras' masked "
                             "softmax: a query whose every key is dropped gets zeros)"),
-        AttrDef("mask_windows", "int", default=0,
-                description="when not 0, the mask applies to the scores viewed as [batch / mask_windows, "
-                            "mask_windows, heads, q_len, k_len] (Swin's shifted windows: batch row b takes "
-                            "the mask of window b % mask_windows)"),
         AttrDef("num_heads", "int", description="query heads (1 in layout BSH, heads folded into the batch)"),
         AttrDef("num_kv_heads", "int", description="key/value heads; fewer than num_heads: grouped-query"),
         AttrDef("layout", "string", description="axes of q, k, v and y: " + ", ".join(LAYOUTS)),
@@ -87,6 +83,10 @@ ATTENTION = FusedOpDef(
         AttrDef("softmax_dtype", "type",
                 description="the dtype the scores are scaled, masked and normalised in: T, or wider (Keras "
                             "under float16: float32), the probabilities then cast back to T"),
+        AttrDef("mask_windows", "int", default=0,
+                description="when not 0, the mask applies to the scores viewed as [batch / mask_windows, "
+                            "mask_windows, heads, q_len, k_len] (Swin's shifted windows: batch row b takes "
+                            "the mask of window b % mask_windows)"),
     ),
     same_shape={},
     reference=attention_reference,

@@ -232,6 +232,10 @@ class NotConstant(Exception):
     """The tensor is not computed from constants by the ops :class:`TensorEvaluator` evaluates."""
 
 
+class DeadBranch(NotConstant):
+    """The tensor lies on the branch of a ``tf.cond`` (``Switch``/``Merge``) its predicate does not take."""
+
+
 def _sizes(shape: np.ndarray) -> list[int]:
     """A shape operand's dimensions, refused past :data:`MAX_EVALUATED_ELEMENTS`."""
     if shape.dtype.kind not in "iu" or shape.ndim > 1:
@@ -291,6 +295,31 @@ def _range(node: Any, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -
     return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
 
 
+def _out_type(node: Any) -> np.dtype:
+    dtype = numpy_dtype(node.attr["out_type"].type) if "out_type" in node.attr else None
+    return np.dtype(str(dtype or "int32"))
+
+
+def _scatter_update(node: Any, x: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> Any:
+    """``tf.tensor_scatter_nd_update``: the slices ``indices`` names replaced by ``updates``."""
+    if indices.dtype.kind not in "iu" or indices.ndim < 1 or indices.shape[-1] > x.ndim:
+        return None
+    out = np.array(x)
+    flat = indices.reshape(-1, indices.shape[-1])
+    values = updates.reshape((flat.shape[0],) + x.shape[indices.shape[-1]:])
+    for where, value in zip(flat, values, strict=True):
+        out[tuple(int(i) for i in where)] = value
+    return out
+
+
+def _reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def apply(node: Any, a: np.ndarray, axes: np.ndarray) -> Any:
+        keep = bool(node.attr["keep_dims"].b) if "keep_dims" in node.attr else False
+        axis = tuple(int(k) for k in axes.reshape(-1))
+        return np.asarray(fn(a, axis=axis, keepdims=keep)).astype(a.dtype)
+    return apply
+
+
 def _integer(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def apply(node: Any, a: np.ndarray, b: np.ndarray) -> Any:
         if a.dtype != b.dtype or a.dtype.kind not in "iu" or not b.all():
@@ -331,6 +360,13 @@ INDEX_RULES: dict[str, Callable[..., Any]] = {
     "LogicalNot": lambda node, a: np.logical_not(a),
     "Select": lambda node, c, a, b: np.where(c, a, b),
     "SelectV2": lambda node, c, a, b: np.where(c, a, b),
+    "Size": lambda node, a: np.array(a.size, dtype=_out_type(node)),
+    "Rank": lambda node, a: np.array(a.ndim, dtype=np.int32),
+    "TensorScatterUpdate": _scatter_update,
+    "Prod": _reduction(np.prod),
+    "Sum": _reduction(np.sum),
+    "Min": _reduction(np.min),
+    "Max": _reduction(np.max),
     "MatrixBandPart": _band_part,
     "MatrixSetDiagV3": _set_diag,
 }
@@ -367,6 +403,8 @@ class TensorEvaluator:
         node, port = tensor
         index = self.view.index
         name, op = index.names[node], index.ops[node]
+        if op in ("Switch", "Merge", "RefSwitch", "RefMerge"):
+            return self._control_flow(node, port)
         if port != 0:
             raise NotConstant(f"{name!r} output {port}")
         value = self.view.const_value_of(node)
@@ -375,6 +413,8 @@ class TensorEvaluator:
                 value = self.value(self._data(node)[0])
             elif op == "Shape":
                 value = self._shape(node)
+            elif op == "StridedSlice" and self.view.index.ops[self._data(node)[0][0]] == "Shape":
+                value = self._shape_slice(node)
             elif op in EVALUATION_RULES:
                 value = self._apply(node, [self.value(t) for t in self._data(node)])
             else:
@@ -385,6 +425,34 @@ class TensorEvaluator:
         if len(self.nodes) > MAX_EVALUATED_NODES:
             raise NotConstant(f"more than {MAX_EVALUATED_NODES} nodes compute it")
         self._values[tensor] = value
+        return value
+
+    def _control_flow(self, node: int, port: int) -> np.ndarray:
+        """A ``tf.cond`` of TensorFlow 1 control flow: ``Switch`` passes its data to output 1 when
+        the predicate holds, else to output 0 (the other output is dead: so is every op reading
+        it); ``Merge`` gives the input that is not dead (output 1: its index)."""
+        index = self.view.index
+        data = self._data(node)
+        if index.ops[node].endswith("Switch"):
+            predicate = self.value(data[1])
+            if predicate.size != 1 or port not in (0, 1):
+                raise NotConstant(f"{index.names[node]!r} has no scalar predicate")
+            if bool(predicate.reshape(-1)[0]) != bool(port):
+                raise DeadBranch(f"{index.names[node]!r} output {port} is not taken")
+            value = self.value(data[0])
+        else:
+            for k, tensor in enumerate(data):
+                try:
+                    value = self.value(tensor)
+                except DeadBranch:
+                    continue
+                if port == 1:
+                    value = np.array(k, dtype=np.int32)
+                break
+            else:
+                raise DeadBranch(f"every input of {index.names[node]!r} is dead")
+        self.nodes.add(node)
+        self._values[(node, port)] = value
         return value
 
     def _apply(self, node: int, values: list[np.ndarray]) -> np.ndarray:
@@ -398,14 +466,40 @@ class TensorEvaluator:
         return np.asarray(value)
 
     def _shape(self, node: int) -> np.ndarray:
-        """A Shape's value: the static shape of what it reads, when every dimension is known."""
-        shape = self.shape_of(self._data(node)[0]) if self.shape_of is not None else None
+        """A Shape's value: the shape of what it reads when that is computed from constants too,
+        else its static shape when every dimension is known."""
+        read = self._data(node)[0]
+        try:
+            return np.array(self.value(read).shape, dtype=_out_type(self.view.index.nodes[node]))
+        except DeadBranch:
+            raise
+        except NotConstant:
+            pass
+        shape = self.shape_of(read) if self.shape_of is not None else None
         if shape is None or None in shape:
             raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
         self.reads_shapes = True
-        attrs = self.view.index.nodes[node].attr
-        out_type = numpy_dtype(attrs["out_type"].type) if "out_type" in attrs else None
-        return np.array([int(d) for d in shape if d is not None], dtype=np.dtype(str(out_type or "int32")))
+        return np.array([int(d) for d in shape if d is not None], dtype=_out_type(self.view.index.nodes[node]))
+
+    def _shape_slice(self, node: int) -> np.ndarray:
+        """A slice of a ``Shape`` (``tf.shape(x)[1]``): the sizes it takes need be known, not all."""
+        shape_node, *rest = self._data(node)
+        try:
+            whole = self.value(shape_node)
+        except DeadBranch:
+            raise
+        except NotConstant:
+            read = self._data(shape_node[0])[0]
+            partial = self.shape_of(read) if self.shape_of is not None else None
+            if partial is None:
+                raise
+            sliced = self._apply(node, [np.array(partial, dtype=object), *(self.value(t) for t in rest)])
+            if any(d is None for d in sliced.reshape(-1)):
+                raise NotConstant(f"the sizes {self.view.index.names[node]!r} takes are not static") from None
+            self.reads_shapes = True
+            self.nodes.add(shape_node[0])
+            return sliced.astype(_out_type(self.view.index.nodes[shape_node[0]]))
+        return self._apply(node, [whole, *(self.value(t) for t in rest)])
 
     def _data(self, node: int) -> list[Tensor]:
         return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]

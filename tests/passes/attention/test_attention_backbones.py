@@ -78,3 +78,20 @@ def test_a_mask_per_window_in_the_reference():
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     np.testing.assert_allclose(y.numpy(), p @ v, atol=1e-5)
+
+
+def test_swin_windows():
+    """transformers ``TFSwinModel``: each block's relative position bias is the op's bias, its
+    window mask (computed in ``tf.cond`` branches, viewed per window by shapes Swin computes
+    from ``Shape`` ops) the op's mask: 4 windows of 4x4 patches in the first stage, 1 in the
+    second.  The views' shape computations stay in the graph, read by nothing fused."""
+    from tests.models import attention_models as atm
+
+    m = atm.transformers_swin()
+    result = scopefusion.fuse(m.graph_def, registry=REGISTRY)
+    nodes = sorted((n for n in result.fused_graph_def.node if n.op == OP), key=lambda n: n.name)
+    assert [attr(n, "mask_windows") for n in nodes] == [4, 4, 1, 1]
+    assert [attr(n, "num_heads") for n in nodes] == [1, 1, 2, 2]
+    assert all(attr(n, "optional_inputs") == ["mask", "bias"] for n in nodes)
+    assert op_count(result.fused_graph_def, "Softmax") == 0
+    assert assert_verifies(m, result) <= 1e-4

@@ -95,7 +95,7 @@ def _attention(match: PatternMatch) -> FusedOp:
         f"scale {scale:.6g}", "causal" if masks.is_causal else "", f"mask {masks.mask}" if masks.mask else "",
         f"bias {masks.bias}" if masks.bias else "", parts.layout) if x)
     return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(absorbed),
-                   description=f"ScaledDotProductAttention ({described})")
+                   view_shapes=frozenset(masks.view_shapes), description=f"ScaledDotProductAttention ({described})")
 
 
 def _dtypes(match: PatternMatch) -> tuple[int, int]:

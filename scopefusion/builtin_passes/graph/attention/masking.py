@@ -37,6 +37,7 @@ class Masking:
     fill: float | None = None
     zero_dropped: bool = False  # the probabilities of dropped keys are zeroed after the softmax
     windows: int = 0  # the mask is added to the scores viewed per window (Swin)
+    view_shapes: set[tuple[int, int]] = field(default_factory=set)  # the shapes of those views
     absorbed: set[int] = field(default_factory=set)
     dropped: list[str] = field(default_factory=list)  # scalar shifts left out
 
@@ -108,7 +109,7 @@ def masking(match: PatternMatch) -> Masking:
             if f"window_split{n}" in match.nodes:  # a term added per window
                 if out.windows:
                     fail("two windowed masks")
-                out.windows = windows(match, n)
+                out.windows, out.view_shapes = windows(match, n)
                 steps.append(("window", f"term{n}"))
                 continue
             if value is not None and value.size == 1:

@@ -12,14 +12,17 @@ with the reason.
 from __future__ import annotations
 
 from ....core.fusion.refusal import fail
+from ....core.graph.constant_eval import NotConstant
 from ....core.graph.matching import PatternMatch
 from ....core.graph.vocabulary import CONTROL
 from ....core.graph.view import GraphView
-from .dims import Tensor, shape
+from .dims import Tensor, evaluator, shape
 
 
-def windows(match: PatternMatch, n: int) -> int:
-    """The number of windows of the windowed step ``n``; refused (:func:`fail`) otherwise."""
+def windows(match: PatternMatch, n: int) -> tuple[int, set[Tensor]]:
+    """The number of windows of the windowed step ``n`` and the shape operands of its two
+    views (the fused op need not take them: what they do is checked here); refused
+    (:func:`fail`) otherwise."""
     view = match.view
     split, merge = match.nodes[f"window_split{n}"], match.nodes[f"window_merge{n}"]
     scores = next(t for t in view.index.inputs[split] if t[1] != CONTROL)
@@ -47,15 +50,20 @@ def windows(match: PatternMatch, n: int) -> int:
                                                                           strict=False)):
         fail(f"the term {match.tensor_name(f'term{n}')!r} of shape {term} does not broadcast to the windowed "
              f"scores {grouped}")
-    return count
+    shapes = {[t for t in view.index.inputs[node] if t[1] != CONTROL][1] for node in (split, merge)}
+    return count, shapes
 
 
 def _shape(view: GraphView, tensor: Tensor) -> list[int | None] | None:
-    """The shape by the local rules, completed by TensorFlow's shape inference when they leave
-    an axis unknown."""
+    """The shape by the local rules, or of the value when the tensor is computed from constants,
+    completed by TensorFlow's shape inference when those leave an axis unknown."""
     local = shape(view, tensor)
     if local is not None and None not in local:
         return local
+    try:  # a term computed from constants (Swin's mask): the shape of its value
+        return list(evaluator(view).value(tensor).shape)
+    except NotConstant:
+        pass
     inferred = view.static_shape(tensor)
     if inferred is None or (local is not None and len(local) != len(inferred)):
         return local

@@ -43,11 +43,11 @@ def transformers_wav2vec2(num_layers: int = 2, seed: int = 0) -> AttentionModel:
 def keras_hub_gemma(num_layers: int = 2, seed: int = 0) -> AttentionModel:
     """keras-hub ``GemmaBackbone``: 2 query heads sharing 1 key/value head, head size 8, the
     query scaled by ``head_dim**-0.5`` before the product, causal and padding masks (Keras'
-    masked softmax), no logit soft-capping (the default).
-
-    Not fused yet, so in no form list: Keras computes the grouped einsum
-    ``btkgh,bskh->bkgts`` as a ``BatchMatMul`` of q viewed ``[batch, kv_heads, groups * q_len,
-    size]`` and views the scores ``[batch, kv_heads, groups, q_len, k_len]`` for the masks."""
+    masked softmax), no logit soft-capping (the default).  Keras computes the grouped einsum
+    ``btkgh,bskh->bkgts`` as a batch matmul of q viewed ``[batch, kv_heads, groups * q_len,
+    size]`` (the op's q, ``query_groups`` 2: 2 heads on 1 kv head) and views the scores
+    ``[batch, kv_heads, groups, q_len, k_len]`` for the masks and the softmax.  The query is
+    scaled by ``head_dim**-0.5`` before those views: the scale is inside q (``scale`` 1)."""
     import keras
     import keras_hub
 
@@ -61,12 +61,14 @@ def keras_hub_gemma(num_layers: int = 2, seed: int = 0) -> AttentionModel:
         return backbone(features, training=False)
 
     return traced("keras_hub_gemma", fn, ids("token_ids", "padding_mask"), seed, int_range=(0, 2),
-                  attentions=num_layers, attrs={"num_heads": 2, "num_kv_heads": 1, "is_causal": False,
-                                                "scale": 8 ** -0.5})
+                  attentions=num_layers, attrs={"num_heads": 2, "num_kv_heads": 1, "query_groups": 2,
+                                                "is_causal": False, "scale": 1.0, "layout": "BNSH",
+                                                "zero_dropped": True, "optional_inputs": ["mask"]})
 
 
 BACKBONE_FORMS: dict[str, Callable[[], AttentionModel]] = {
     "transformers_wav2vec2": transformers_wav2vec2,
+    "keras_hub_gemma": keras_hub_gemma,
 }
 
 

@@ -1,5 +1,7 @@
 """AttentionFusionPass on more real attention (``tests.models.attention_backbones``):
-transformers ``TFWav2Vec2Model`` (heads folded into the batch) and TF Model Garden's
+transformers ``TFWav2Vec2Model`` (heads folded into the batch), keras-hub ``GemmaBackbone``
+(grouped-query: Keras' grouped einsum, ``query_groups``), transformers ``TFSwinModel``
+(windows: ``mask_windows``) and TF Model Garden's
 ``TransformerEncoderBlock`` (a padding mask, a causal mask shared by the blocks) and
 ``BertEncoderV2``.  Each: exactly one ``ScaledDotProductAttention`` per attention softmax, no
 softmax and no refusal left, the attributes the code sets, verified against the original
@@ -95,3 +97,29 @@ def test_swin_windows():
     assert all(attr(n, "optional_inputs") == ["mask", "bias"] for n in nodes)
     assert op_count(result.fused_graph_def, "Softmax") == 0
     assert assert_verifies(m, result) <= 1e-4
+
+
+def test_query_groups_in_the_reference():
+    """``query_groups``: q holds each kv head's query heads along its rows; against numpy, with a
+    mask in the scores' grouped view."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    b, kv, groups, t, s, h = 2, 2, 3, 4, 5, 8
+    q = rng.normal(size=(b, kv, groups * t, h)).astype(np.float32)
+    k, v = (rng.normal(size=(b, kv, s, h)).astype(np.float32) for _ in range(2))
+    mask = rng.integers(0, 2, size=(b, 1, 1, t, s)).astype(bool)
+    mask[..., 0] = True
+    (y,) = REGISTRY.fused_ops[OP].reference(tf.constant(q), tf.constant(k), tf.constant(v), tf.constant(mask),
+                                            scale=0.7, is_causal=False, mask_fill=-1e9, zero_dropped=False,
+                                            query_groups=groups, num_heads=kv * groups, num_kv_heads=kv,
+                                            layout="BNSH", transpose_q=False, transpose_k=False, T=tf.float32,
+                                            Tmask=tf.bool, softmax_dtype=tf.float32)
+    q5 = q.reshape(b, kv, groups, t, h)  # [batch, kv head, group, query, size]
+    scores = 0.7 * np.einsum("bkgth,bksh->bkgts", q5, k)
+    scores = np.where(mask, scores, -1e9)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    expected = np.einsum("bkgts,bksh->bkgth", p, v).reshape(b, kv, groups * t, h)
+    np.testing.assert_allclose(y.numpy(), expected, atol=1e-5)

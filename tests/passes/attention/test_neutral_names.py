@@ -33,7 +33,8 @@ CASES = {
     "transformers_mistral": (atm.transformers_mistral, (LAYERS, 2 * LAYERS, LAYERS, 2 * LAYERS)),
     "keras_hub_llama": (lambda: atm.keras_hub_backbone("llama"), (LAYERS, 2 * LAYERS, LAYERS, 2 * LAYERS)),
     "keras_mha_both": (lambda: atm.keras_mha("both"), (LAYERS, 0, 0, 0)),
-    "keras_hub_gemma": (lambda: rm.keras_hub_backbone("gemma"), (0, 2 * LAYERS, LAYERS, 2 * LAYERS)),
+    # grouped-query attention as Keras' grouped einsum, GeGLU
+    "keras_hub_gemma": (lambda: rm.keras_hub_backbone("gemma"), (LAYERS, 2 * LAYERS, LAYERS, 2 * LAYERS)),
 }
 
 

@@ -9,7 +9,7 @@ mask computed from constants only whose value is exactly causal becomes ``is_cau
 (its nodes go with the fused op); any other mask stays an input.  The op applies, in
 this order, a bias, the causal mask, one mask; the steps of the graph must come in that
 order (two additive terms: the first is the bias), or the match is refused.  A term added
-to the scores viewed per window (Swin, :mod:`.windows`) can only be that mask.
+to the scores viewed per window (Swin, :mod:`.views`) can only be that mask.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ....core.graph.matching import PatternMatch
 from ....core.graph.constant_eval import NotConstant
 from .dims import evaluator, shape
 from .patterns import MAX_STEPS
-from .windows import windows
+from .views import windows
 from ....core.fusion.plan import is_const_like
 from ....core.graph.vocabulary import ADD_OPS, CONTROL
 

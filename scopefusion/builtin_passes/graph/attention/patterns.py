@@ -65,7 +65,10 @@ PRODUCT = op(PRODUCTS, scaled("$q", "q"), KEY, label="scores")
 #: the product, or its transpose over the last two axes (keras-hub computes k q^T, then transposes),
 #: or a Cast of it (Keras under float16 computes its softmax in float32)
 _PRODUCT = one_of(PRODUCT, op("Transpose", PRODUCT, const(label="scores_perm"), label="scores_transpose"))
-SCORES = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s")
+_SCALED = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s")
+#: the scaled scores, or (Keras' grouped einsum as a batch matmul: the query heads of each kv head
+#: stacked along the rows) viewed ``[.., kv_heads, groups, q_len, k_len]`` for the masks and softmax
+SCORES = one_of(op("Reshape", _SCALED, ANY, label="rows_split"), _SCALED)
 
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
@@ -95,7 +98,9 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
 SOFTMAX = one_of(op("Softmax", logits(SCORES), label="softmax"),
                  op("Cast", op("Softmax", logits(SCORES), label="softmax"), label="probs_cast"))
 #: the probabilities, or Keras' masked softmax zeroing the dropped keys' after it: where(keep, p, 0)
-PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
+_PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
+#: the probabilities, viewed back as the scores were before the softmax (``rows_split``)
+PROBS = one_of(op("Reshape", _PROBS, ANY, label="rows_merge"), _PROBS)
 ATTENTION_PATTERN = OpPattern("ScaledDotProductAttention", op(PRODUCTS, PROBS, "$v", label="context"))
 
 # Look-alikes, matched only to be refused with the reason: an op between the softmax and the

@@ -256,7 +256,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
       scores multiplied by a constant matrix, not a scalar), ``op_between`` (the
       probabilities squared before the product with v), ``dropout`` (``tf.nn.dropout`` left
       in the graph), ``k_not_transposed`` (``q @ k`` of square heads), ``window_not_batch``
-      (a term added to the scores viewed with the queries split, not the batch).
+      (a term added to the scores viewed with the queries split, not the batch), ``key_parts``
+      (the scores viewed with the keys split in two, the softmax over each part).
     """
     import tensorflow as tf
 
@@ -294,6 +295,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
             i, j = tf.range(6)[:, None], tf.range(6)
             b = tf.cast(i + 1 >= j, tf.float32)  # one key beyond the query
             s = s * b - 1e4 * (1 - b)
+        if which == "key_parts":  # the scores viewed with the keys split: a softmax over parts of them
+            s = tf.reshape(s, [2, 2, 6, 2, 3])
         if which == "softmax_hand_written":
             e = tf.exp(s - tf.reduce_max(s, -1, keepdims=True))
             p = e / tf.reduce_sum(e, -1, keepdims=True)
@@ -301,6 +304,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
             p = tf.nn.softmax(s, axis=-2)
         else:
             p = tf.nn.softmax(s)
+        if which == "key_parts":
+            p = tf.reshape(p, [2, 2, 6, 6])
         if which == "op_between":
             p = p * p
         if which == "dropout":
@@ -311,6 +316,7 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
     refusals = {"wrong_axis": "another axis", "not_causal": "not the causal triangle", "matrix_scale": "not a scalar",
                 "op_between": "lies between the softmax", "dropout": "dropout",
                 "window_not_batch": "changes other axes than the batch",
+                "key_parts": "does not split the rows of the scores into query groups",
                 "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
@@ -328,7 +334,7 @@ ATTENTION_FORMS.update({f"hand_written_{w}": (lambda w=w: hand_written(w)) for w
 ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
     w: (lambda w=w: hand_written(w))
     for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed",
-              "window_not_batch")
+              "window_not_batch", "key_parts")
 }
 
 

@@ -7,7 +7,8 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["KERAS_BACKEND"] = "tensorflow"  # Keras 3 models in the corpus are traced as TF graphs
-pytest_plugins = ["tests.helpers.installed_plugins"]  # fixtures plugin_dirs, use_plugins
+pytest_plugins = ["tests.helpers.installed_plugins",  # fixtures plugin_dirs, use_plugins
+                  "tests.helpers.model_garden"]  # fixture model_garden_site
 
 from tests.models.model_builders import FrozenModel, bert_style_encoder  # noqa: E402
 

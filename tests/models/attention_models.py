@@ -141,8 +141,12 @@ def transformers_clip_text(num_layers: int = 2, seed: int = 0) -> AttentionModel
 
 
 def transformers_swin(seed: int = 0) -> AttentionModel:
-    """``TFSwinModel``: window attention with a relative position bias, shifted windows with
-    their mask, on 32x32 images (two stages of one block each... depths [2, 2])."""
+    """``TFSwinModel`` on 32x32 images, patches of 4, windows of 4x4, depths [2, 2] (1 then 2
+    heads of 8): window attention with a relative position bias (the op's ``bias``) and the
+    window mask (zero for an unshifted block, -100 across the shifted windows' seams), added
+    to the scores viewed per window and viewed back: the op's ``mask`` with ``mask_windows``
+    4 in the first stage (8x8 patches), 1 in the second (4x4).  Swin computes every view's
+    shape from ``Shape`` ops, its mask in ``tf.cond`` branches."""
     import tensorflow as tf
     import tf_keras
     from transformers import SwinConfig, TFSwinModel
@@ -154,7 +158,8 @@ def transformers_swin(seed: int = 0) -> AttentionModel:
     model = TFSwinModel(config, name="swin", add_pooling_layer=False)
     specs = {"pixel_values": tf.TensorSpec([2, 3, 32, 32], tf.float32, name="pixel_values")}
     return _transformers("transformers_swin", model, specs, seed, attentions=sum(config.depths),
-                         attrs={"is_causal": False})
+                         attrs={"is_causal": False, "scale": 1 / np.sqrt(8), "layout": "BNSH",
+                                "optional_inputs": ["mask", "bias"]})
 
 
 # ------------------------------------------------------------------ Keras MultiHeadAttention
@@ -214,6 +219,7 @@ ATTENTION_FORMS: dict[str, Callable[[], AttentionModel]] = {
     "transformers_vit": transformers_vit,
     "transformers_mistral": transformers_mistral,
     "transformers_clip_text": transformers_clip_text,
+    "transformers_swin": transformers_swin,
     **{f"{lib}_mha_{mask}": (lambda lib=lib, mask=mask: keras_mha(mask, lib))
        for lib in ("keras", "tf_keras") for mask in ("none", "padding", "causal", "both")},
     **{f"keras_mha_{mask}_{policy}": (lambda mask=mask, policy=policy: keras_mha(mask, policy=policy))
@@ -241,13 +247,17 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
     * ``rsqrt_scale``: ``q @ k^T * rsqrt(d)``, d a constant cast in the graph;
     * ``other_scale``: ``q @ k^T * 0.3``: any scalar is the scale the op carries;
     * ``band_part_causal``: ``where(band_part(ones, -1, 0) > 0, s, -1e9)``, exactly causal;
+    * ``windowed_mask``: a relative position bias added, then (as Swin's shifted windows) a mask
+      per window added to the scores viewed ``[batch / 2, 2, heads, q, k]`` and viewed back;
     * ``softmax_hand_written``: ``exp(s - max s) / sum(exp(...))`` (the softmax pass makes it a
       ``Softmax`` in the graph stage, the attention pass then takes it);
     * look-alikes: ``wrong_axis`` (softmax over the queries), ``not_causal`` (GPT-2's
       ``w * b - 1e4 * (1 - b)`` with a band that keeps one key more), ``matrix_scale`` (the
       scores multiplied by a constant matrix, not a scalar), ``op_between`` (the
       probabilities squared before the product with v), ``dropout`` (``tf.nn.dropout`` left
-      in the graph), ``k_not_transposed`` (``q @ k`` of square heads).
+      in the graph), ``k_not_transposed`` (``q @ k`` of square heads), ``window_not_batch``
+      (a term added to the scores viewed with the queries split, not the batch), ``key_parts``
+      (the scores viewed with the keys split in two, the softmax over each part).
     """
     import tensorflow as tf
 
@@ -274,10 +284,19 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
             keep = tf.linalg.band_part(tf.ones([6, 6]), -1, 0) > 0
             s = tf.where(keep, s, -1e9)
             causal = True
+        if which == "windowed_mask":  # Swin: a relative position bias, then a mask per window
+            s = s + rng.normal(0, 1, (1, 2, 6, 6)).astype(np.float32)
+            windows = np.where(rng.uniform(size=(2, 6, 6)) < 0.3, -100.0, 0.0).astype(np.float32)
+            s = tf.reshape(tf.reshape(s, [1, 2, 2, 6, 6]) + windows[None, :, None], [2, 2, 6, 6])
+        if which == "window_not_batch":  # the view splits the queries, not the batch
+            term = rng.normal(0, 1, (2, 3, 6)).astype(np.float32)
+            s = tf.reshape(tf.reshape(s, [2, 2, 2, 3, 6]) + term, [2, 2, 6, 6])
         if which == "not_causal":
             i, j = tf.range(6)[:, None], tf.range(6)
             b = tf.cast(i + 1 >= j, tf.float32)  # one key beyond the query
             s = s * b - 1e4 * (1 - b)
+        if which == "key_parts":  # the scores viewed with the keys split: a softmax over parts of them
+            s = tf.reshape(s, [2, 2, 6, 2, 3])
         if which == "softmax_hand_written":
             e = tf.exp(s - tf.reduce_max(s, -1, keepdims=True))
             p = e / tf.reduce_sum(e, -1, keepdims=True)
@@ -285,6 +304,8 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
             p = tf.nn.softmax(s, axis=-2)
         else:
             p = tf.nn.softmax(s)
+        if which == "key_parts":
+            p = tf.reshape(p, [2, 2, 6, 6])
         if which == "op_between":
             p = p * p
         if which == "dropout":
@@ -294,20 +315,26 @@ def hand_written(which: str, seed: int = 0) -> AttentionModel:
 
     refusals = {"wrong_axis": "another axis", "not_causal": "not the causal triangle", "matrix_scale": "not a scalar",
                 "op_between": "lies between the softmax", "dropout": "dropout",
+                "window_not_batch": "changes other axes than the batch",
+                "key_parts": "does not split the rows of the scores into query groups",
                 "k_not_transposed": "without transposing"}
     attrs = {"scale": {"scale_on_k": d ** -0.5, "rsqrt_scale": d ** -0.5, "other_scale": 0.3}.get(which, d ** -0.5),
              "is_causal": which == "band_part_causal", "num_heads": 2, "num_kv_heads": 2, "layout": "BNSH"}
+    if which == "windowed_mask":
+        attrs.update(mask_windows=2, optional_inputs=["mask", "bias"])
     look_alike = which in refusals
     return traced(f"hand_written[{which}]", fn, {"x": am._spec([2, 6, 16], "x")}, seed,
                   attentions=0 if look_alike else 1, attrs={} if look_alike else attrs,
                   refusal=refusals.get(which))
 
 
-HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written")
+HAND_WRITTEN_FORMS = ("scale_on_k", "rsqrt_scale", "other_scale", "band_part_causal", "softmax_hand_written",
+                      "windowed_mask")
 ATTENTION_FORMS.update({f"hand_written_{w}": (lambda w=w: hand_written(w)) for w in HAND_WRITTEN_FORMS})
 ATTENTION_LOOK_ALIKES: dict[str, Callable[[], AttentionModel]] = {
     w: (lambda w=w: hand_written(w))
-    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed")
+    for w in ("wrong_axis", "not_causal", "matrix_scale", "op_between", "dropout", "k_not_transposed",
+              "window_not_batch", "key_parts")
 }
 
 

@@ -64,6 +64,8 @@ class FusionCandidate:
     where: list[str] = field(default_factory=list)  # the scopes, or the matched node, for reports
     description: str = ""
     order: int = 0  # priority among candidates of one stage: lower wins conflicts
+    #: shape operands of removed Reshape nodes the fused op need not take (``FusedOp.view_shapes``)
+    view_shapes: frozenset[Tensor] = frozenset()
 
     @property
     def has_inner_graph(self) -> bool:

@@ -296,6 +296,8 @@ def _outside_reads(
                 continue
             if (p, port) in fed_tensors or is_const_like(index, p) or _copies_fed(index, p, port, fed_tensors):
                 continue
+            if (p, port) in candidate.view_shapes and _reads_as_shape(index, d, (p, port)):
+                continue  # a view's shape the pass checked: the fused op computes without it
             raise Refused(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "
                 f"the result, but the fused op does not take it as an input"
@@ -318,6 +320,12 @@ def _copied(index: GraphIndex, tensor: tuple[int, int]) -> tuple[int, int]:
             break
         tensor = data[0]
     return tensor
+
+
+def _reads_as_shape(index: GraphIndex, d: int, tensor: tuple[int, int]) -> bool:
+    """Whether node ``d`` is a Reshape reading ``tensor`` as its shape operand (only)."""
+    data = [t for t in index.inputs[d] if t[1] != CONTROL]
+    return index.ops[d] == "Reshape" and len(data) == 2 and data[1] == tensor and data[0] != tensor
 
 
 def _copies_fed(index: GraphIndex, p: int, port: int, fed: set[tuple[int, int]]) -> bool:

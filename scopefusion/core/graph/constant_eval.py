@@ -9,6 +9,13 @@ pattern's ``const()`` sees the value whatever chain produced it.
 
 Bounds: a folded subgraph holds at most :data:`MAX_FOLDED_NODES` nodes and a computed value
 at most :data:`MAX_FOLDED_ELEMENTS` elements; past either, the tensor is no constant here.
+
+A pass that asks a question about a value (is this mask exactly causal, does this chain of
+copies repeat its input per head) evaluates more: :class:`TensorEvaluator` computes any
+output of a node from constants, the index arithmetic masks are built from as well
+(``constant_rules.INDEX_RULES``: ``Range``, ``StridedSlice``, comparisons, ``Select``, ``Cumsum``, a
+band part ...), a ``Shape`` from the static shape its caller tells, and values given for
+some tensors (a probe), saying why when a tensor is not computed from constants.
 """
 from __future__ import annotations
 
@@ -16,10 +23,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .constant_rules import INDEX_RULES, MAX_EVALUATED_ELEMENTS, out_type
 from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import GraphIndex
+    from .view import GraphView
 
 #: A folded constant is computed from at most this many nodes.
 MAX_FOLDED_NODES = 32
@@ -210,3 +219,152 @@ class ConstantFolder:
         except (TypeError, ValueError, OverflowError):  # a wrong input count or values numpy rejects
             return None
         return None if value is None else np.array(value)
+
+
+# ---------------------------------------------------------------- tensor evaluation
+
+#: At most this many nodes compute an evaluated tensor.
+MAX_EVALUATED_NODES = 200
+
+
+class NotConstant(Exception):
+    """The tensor is not computed from constants by the ops :class:`TensorEvaluator` evaluates."""
+
+
+class DeadBranch(NotConstant):
+    """The tensor lies on the branch of a ``tf.cond`` (``Switch``/``Merge``) its predicate does not take."""
+
+
+#: Every op :class:`TensorEvaluator` computes (besides forwarding ops and ``Shape``).
+EVALUATION_RULES: dict[str, Callable[..., Any]] = {**FOLDING_RULES, **INDEX_RULES}
+
+Tensor = tuple[int, int]
+
+
+class TensorEvaluator:
+    """Values of a graph's tensors computed from constants, each computed once, and the nodes
+    used (:attr:`nodes`).
+
+    ``shape_of(tensor)`` tells a tensor's static shape (a list of sizes, None for an unknown
+    one) for the ``Shape`` ops on the way; reading one sets :attr:`reads_shapes` (those nodes
+    read a graph tensor: they cannot go with a fused op).  ``given`` are values to take for
+    some tensors instead of computing them (a probe).
+    """
+
+    def __init__(self, view: "GraphView", shape_of: Callable[[Tensor], "list[int | None] | None"] | None = None,
+                 given: dict[Tensor, np.ndarray] | None = None) -> None:
+        self.view = view
+        self.shape_of = shape_of
+        self.given = dict(given or {})
+        self.nodes: set[int] = set()
+        self.reads_shapes = False
+        self._values: dict[Tensor, np.ndarray] = {}
+
+    def value(self, tensor: Tensor) -> np.ndarray:
+        """The value of ``tensor``; raises :class:`NotConstant` saying why it has none."""
+        known = self._values.get(tensor, self.given.get(tensor))
+        if known is not None:
+            return known
+        node, port = tensor
+        index = self.view.index
+        name, op = index.names[node], index.ops[node]
+        if op in ("Switch", "Merge", "RefSwitch", "RefMerge"):
+            return self._control_flow(node, port)
+        if port != 0:
+            raise NotConstant(f"{name!r} output {port}")
+        value = self.view.const_value_of(node)
+        if value is None:
+            if op in FORWARDING_OPS:
+                value = self.value(self._data(node)[0])
+            elif op == "Shape":
+                value = self._shape(node)
+            elif op == "StridedSlice" and self.view.index.ops[self._data(node)[0][0]] == "Shape":
+                value = self._shape_slice(node)
+            elif op in EVALUATION_RULES:
+                value = self._apply(node, [self.value(t) for t in self._data(node)])
+            else:
+                raise NotConstant(f"{name!r} is a {op}, which is not evaluated here")
+        if value.size > MAX_EVALUATED_ELEMENTS:
+            raise NotConstant(f"{name!r} has {value.size} elements")
+        self.nodes.update(self.view.constant_chain(node) or [node])
+        if len(self.nodes) > MAX_EVALUATED_NODES:
+            raise NotConstant(f"more than {MAX_EVALUATED_NODES} nodes compute it")
+        self._values[tensor] = value
+        return value
+
+    def _control_flow(self, node: int, port: int) -> np.ndarray:
+        """A ``tf.cond`` of TensorFlow 1 control flow: ``Switch`` passes its data to output 1 when
+        the predicate holds, else to output 0 (the other output is dead: so is every op reading
+        it); ``Merge`` gives the input that is not dead (output 1: its index)."""
+        index = self.view.index
+        data = self._data(node)
+        if index.ops[node].endswith("Switch"):
+            predicate = self.value(data[1])
+            if predicate.size != 1 or port not in (0, 1):
+                raise NotConstant(f"{index.names[node]!r} has no scalar predicate")
+            if bool(predicate.reshape(-1)[0]) != bool(port):
+                raise DeadBranch(f"{index.names[node]!r} output {port} is not taken")
+            value = self.value(data[0])
+        else:
+            for k, tensor in enumerate(data):
+                try:
+                    value = self.value(tensor)
+                except DeadBranch:
+                    continue
+                if port == 1:
+                    value = np.array(k, dtype=np.int32)
+                break
+            else:
+                raise DeadBranch(f"every input of {index.names[node]!r} is dead")
+        self.nodes.add(node)
+        self._values[(node, port)] = value
+        return value
+
+    def _apply(self, node: int, values: list[np.ndarray]) -> np.ndarray:
+        index = self.view.index
+        try:
+            value = EVALUATION_RULES[index.ops[node]](index.nodes[node], *values)
+        except (TypeError, ValueError, IndexError, OverflowError, np.exceptions.AxisError):
+            value = None  # a wrong input count, or values numpy rejects
+        if value is None:
+            raise NotConstant(f"{index.names[node]!r} ({index.ops[node]}) has no value from these inputs")
+        return np.asarray(value)
+
+    def _shape(self, node: int) -> np.ndarray:
+        """A Shape's value: the shape of what it reads when that is computed from constants too,
+        else its static shape when every dimension is known."""
+        read = self._data(node)[0]
+        try:
+            return np.array(self.value(read).shape, dtype=out_type(self.view.index.nodes[node]))
+        except DeadBranch:
+            raise
+        except NotConstant:
+            pass
+        shape = self.shape_of(read) if self.shape_of is not None else None
+        if shape is None or None in shape:
+            raise NotConstant(f"the shape {self.view.index.names[node]!r} reads is not static")
+        self.reads_shapes = True
+        return np.array([int(d) for d in shape if d is not None], dtype=out_type(self.view.index.nodes[node]))
+
+    def _shape_slice(self, node: int) -> np.ndarray:
+        """A slice of a ``Shape`` (``tf.shape(x)[1]``): the sizes it takes need be known, not all."""
+        shape_node, *rest = self._data(node)
+        try:
+            whole = self.value(shape_node)
+        except DeadBranch:
+            raise
+        except NotConstant:
+            read = self._data(shape_node[0])[0]
+            partial = self.shape_of(read) if self.shape_of is not None else None
+            if partial is None:
+                raise
+            sliced = self._apply(node, [np.array(partial, dtype=object), *(self.value(t) for t in rest)])
+            if any(d is None for d in sliced.reshape(-1)):
+                raise NotConstant(f"the sizes {self.view.index.names[node]!r} takes are not static") from None
+            self.reads_shapes = True
+            self.nodes.add(shape_node[0])
+            return sliced.astype(out_type(self.view.index.nodes[shape_node[0]]))
+        return self._apply(node, [whole, *(self.value(t) for t in rest)])
+
+    def _data(self, node: int) -> list[Tensor]:
+        return [t for t in self.view.index.inputs[node] if t[1] != CONTROL]

@@ -33,6 +33,9 @@ class FusedOp:
     ``absorbed`` names more nodes (indices) the fused op replaces besides the match's:
     what the op now knows as an attribute, e.g. a causal mask computed from constants
     (a node still read from outside the result refuses it, as for any member).
+    ``view_shapes`` names tensors ``(node, port)`` that removed ``Reshape`` nodes read as their
+    shape and the pass has shown change nothing the fused op computes (a view it checked
+    splits and merges the batch only): the fused op need not take them.
 
     Instead of one node of ``type``, an inner graph of several new nodes may stand
     for the match: ``inner_nodes`` (inputs name other inner nodes or
@@ -48,6 +51,7 @@ class FusedOp:
     inner_outputs: Mapping[int, str] = field(default_factory=dict)
     description: str = ""
     absorbed: frozenset[int] = frozenset()
+    view_shapes: frozenset[tuple[int, int]] = frozenset()
 
 
 @dataclass(frozen=True)

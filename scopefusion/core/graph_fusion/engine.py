@@ -315,4 +315,5 @@ def to_candidate(match: PatternMatch, fused: FusedOp, *, pass_name: str, order: 
         where=[match.root_name],
         description=fused.description,
         order=order,
+        view_shapes=fused.view_shapes,
     )

@@ -524,30 +524,6 @@ def test_keras_hub_backbones(keras_hub_backbones, registry, name, epsilon):
     _verify(m.graph_def, result, registry, feeds=m.feeds)
 
 
-MODEL_GARDEN = ("tf-models-official==2.20.0", "gin-config==0.5.0")
-
-
-@pytest.fixture(scope="session")
-def model_garden_site(tmp_path_factory) -> str:
-    """TF Model Garden, installed for the tests only: its declared requirements pin an
-    older TensorFlow, so it goes ``--no-deps`` into a directory of its own."""
-    import subprocess
-    import sys
-
-    try:
-        import official.nlp.modeling.networks  # noqa: F401  (already installed)
-        return ""
-    except ImportError:
-        pass
-    target = tmp_path_factory.mktemp("model-garden")
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-           "--target", str(target), *MODEL_GARDEN]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"pip install {' '.join(MODEL_GARDEN)} failed:\n{proc.stderr}"
-    sys.path.insert(0, str(target))
-    return str(target)
-
-
 @pytest.fixture(scope="session")
 def model_garden_bert(model_garden_site) -> Built:
     import tensorflow as tf

@@ -8,9 +8,13 @@ The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
 * ``BatchMatMul`` / ``MatMul`` with k transposed by the product (``adj_y``,
   ``transpose_b``) or by a ``Transpose``, or ``Einsum`` (Keras 3 and tf_keras
   ``MultiHeadAttention``, layout ``BSNH``), either operand first;
-* additive masks and biases, boolean masks applied by ``Select``/``SelectV2`` (Keras'
-  masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants that
-  is exactly causal becomes ``is_causal``;
+* additive masks and biases, a mask added per window (Swin's shifted windows), boolean
+  masks applied by ``Select``/``SelectV2`` (Keras' masked softmax), GPT-2's
+  ``w * b - c * (1 - b)``; a mask computed from constants that is exactly causal becomes
+  ``is_causal`` (unless other nodes read what it is computed from: it then stays an input);
+* grouped-query attention as Keras computes its grouped einsum: each kv head's query heads
+  stacked along the rows of q, the scores viewed per group for the masks and the softmax
+  (``query_groups``, :mod:`.views`);
 * the stock ``Softmax``, however the model wrote it: the pass runs in the ``UBFusion``
   stage, after ``SoftmaxFusionPass`` has turned a softmax written out as ops (openai
   GPT-2's) into that op.
@@ -31,6 +35,7 @@ from .op_def import ATTENTION
 from .patterns import ATTENTION_PATTERN, LOOK_ALIKE_PATTERN
 from .products import Operands, operands
 from .repeat_kv import unrepeated
+from .views import query_groups
 
 #: ops whose presence above a node between the softmax and the product marks dropout
 RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform",
@@ -63,7 +68,14 @@ def _attention(match: PatternMatch) -> FusedOp:
     masks = masking(match)
     heads, kv_heads = _heads(match, parts.q, parts.k, parts.layout)
     absorbed = set(masks.absorbed)
-    kv_heads = _grouped(match, parts, heads, kv_heads, absorbed)
+    groups, group_shapes = query_groups(match)
+    if groups:  # each kv head's query heads stacked along the rows of q
+        if parts.layout != "BNSH" or heads != kv_heads or masks.windows:
+            fail(f"query groups in layout {parts.layout} with {heads} query and {kv_heads} key heads"
+                 + (" and windows" if masks.windows else "") + ": q must be [batch, kv_heads, groups * q_len, size]")
+        heads = kv_heads * groups
+    else:
+        kv_heads = _grouped(match, parts, heads, kv_heads, absorbed)
     inputs = [parts.q, parts.k, parts.v]
     optional = []
     if masks.mask is not None:
@@ -82,6 +94,10 @@ def _attention(match: PatternMatch) -> FusedOp:
         attrs["mask_fill"] = masks.fill
     if masks.zero_dropped:
         attrs["zero_dropped"] = True
+    if masks.windows:
+        attrs["mask_windows"] = masks.windows
+    if groups:
+        attrs["query_groups"] = groups
     if parts.transpose_q:
         attrs["transpose_q"] = True
     if parts.transpose_k:
@@ -92,6 +108,7 @@ def _attention(match: PatternMatch) -> FusedOp:
         f"scale {scale:.6g}", "causal" if masks.is_causal else "", f"mask {masks.mask}" if masks.mask else "",
         f"bias {masks.bias}" if masks.bias else "", parts.layout) if x)
     return FusedOp(ATTENTION.name, inputs=inputs, attrs=attrs, absorbed=frozenset(absorbed),
+                   view_shapes=frozenset(masks.view_shapes | group_shapes),
                    description=f"ScaledDotProductAttention ({described})")
 
 

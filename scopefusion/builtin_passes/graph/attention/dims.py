@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
+from ....core.graph.constant_eval import NotConstant, TensorEvaluator
 from ....core.graph.view import GraphView
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
-from . import folding
 
 Tensor = tuple[int, int]
 
@@ -85,10 +87,18 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
         return dim(view, data[0], int(perm.reshape(-1)[axis]) - perm.size, depth - 1)
     if op == "Reshape":
         target = _evaluated(view, data[1])
-        if target is None or -axis > target.size:
+        if target is None:  # a Pack of sizes some of which are unknown: the one asked for may be known
+            return _packed(view, data[1], axis)
+        if -axis > target.size:
             return None
         size = int(target.reshape(-1)[axis])
         return size if size >= 0 else None
+    if op in ("Pad", "PadV2", "MirrorPad"):
+        paddings = _evaluated(view, data[1])
+        inner = dim(view, data[0], axis, depth - 1)
+        if paddings is None or inner is None or paddings.ndim != 2 or -axis > paddings.shape[0]:
+            return None
+        return inner + int(paddings[axis].sum())
     if op in ELEMENTWISE:
         sizes = []
         for t in data:
@@ -126,12 +136,32 @@ def _dim(view: GraphView, tensor: Tensor, axis: int, depth: int) -> int | None:
     return None
 
 
-def _evaluated(view: GraphView, tensor: Tensor):  # -> np.ndarray | None
+def _packed(view: GraphView, target: Tensor, axis: int) -> int | None:
+    """Size ``axis`` (negative) of a Reshape to ``target`` when that is a ``Pack`` of scalars and
+    the one at ``axis`` is computed from constants (or known shapes)."""
+    index = view.index
+    if target[1] != 0 or index.ops[target[0]] != "Pack":
+        return None
+    sizes = [t for t in index.inputs[target[0]] if t[1] != CONTROL]
+    if -axis > len(sizes):
+        return None
+    value = _evaluated(view, sizes[axis])
+    if value is None or value.size != 1 or int(value.reshape(-1)[0]) < 0:
+        return None
+    return int(value.reshape(-1)[0])
+
+
+def evaluator(view: GraphView, given: dict[Tensor, np.ndarray] | None = None) -> TensorEvaluator:
+    """Values computed from constants, a ``Shape`` told by :func:`shape` (``given``: a probe)."""
+    return TensorEvaluator(view, shape_of=lambda tensor: shape(view, tensor), given=given)
+
+
+def _evaluated(view: GraphView, tensor: Tensor) -> np.ndarray | None:
     """A small integer tensor computed from constants (a Reshape's shape), or None."""
     value = view.const_value_of(tensor[0]) if tensor[1] == 0 else None
     if value is not None:
         return value
     try:
-        return folding.ConstantSubgraph(view).value(tensor)
-    except folding.NotConstant:
+        return evaluator(view).value(tensor)
+    except NotConstant:
         return None

@@ -8,7 +8,8 @@ changes no softmax (transformers' "stable softmax" adds 1e-9) and is dropped.  A
 mask computed from constants only whose value is exactly causal becomes ``is_causal``
 (its nodes go with the fused op); any other mask stays an input.  The op applies, in
 this order, a bias, the causal mask, one mask; the steps of the graph must come in that
-order (two additive terms: the first is the bias), or the match is refused.
+order (two additive terms: the first is the bias), or the match is refused.  A term added
+to the scores viewed per window (Swin, :mod:`.views`) can only be that mask.
 """
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import numpy as np
 
 from ....core.fusion.refusal import fail
 from ....core.graph.matching import PatternMatch
-from .dims import shape
-from .folding import ConstantSubgraph, NotConstant
+from ....core.graph.constant_eval import NotConstant
+from .dims import evaluator, shape
 from .patterns import MAX_STEPS
-from ....core.graph.vocabulary import ADD_OPS
+from .views import windows
+from ....core.fusion.plan import is_const_like
+from ....core.graph.vocabulary import ADD_OPS, CONTROL
 
 
 @dataclass
@@ -33,6 +36,8 @@ class Masking:
     is_causal: bool = False
     fill: float | None = None
     zero_dropped: bool = False  # the probabilities of dropped keys are zeroed after the softmax
+    windows: int = 0  # the mask is added to the scores viewed per window (Swin)
+    view_shapes: set[tuple[int, int]] = field(default_factory=set)  # the shapes of those views
     absorbed: set[int] = field(default_factory=set)
     dropped: list[str] = field(default_factory=list)  # scalar shifts left out
 
@@ -101,6 +106,12 @@ def masking(match: PatternMatch) -> Masking:
         if step in ADD_OPS:
             term = match.tensor(f"term{n}")
             value = match.view.const_value_of(term[0]) if term[1] == 0 else None
+            if f"window_split{n}" in match.nodes:  # a term added per window
+                if out.windows:
+                    fail("two windowed masks")
+                out.windows, out.view_shapes = windows(match, n)
+                steps.append(("window", f"term{n}"))
+                continue
             if value is not None and value.size == 1:
                 out.dropped.append(match.tensor_name(f"term{n}"))
                 continue
@@ -207,7 +218,7 @@ def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int]
     """The nodes computing the keep mask bound to ``name`` when its value is exactly causal
     for these scores (only those no node outside the result reads), else None; with ``why``,
     refused (:func:`fail`) saying why it is not causal instead."""
-    sub = ConstantSubgraph(match.view)
+    sub = evaluator(match.view)
     tensor = match.tensor(name)
     try:
         value = sub.value(tensor)
@@ -221,7 +232,11 @@ def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int]
         if why:
             fail(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) {problem}")
         return None
-    return set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
+    nodes = set() if sub.reads_shapes else _absorbable(match, sub.nodes)
+    if nodes is None and why:
+        fail(f"the band {match.tensor_name(name)!r} of x * b - c * (1 - b) is causal but computed from a "
+             "tensor other nodes read too: it cannot go with the fused op")
+    return nodes
 
 
 #: An additive mask counts as causal when what it adds to a dropped score is at most this:
@@ -234,7 +249,7 @@ def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] |
     """The nodes computing the additive term bound to ``name`` and the value it adds to the
     dropped scores, when it is computed from constants and adds exactly 0 to the scores a
     causal mask keeps and one value (at most :data:`ADDITIVE_CAUSAL_AT_MOST`) to the others."""
-    sub = ConstantSubgraph(match.view)
+    sub = evaluator(match.view)
     try:
         value = sub.value(match.tensor(name))
     except NotConstant:
@@ -247,8 +262,8 @@ def _additive_causal(match: PatternMatch, name: str) -> tuple[set[int], float] |
     keep = np.where(_causal_keep(value.shape[-2], value.shape[-1]), value != 0, False)
     if keep.any() or _not_causal(value == 0, shape(match.view, match.tensor("scores"))) is not None:
         return None
-    nodes = set() if sub.reads_shapes else _only_read_inside(match, sub.nodes)
-    return nodes, float(dropped.reshape(-1)[0])
+    nodes = set() if sub.reads_shapes else _absorbable(match, sub.nodes)
+    return None if nodes is None else (nodes, float(dropped.reshape(-1)[0]))
 
 
 def _causal_keep(rows: int, cols: int) -> np.ndarray:
@@ -278,4 +293,17 @@ def _only_read_inside(match: PatternMatch, nodes: set[int]) -> set[int]:
         outside = {i for i in kept if any(c not in kept and c not in match.members for c, _, _ in consumers[i])}
         kept -= outside
         changed = bool(outside)
+    return kept
+
+
+def _absorbable(match: PatternMatch, nodes: set[int]) -> set[int] | None:
+    """The nodes computing a mask that can go with the fused op (:func:`_only_read_inside`), or
+    None when they cannot: one of them reads a tensor computed outside them that another node
+    reads too (a causal mask shared by several layers), which the op would have to take."""
+    kept = _only_read_inside(match, nodes)
+    index = match.view.index
+    for i in kept:
+        for p, port in index.inputs[i]:
+            if port != CONTROL and p not in kept and p not in match.members and not is_const_like(index, p):
+                return None
     return kept

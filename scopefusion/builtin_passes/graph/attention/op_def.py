@@ -12,7 +12,8 @@ LAYOUTS = ("BNSH", "BSNH", "BSH")
 def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = None, *, scale: float,
                         is_causal: bool, mask_fill: float, zero_dropped: bool, num_heads: int,
                         num_kv_heads: int, layout: str, transpose_q: bool, transpose_k: bool, T: Any,
-                        Tmask: Any, softmax_dtype: Any) -> tuple[Any]:
+                        Tmask: Any, softmax_dtype: Any, mask_windows: int = 0,
+                        query_groups: int = 0) -> tuple[Any]:
     """``softmax(mask(causal(scale * q @ k^T + bias))) @ v`` over the keys, in ``layout``."""
     import tensorflow as tf  # deferred: TensorFlow runs the reference only, never the fusion path
 
@@ -22,9 +23,20 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
         k = tf.linalg.matrix_transpose(k)
     if layout == "BSNH":  # to [batch, heads, seq, size] and back
         q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))
+    if query_groups:  # [batch, kv_heads, groups * q_len, size] is [batch, heads, q_len, size] (head k * groups + g)
+        rows = tf.shape(q)
+        q = tf.reshape(q, [rows[0], rows[1] * query_groups, rows[2] // query_groups, rows[3]])
     if num_kv_heads and num_kv_heads != num_heads:  # grouped-query attention: each kv head serves a group
         k, v = (tf.repeat(t, num_heads // num_kv_heads, axis=1) for t in (k, v))
     scores = tf.matmul(q, k, transpose_b=True)
+    if query_groups:  # the mask and bias broadcast to the scores viewed [batch, kv_heads, groups, q_len, k_len]
+        shape = tf.shape(scores)
+        grouped = tf.stack([shape[0], shape[1] // query_groups, query_groups, shape[2], shape[3]])
+        mask, bias = (None if t is None else tf.reshape(tf.broadcast_to(t, grouped), shape) for t in (mask, bias))
+    if mask is not None and mask_windows:  # the mask of window b % mask_windows for batch row b
+        shape = tf.shape(scores)
+        grouped = tf.concat([[shape[0] // mask_windows, mask_windows], shape[1:]], 0)
+        mask = tf.reshape(tf.broadcast_to(mask, grouped), shape)
     if softmax_dtype != scores.dtype:  # the softmax in a wider type
         scores = tf.cast(scores, softmax_dtype)
     scores = scores * tf.cast(scale, scores.dtype)
@@ -41,6 +53,9 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
     if zero_dropped and mask is not None and mask.dtype == tf.bool:
         probs = tf.where(mask, probs, tf.zeros_like(probs))
     out = tf.matmul(tf.cast(probs, v.dtype), v)
+    if query_groups:
+        rows = tf.shape(out)
+        out = tf.reshape(out, [rows[0], rows[1] // query_groups, rows[2] * query_groups, rows[3]])
     if layout == "BSNH":
         out = tf.transpose(out, [0, 2, 1, 3])
     return (out,)
@@ -79,6 +94,15 @@ ATTENTION = FusedOpDef(
         AttrDef("softmax_dtype", "type",
                 description="the dtype the scores are scaled, masked and normalised in: T, or wider (Keras "
                             "under float16: float32), the probabilities then cast back to T"),
+        AttrDef("mask_windows", "int", default=0,
+                description="when not 0, the mask applies to the scores viewed as [batch / mask_windows, "
+                            "mask_windows, heads, q_len, k_len] (Swin's shifted windows: batch row b takes "
+                            "the mask of window b % mask_windows)"),
+        AttrDef("query_groups", "int", default=0,
+                description="when not 0, q holds each kv head's query heads stacked along its rows, "
+                            "[batch, num_kv_heads, query_groups * q_len, size] (head k * query_groups + g, "
+                            "layout BNSH), and y likewise; the mask and bias broadcast to the scores viewed "
+                            "[batch, num_kv_heads, query_groups, q_len, k_len]"),
     ),
     same_shape={},
     reference=attention_reference,

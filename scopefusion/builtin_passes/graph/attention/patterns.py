@@ -65,13 +65,16 @@ PRODUCT = op(PRODUCTS, scaled("$q", "q"), KEY, label="scores")
 #: the product, or its transpose over the last two axes (keras-hub computes k q^T, then transposes),
 #: or a Cast of it (Keras under float16 computes its softmax in float32)
 _PRODUCT = one_of(PRODUCT, op("Transpose", PRODUCT, const(label="scores_perm"), label="scores_transpose"))
-SCORES = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s")
+_SCALED = scaled(one_of(_PRODUCT, op("Cast", _PRODUCT, label="scores_cast")), "s")
+#: the scaled scores, or (Keras' grouped einsum as a batch matmul: the query heads of each kv head
+#: stacked along the rows) viewed ``[.., kv_heads, groups, q_len, k_len]`` for the masks and softmax
+SCORES = one_of(op("Reshape", _SCALED, ANY, label="rows_split"), _SCALED)
 
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     """``scores`` after up to ``steps`` masking steps (the op labelled ``step<n>``, step ``n`` the
-    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)`` or GPT-2's
-    ``x * band - c * (1 - band)``."""
+    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)``, GPT-2's
+    ``x * band - c * (1 - band)`` or a term added to the scores viewed per window."""
     if steps == 0:
         return scores
     inner = logits(scores, steps - 1)
@@ -79,10 +82,15 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     band = op("Sub", op("Mul", inner, f"$band{n}"),
               op("Mul", const(where=_scalar, label=f"band_c{n}"), op("Sub", const(1.0), f"$band{n}")),
               label=f"step{n}")
+    # Swin's shifted windows: the scores viewed as [batch / windows, windows, ..] by a Reshape, a
+    # term added per window, reshaped back (the pass checks that the views only split the batch)
+    windowed = op("Reshape", op(ADD, op("Reshape", inner, ANY, label=f"window_split{n}"), f"$term{n}",
+                                label=f"step{n}"), ANY, label=f"window_merge{n}")
     return one_of(
         op(ADD, inner, f"$term{n}", label=f"step{n}"),
         op(SELECT, f"$keep{n}", inner, const(where=_scalar, label=f"fill{n}"), label=f"step{n}"),
         band,
+        windowed,
         inner,
     )
 
@@ -90,7 +98,9 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
 SOFTMAX = one_of(op("Softmax", logits(SCORES), label="softmax"),
                  op("Cast", op("Softmax", logits(SCORES), label="softmax"), label="probs_cast"))
 #: the probabilities, or Keras' masked softmax zeroing the dropped keys' after it: where(keep, p, 0)
-PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
+_PROBS = one_of(SOFTMAX, op(SELECT, "$keep_after", SOFTMAX, const(0.0, label="zero"), label="zero_dropped"))
+#: the probabilities, viewed back as the scores were before the softmax (``rows_split``)
+PROBS = one_of(op("Reshape", _PROBS, ANY, label="rows_merge"), _PROBS)
 ATTENTION_PATTERN = OpPattern("ScaledDotProductAttention", op(PRODUCTS, PROBS, "$v", label="context"))
 
 # Look-alikes, matched only to be refused with the reason: an op between the softmax and the

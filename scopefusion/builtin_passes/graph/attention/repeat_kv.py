@@ -16,7 +16,7 @@ import numpy as np
 from ....core.graph.matching import PatternMatch
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
 from . import dims
-from .folding import ConstantSubgraph, NotConstant
+from ....core.graph.constant_eval import NotConstant
 from .masking import _only_read_inside
 
 #: ops that only move or copy elements of their input 0
@@ -51,7 +51,7 @@ def unrepeated(match: PatternMatch, ref: str, heads_axis: int, heads: int,
     if kv_heads == 0 or kv_heads == heads or heads % kv_heads:
         return None
     probe = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
-    sub = ConstantSubgraph(match.view, given={source: probe})
+    sub = dims.evaluator(match.view, given={source: probe})
     try:
         repeated = sub.value(match.tensor(ref))
     except NotConstant:

@@ -1,0 +1,67 @@
+"""The built-in passes on the generalization corpus: models built with the layer code of
+keras-bert (and its keras-transformer family), deepctr, keras-tcn, keras-cv-attention-models,
+params-flow (bert-for-tf2's layers) and tflearn, each writing layer norms, GELUs, swish, RMS,
+group norms, convolution + batch norm, LSTM and GRU cells its own way
+(``tests/models/library_models.py``).
+
+Every model: fusion writes exactly as many fused ops per family as the model's code computes
+(counted from the layers built; every other family none), and the fused graph computes what
+the original does.  Look-alikes are fused into nothing, with the refusal that says why.  A
+known miss is a strict xfail naming what is missed.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.corpus_counts import fuse, family_counts, format_table, table_rows
+from tests.helpers.pass_checks import refusals
+from tests.helpers.verify import assert_verifies
+from tests.models.library_models import KEYS, MISSES
+
+#: Look-alikes: key -> {pass: words its refusal says} (an empty dict: no pattern matches at all)
+LOOK_ALIKES = {
+    "deepctr:layer_norm_axis_1": {"LayerNormFusionPass": "the statistics reduce different axes ([1] and [-1])"},
+    "keras-cv-attention-models:gelu_linear_evo_norm": {
+        "ScopeLayerNormPass": "lies between the statistics and the output"},
+}
+
+
+def _param(key: str):
+    marks = [pytest.mark.xfail(strict=True, reason=MISSES[key])] if key in MISSES else []
+    return pytest.param(key, marks=marks, id=key)
+
+
+@pytest.mark.parametrize("key", [_param(k) for k in KEYS if k not in LOOK_ALIKES])
+def test_every_family_fused_exactly(library_corpus, key):
+    model = library_corpus[key]
+    assert any(model.expected.values()), "a corpus model builds something to fuse"
+    result = fuse(model)
+    counts = family_counts(result)
+    why = {p: refusals(result, p) for p in ("ScopeLayerNormPass", "LayerNormFusionPass", "ConvBatchnormFusionPass")}
+    assert counts == model.expected_counts(), why
+    error = assert_verifies(model, result, every_output=True)
+    assert error < 1e-4
+
+
+@pytest.mark.parametrize("key", list(LOOK_ALIKES))
+def test_look_alike_is_not_fused(library_corpus, key):
+    model = library_corpus[key]
+    result = fuse(model)
+    assert family_counts(result) == model.expected_counts() == dict.fromkeys(model.expected_counts(), 0)
+    for name, words in LOOK_ALIKES[key].items():
+        reasons = refusals(result, name)
+        assert reasons and all(words in r for r in reasons), reasons
+    assert_verifies(model, result, every_output=True)
+
+
+def test_family_table(library_corpus):
+    """The per-family table the corpus reports: every library, and built = fused where no miss."""
+    rows = table_rows(library_corpus)
+    text = format_table(rows)
+    print(text)
+    libraries = {row[0] for row in rows}
+    assert len(libraries) >= 5, libraries
+    missed_libraries = {key.split(":")[0] for key in MISSES}
+    for library, family, built, fused in rows:
+        if library not in missed_libraries:
+            assert built == fused, text

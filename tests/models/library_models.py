@@ -233,9 +233,6 @@ def build_all(directory: Path) -> dict[str, LibraryModel]:
 
 #: Known misses: key -> what the passes miss (their tests are strict xfails).
 MISSES: dict[str, str] = {
-    "keras-tcn:tcn_batch_norm": "ConvBatchnormFusionPass does not see a Conv1D's batch norm: Keras 3 writes Conv1D as "
-                                "ExpandDims, Conv2D, Squeeze (and SpaceToBatchND / BatchToSpaceND when dilated), "
-                                "so a Squeeze lies between the convolution and its bias and batch norm",
     "tflearn:gru_static": "ScopeGRUCellPass finds no step in tflearn's own GRUCell: tflearn splits the gates' "
                           "pre-activations and applies a Sigmoid to r and to u apart (sigmoid(split(x))), where "
                           "tf.compat.v1's GRUCell splits one Sigmoid (split(sigmoid(x))); the cell forms do not see "

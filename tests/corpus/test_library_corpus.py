@@ -55,13 +55,13 @@ def test_look_alike_is_not_fused(library_corpus, key):
 
 
 def test_family_table(library_corpus):
-    """The per-family table the corpus reports: every library, and built = fused where no miss."""
+    """The per-family table the corpus reports: at least five libraries, and every family fused as
+    often as it is built, but for the known misses (which fuse none)."""
     rows = table_rows(library_corpus)
     text = format_table(rows)
     print(text)
-    libraries = {row[0] for row in rows}
-    assert len(libraries) >= 5, libraries
-    missed_libraries = {key.split(":")[0] for key in MISSES}
+    assert len({row[0] for row in rows}) >= 5, text
+    missed = {(library_corpus[key].library, family) for key in MISSES for family in library_corpus[key].expected}
     for library, family, built, fused in rows:
-        if library not in missed_libraries:
-            assert built == fused, text
+        assert built > 0, text  # look-alikes fuse nothing, so they add no row
+        assert fused == (0 if (library, family) in missed else built), text

@@ -164,7 +164,7 @@ def _const_step(expr: Const) -> Step:
                 if folded is not None:
                     value, chain = folded[0], list(folded[1])
         if value is None:
-            m._fail(lambda: f"{m._tname(tensor)} is not a constant, expected {expr.describe()}")
+            m._fail(lambda: f"{_const_name(m, tensor)} is not a constant, expected {expr.describe()}")
             return False
         checked = m._const_checks.get((id(value), id(expr)))
         if checked is None:  # values are shared by content: each is checked once per expression

@@ -11,11 +11,13 @@ known miss is a strict xfail naming what is missed.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.helpers.corpus_counts import fuse, family_counts, format_table, table_rows
 from tests.helpers.pass_checks import refusals
 from tests.helpers.verify import assert_verifies
+from tests.models.activation_models import run
 from tests.models.library_models import KEYS, MISSES
 
 #: Look-alikes: key -> {pass: words its refusal says} (an empty dict: no pattern matches at all)
@@ -24,6 +26,15 @@ LOOK_ALIKES = {
     "keras-cv-attention-models:gelu_linear_evo_norm": {
         "ScopeLayerNormPass": "lies between the statistics and the output"},
 }
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_builder_makes_its_library_spelling(library_corpus, key):
+    """The graph holds the ops of the library's own spelling, and runs to finite outputs."""
+    model = library_corpus[key]
+    ops = {n.op for n in model.graph_def.node}
+    assert model.signature and set(model.signature) <= ops, sorted(set(model.signature) - ops)
+    assert all(np.all(np.isfinite(o)) for o in run(model))
 
 
 def _param(key: str):

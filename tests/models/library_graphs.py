@@ -94,7 +94,7 @@ def keras_bert(w: Writer) -> None:
     model = keras.Model(inputs, output)
     _randomize(model.weights, 0)
     w.traced("keras-bert", "bert_encoder", lambda x: model([x, x % 2], training=False), [BATCH, 8], "int32",
-             int_range=[0, 30],
+             int_range=[0, 30], signature=["Maximum", "Sqrt", "RealDiv", "Tanh"],
              expected={"LayerNorm": _count(model, LayerNormalization), "Gelu": _count(model, FeedForward)})
 
 
@@ -126,7 +126,7 @@ def deepctr_transformer(w: Writer) -> None:
     _randomize(first.weights + transformer.weights + last.weights, 1)
     # ln_0, ln_1, and the Transformer's: its query and key norms, and its ``ln`` called twice
     calls = {"LayerNorm": 2 + len([transformer.att_ln_q, transformer.att_ln_k]) + 2}
-    w.traced("deepctr", "transformer", call, [BATCH, 6, 8], expected=calls)
+    w.traced("deepctr", "transformer", call, [BATCH, 6, 8], expected=calls, signature=["Maximum", "Sqrt", "RealDiv"])
 
 
 def kecam(w: Writer) -> None:
@@ -153,6 +153,7 @@ def kecam(w: Writer) -> None:
     swishes = sum(isinstance(layer, keras.layers.Activation) and layer.activation.__name__ == "swish"
                   for layer in model.layers)
     w.traced("keras-cv-attention-models", "conv_norm_blocks", lambda x: model(x, training=False), [BATCH, 8, 8, 3],
+             signature=["Conv2D", "DepthwiseConv2dNative", "FusedBatchNormV3", "Pow", "Rsqrt", "Sigmoid"],
              expected={"ConvBatchNorm": _count(model, keras.layers.BatchNormalization),
                        "Swish": swishes + 1,  # and the quick GELU, a swish of beta 1.702
                        "GroupNorm": _count(model, keras.layers.GroupNormalization),
@@ -172,7 +173,7 @@ def kecam_look_alikes(w: Writer) -> None:
     model = keras.Model(x, [gelu_like, evo])
     _randomize(model.weights, 3)
     w.traced("keras-cv-attention-models", "gelu_linear_evo_norm", lambda x: model(x, training=False),
-             [BATCH, 8, 8, 8])
+             [BATCH, 8, 8, 8], signature=["Abs", "Sign", "Relu", "Sigmoid"])
 
 
 def params_flow(w: Writer) -> None:
@@ -192,6 +193,7 @@ def params_flow(w: Writer) -> None:
     gelus = sum(isinstance(layer, keras.layers.Dense) and layer.activation in (pf.gelu, pf.gelu_exact)
                 for layer in model.layers)
     w.traced("params-flow", "layer_norm_gelus", lambda x: model(x, training=False), [BATCH, 6, 16],
+             signature=["Rsqrt", "Pow", "Tanh", "Erfc", "Sqrt", "RealDiv"],
              expected={"LayerNorm": _count(model, pf.LayerNormalization), "Gelu": gelus})
 
 
@@ -231,7 +233,8 @@ def tflearn_rnn(w: Writer, kind: str, steps: int = 4) -> None:
             session.run(tf1.global_variables_initializer())
             graph_def = tf1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), [out.op.name])
     family = {"lstm": "LSTM", "gru": "GRU"}[kind]
-    w.save("tflearn", f"{kind}_static", graph_def, [BATCH, steps, 5], outputs=["out:0"], expected={family: steps})
+    w.save("tflearn", f"{kind}_static", graph_def, [BATCH, steps, 5], outputs=["out:0"], expected={family: steps},
+           signature=["ConcatV2", "MatMul", "Split", "Sigmoid", "Tanh"])
 
 
 MODES: dict[str, list[Callable[[Writer], None]]] = {

@@ -60,6 +60,8 @@ class LibraryModel(FrozenModel):
     name: str = ""
     #: family -> how many the model's code computes (families left out: none)
     expected: dict[str, int] = field(default_factory=dict)
+    #: op types the library's spelling is made of (each present in the graph)
+    signature: tuple[str, ...] = ()
     int_range: tuple[int, int] = (0, 10)
 
     def __repr__(self) -> str:
@@ -116,6 +118,7 @@ def keras_transformer_blocks(seed: int = 0) -> LibraryModel:
     model = keras.Model(x, h)
     _randomize(model.weights, seed)
     return _traced("keras-bert", "layer_norm_feed_forward", model, [BATCH, 6, 16],
+                   signature=("Maximum", "Sqrt", "RealDiv", "Square", "Tanh"),
                    expected={"LayerNorm": _count(model, LayerNormalization), "Gelu": _count(model, FeedForward)})
 
 
@@ -141,7 +144,7 @@ def deepctr_layer_norm_axis_1(seed: int = 0) -> LibraryModel:
     x = keras.Input((6, 8), batch_size=BATCH)
     model = keras.Model(x, LayerNormalization(axis=1, name="ln_axis_1")(x))
     _randomize(model.weights, seed)
-    return _traced("deepctr", "layer_norm_axis_1", model, [BATCH, 6, 8])
+    return _traced("deepctr", "layer_norm_axis_1", model, [BATCH, 6, 8], signature=("Maximum", "Sqrt", "RealDiv"))
 
 
 # ----------------------------------------------------------------------------------- keras-tcn
@@ -161,7 +164,8 @@ def tcn(norm: str, seed: int = 0) -> LibraryModel:
     _randomize(model.weights, seed)
     family = {"batch_norm": "ConvBatchNorm", "layer_norm": "LayerNorm"}[norm]
     cls = {"batch_norm": keras.layers.BatchNormalization, "layer_norm": keras.layers.LayerNormalization}[norm]
-    return _traced("keras-tcn", f"tcn_{norm}", model, [BATCH, 12, 3], expected={family: _count(model, cls)})
+    return _traced("keras-tcn", f"tcn_{norm}", model, [BATCH, 12, 3], expected={family: _count(model, cls)},
+                   signature=("ExpandDims", "Conv2D", "Squeeze", "SpaceToBatchND", "BatchToSpaceND"))
 
 
 #: Every in-process builder by key (``library:name``).
@@ -185,7 +189,8 @@ def load_graphs(directory: Path) -> dict[str, LibraryModel]:
         feed = rng.normal(size=shape).astype(dtype) if dtype.startswith("float") else \
             rng.integers(*int_range, size=shape).astype(dtype)
         graph_def = load_model(directory / f"{name}.pb").graph_def
-        model = LibraryModel(graph_def, {"x:0": feed}, known.pop("outputs"), name=name, int_range=int_range, **known)
+        model = LibraryModel(graph_def, {"x:0": feed}, known.pop("outputs"), name=name, int_range=int_range,
+                             signature=tuple(known.pop("signature", ())), **known)
         out[f"{model.library}:{name}"] = model
     return out
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers.corpus_counts import fuse, family_counts, format_table, table_rows
-from tests.helpers.pass_checks import refusals
+from tests.helpers.corpus_counts import RNN_PASSES, fuse, family_counts, format_table, table_rows
+from tests.helpers.pass_checks import REGISTRY, refusals
 from tests.helpers.verify import assert_verifies
 from tests.models.activation_models import run
 from tests.models.library_models import KEYS, MISSES
+
+import scopefusion
 
 #: Look-alikes: key -> {pass: words its refusal says} (an empty dict: no pattern matches at all)
 LOOK_ALIKES = {
@@ -76,3 +78,13 @@ def test_family_table(library_corpus):
     for library, family, built, fused in rows:
         assert built > 0, text  # look-alikes fuse nothing, so they add no row
         assert fused == (0 if (library, family) in missed else built), text
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_stage_keeps_the_computation(library_corpus, key):
+    """With every stage on (the epilogue and residual-norm passes too) and the RNN cell passes
+    named, the fused graph still computes what the original does."""
+    model = library_corpus[key]
+    result = scopefusion.fuse(model.graph_def, registry=REGISTRY, enable_scope_fusion_passes=RNN_PASSES)
+    assert bool(result.report.fused) == (key not in LOOK_ALIKES), result.report.fused
+    assert_verifies(model, result, every_output=True)

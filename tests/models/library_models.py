@@ -25,7 +25,6 @@ layers it built), how many ops of each fused family (:data:`FAMILIES`) fusion mu
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tests.helpers.freeze import freeze_function
+from tests.models.library_graphs import import_deepctr_quietly
 from tests.models.model_builders import FrozenModel
 
 #: The fused families the corpus counts: family -> the fused op types that count for it.
@@ -125,19 +125,12 @@ def keras_transformer_blocks(seed: int = 0) -> LibraryModel:
 # ------------------------------------------------------------------------------------- deepctr
 
 
-def _deepctr() -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import deepctr.layers as layers  # its import asks PyPI for a newer version in a thread: harmless offline
-    return layers
-
-
 def deepctr_layer_norm_axis_1(seed: int = 0) -> LibraryModel:
     """Look-alike: deepctr ``LayerNormalization(axis=1)`` takes the mean over axis 1 but the
     variance over the last axis: not a normalization over any one set of axes."""
     import keras
 
-    _deepctr()
+    import_deepctr_quietly()
     from deepctr.layers.normalization import LayerNormalization
 
     keras.utils.set_random_seed(seed)

@@ -22,7 +22,8 @@ from tests.models.library_models import KEYS, MISSES
 
 import scopefusion
 
-#: Look-alikes: key -> {pass: words its refusal says} (an empty dict: no pattern matches at all)
+#: Look-alikes: key -> {pass: words every refusal of that pass says}.  kecam's ``gelu_linear`` (a
+#: piecewise quadratic of ``|x|``) is matched by no pattern at all: no Gelu, no refusal.
 LOOK_ALIKES = {
     "deepctr:layer_norm_axis_1": {"LayerNormFusionPass": "the statistics reduce different axes ([1] and [-1])"},
     "keras-cv-attention-models:gelu_linear_evo_norm": {

@@ -10,8 +10,8 @@ in a process of their own and written to a directory::
 * deepctr's ``Transformer`` layer (it passes ``add_weight`` a positional name, which Keras 3
   refuses);
 * keras-cv-attention-models (it asks for tf_keras): its own convolution + batch norm + swish
-  blocks, ``RMSNorm`` (``x * rsqrt(mean(x ** 2) + eps) * gamma``), layer and group norms, and
-  look-alikes (``gelu_linear``, ``EvoNormalization``);
+  blocks, ``RMSNorm`` (``x * rsqrt(mean(x ** 2) + eps) * gamma``), layer and group norms, a tiny
+  ``LLaMA2``, and look-alikes (``gelu_linear``, ``EvoNormalization``);
 * params-flow, bert-for-tf2's layers: its ``LayerNormalization`` (``x * inv + (beta - mean *
   inv)``), ``gelu`` (tanh form with ``tf.pow(x, 3)``) and ``gelu_exact`` (``x * erfc(-x /
   sqrt(2)) / 2``).
@@ -178,6 +178,24 @@ def kecam(w: Writer) -> None:
                        "LayerNorm": _count(model, keras.layers.LayerNormalization), "RMSNorm": _count(model, RMSNorm)})
 
 
+def kecam_llama2(w: Writer) -> None:
+    """keras-cv-attention-models' ``LLaMA2`` (2 blocks, hidden 16, 2 heads, vocabulary 50): its
+    ``RMSNorm`` before each attention and feed-forward and at the end, and the feed-forward's swish
+    gate."""
+    import tf_keras as keras
+    from keras_cv_attention_models.llama2.llama2 import LLaMA2, RMSNorm
+
+    keras.utils.set_random_seed(5)
+    model = LLaMA2(num_blocks=2, embedding_size=16, hidden_divisible=8, num_heads=2, vocab_size=50, max_block_size=8,
+                   pretrained=None)
+    _randomize(model.weights, 5)
+    swishes = sum(isinstance(layer, keras.layers.Activation) and layer.activation.__name__ == "swish"
+                  for layer in model._flatten_layers(include_self=False))
+    w.traced("keras-cv-attention-models", "llama2", lambda x: model(x, training=False), [BATCH, 8], "int64",
+             int_range=[0, 50], signature=["Pow", "Rsqrt", "Mean", "Sigmoid"],
+             expected={"RMSNorm": _count(model, RMSNorm), "Swish": swishes})
+
+
 def kecam_look_alikes(w: Writer) -> None:
     """Look-alikes: ``gelu_linear`` (a piecewise quadratic of ``|x|``, not a GELU) and
     ``EvoNormalization`` S0 (``x * sigmoid(v x)`` over a group standard deviation: no group norm)."""
@@ -256,7 +274,7 @@ def tflearn_rnn(w: Writer, kind: str, steps: int = 4) -> None:
 
 
 MODES: dict[str, list[Callable[[Writer], None]]] = {
-    "legacy": [keras_bert, deepctr_transformer, kecam, kecam_look_alikes, params_flow],
+    "legacy": [keras_bert, deepctr_transformer, kecam, kecam_llama2, kecam_look_alikes, params_flow],
     "tflearn": [lambda w: tflearn_rnn(w, "lstm"), lambda w: tflearn_rnn(w, "gru")],
 }
 

@@ -16,6 +16,7 @@ import pytest
 
 from scopefusion import ANY, GraphView, MatchFailure, OpPattern, PatternMatcher, const, op
 from scopefusion.core.graph.chains import MAX_CHAIN_LEAVES
+from scopefusion.core.graph.matching import find_matches
 
 
 def _model(x, y):
@@ -73,6 +74,9 @@ def _model(x, y):
         "sum_over_n": tf.divide(tf.reduce_sum(x, 1, keepdims=True), 3.0, name="sum_over_n"),
         "sum_over_2": tf.divide(tf.reduce_sum(x, 1, keepdims=True), 2.0, name="sum_over_2"),
         "squared_difference": tf.math.squared_difference(x, y, name="squared_difference"),
+        # a product divided by a constant (params-flow's gelu_exact: x * erfc(-x / sqrt(2)) / 2)
+        "over_two": tf.divide(tf.multiply(x, y), tf.constant(2.0, name="two"), name="over_two"),
+        "over_three": tf.divide(tf.multiply(x, y), 3.0, name="over_three"),
         "square_of_sub": tf.square(tf.subtract(x, y), name="square_of_sub"),
     }
     return [out[k] for k in sorted(out)]
@@ -236,6 +240,26 @@ def test_squared_difference_is_the_square_of_a_difference():
     assert (m.tensor_name("a"), m.tensor_name("b")) == ("x", "y")
     m = match(op("SquaredDifference", "$a", "$b"), "square_of_sub")
     assert (m.tensor_name("a"), m.tensor_name("b")) == ("x", "y")
+
+
+def _found(expr, name: str):
+    """The match of ``expr`` rooted at ``name`` as a pass finds it (roots spelt otherwise too), or
+    the failure there."""
+    failures = {}
+    matches = find_matches(_view(), OpPattern("p", expr), lambda root, why: failures.setdefault(root, why))
+    found = [m for m in matches if m.root == at(name)]
+    return found[0] if found else failures[at(name)]
+
+
+def test_a_division_by_a_constant_is_a_product_with_its_reciprocal_constant():
+    """In a product, ``a / 2`` is ``a * Reciprocal(2)``: that reciprocal, which no node computes,
+    is the constant 0.5 (a pattern's ``const(0.5)`` matches it) and the 2 belongs to the match."""
+    half_product = op("Mul", const(0.5, label="half"), "$a", "$b")
+    m = _found(half_product, "over_two")
+    assert (m.tensor_name("a"), m.tensor_name("b")) == ("x", "y") and float(m.consts["half"]) == 0.5
+    assert {at("two"), at("over_two")} <= m.members
+    assert isinstance(_found(half_product, "over_three"), MatchFailure)  # 1/3 is no 0.5
+    assert float(_found(op("Mul", const(label="c"), "$a", "$b"), "over_three").consts["c"]) == pytest.approx(1 / 3)
 
 
 def test_a_virtual_operation_is_no_tensor_a_variable_can_bind():

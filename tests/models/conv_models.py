@@ -78,7 +78,7 @@ def producer_layer(layer: Any) -> Any:
 
 def conv_batch_norm_pairs(model: Any, lib: Any) -> dict[str, int]:
     """The batch norms of ``model`` that read a convolution, by the convolution's class name."""
-    convs = (lib.layers.Conv2D, lib.layers.DepthwiseConv2D)
+    convs = (lib.layers.Conv1D, lib.layers.Conv2D, lib.layers.DepthwiseConv2D)
     out: dict[str, int] = {}
     for layer in model.layers:
         if isinstance(layer, lib.layers.BatchNormalization):
@@ -138,6 +138,27 @@ def keras_convnet(library: str, data_format: str = "channels_last", seed: int = 
     return _keras_traced(f"{library}_convnet[{data_format}]", model, shape, seed, pairs=sum(pairs.values()),
                          folds=sum(pairs.values()) - pairs.get("DepthwiseConv2D", 0) + depthwise,
                          depthwise_folds=depthwise, **_batch_norm_form(library))
+
+
+def keras_conv1d(library: str, seed: int = 0) -> ConvModel:
+    """tf_keras or Keras 3 (``library="keras"``): two ``Conv1D`` + ``BatchNormalization`` blocks, a
+    causal convolution with a bias (then ReLU) and a dilated one (rate 2) without. A ``Conv1D``
+    is a ``Conv2D`` over an ``ExpandDims`` of its input, squeezed back (``Squeeze``); Keras 3
+    dilates through ``SpaceToBatchND`` / ``BatchToSpaceND`` around it."""
+    lib = __import__(library)
+    lib.utils.set_random_seed(seed)
+    shape = [2, 12, 3]
+    x = lib.Input(batch_shape=tuple(shape), name="x")
+    h = lib.layers.Conv1D(6, 3, padding="causal", name="conv")(x)
+    h = lib.layers.ReLU()(lib.layers.BatchNormalization(name="bn")(h))
+    h = lib.layers.Conv1D(4, 2, dilation_rate=2, padding="causal", use_bias=False, name="dilated")(h)
+    h = lib.layers.BatchNormalization(name="dilated_bn")(h)
+    model = lib.Model(x, h, name="net")
+    randomize(model, lib.layers.BatchNormalization, seed)
+    pairs = sum(conv_batch_norm_pairs(model, lib).values())
+    # on 3-D data both libraries write the batch norm out as ops
+    return _keras_traced(f"{library}_conv1d", model, shape, seed, pairs=pairs, folds=pairs, decomposed=True,
+                         signature=("ExpandDims", "Conv2D", "Squeeze", "Rsqrt", "Mul", "AddV2"))
 
 
 @contextlib.contextmanager
@@ -418,6 +439,8 @@ FOLD_FORMS: dict[str, Callable[[], ConvModel]] = {
     "keras_convnet[channels_last]": lambda: keras_convnet("keras", "channels_last"),
     "keras_convnet[channels_first]": lambda: keras_convnet("keras", "channels_first"),
     "tf_keras_convnet[mixed_float16]": tf_keras_mixed_float16_convnet,
+    "tf_keras_conv1d": lambda: keras_conv1d("tf_keras"),
+    "keras_conv1d": lambda: keras_conv1d("keras"),
     "tf_slim[fused,NHWC]": lambda: slim_conv_batch_norm(True, "NHWC"),
     "tf_slim[fused,NCHW]": lambda: slim_conv_batch_norm(True, "NCHW"),
     "tf_slim[ops,NHWC]": lambda: slim_conv_batch_norm(False, "NHWC"),

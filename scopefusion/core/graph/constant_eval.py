@@ -147,6 +147,20 @@ FOLDING_RULES: dict[str, Callable[..., Any]] = {
     "Square": _unary(np.square),
 }
 
+#: Op types of one input whose value :func:`virtual_value` computes (a ``Virtual`` term of a
+#: constant, such as the ``Reciprocal(2.0)`` of ``a / 2.0`` read as a product).
+VIRTUAL_FOLDS = frozenset({"Neg", "Sqrt", "Rsqrt", "Reciprocal", "Square"})
+
+
+def virtual_value(op: str, value: np.ndarray) -> "np.ndarray | None":
+    """The value of ``op`` (one of :data:`VIRTUAL_FOLDS`) applied to the constant ``value``, for an
+    op the graph computes without a node of its own; None when the rule does not apply."""
+    if op not in VIRTUAL_FOLDS:
+        return None
+    result = FOLDING_RULES[op](None, value)
+    return None if result is None else np.array(result)
+
+
 #: Op types a folded constant may pass through.
 FOLDABLE_OPS = frozenset(FOLDING_RULES) | FORWARDING_OPS
 

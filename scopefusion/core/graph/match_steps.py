@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .canonical import Virtual, direct_view, spellings, virtual_view
 from .chains import chain_leaves
 from .const_checks import const_problem
+from .constant_eval import virtual_value
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
 from .view_steps import (
@@ -145,27 +146,32 @@ def _alt_step(expr: Alt) -> Step:
 def _const_step(expr: Const) -> Step:
     label = expr.label
 
-    def step(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
-        if isinstance(tensor, Virtual):
-            m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor, expected {expr.describe()}")
-            return False
-        node, port = tensor
+    def step(m: "PatternMatcher", tensor: Tensor | Virtual, then: Then) -> bool:
         view = m.view
-        value = view.const_value_of(node) if port == 0 else None
-        chain = None
-        if value is None and port == 0:  # computed from constants (Squeeze of a read, Sqrt(2.0) ...)
-            folded = view.folded_constant(node)
-            if folded is not None:
-                value, chain = folded[0], list(folded[1])
+        value, chain = None, None
+        if isinstance(tensor, Virtual):  # an op of a constant without a node of its own (the 1/2 of x / 2)
+            virtual = _virtual_constant(m, tensor)
+            if virtual is None:
+                m._fail(lambda: f"{m.name(tensor.anchor)!r} computes {tensor.op} of a tensor, "
+                                f"expected {expr.describe()}")
+                return False
+            (value, chain), node = virtual, virtual[1][0]
+        else:
+            node, port = tensor
+            value = view.const_value_of(node) if port == 0 else None
+            if value is None and port == 0:  # computed from constants (Squeeze of a read, Sqrt(2.0) ...)
+                folded = view.folded_constant(node)
+                if folded is not None:
+                    value, chain = folded[0], list(folded[1])
         if value is None:
-            m._fail(lambda: f"{m._tname(tensor)} is not a constant, expected {expr.describe()}")
+            m._fail(lambda: f"{_const_name(m, tensor)} is not a constant, expected {expr.describe()}")
             return False
         checked = m._const_checks.get((id(value), id(expr)))
         if checked is None:  # values are shared by content: each is checked once per expression
             checked = m._const_checks[id(value), id(expr)] = (value, const_problem(value, expr))
         problem = checked[1]
         if problem is not None:
-            m._fail(lambda: f"{m._tname(tensor)} {problem()}")
+            m._fail(lambda: f"{_const_name(m, tensor)} {problem()}")
             return False
         mark = len(m._trail)
         if chain is None:
@@ -189,6 +195,25 @@ def _const_step(expr: Const) -> Step:
                 m._bind(m.consts, label, value)
         return kept_if(m, mark, then())
     return step
+
+
+def _const_name(m: "PatternMatcher", tensor: Tensor | Virtual) -> str:
+    if isinstance(tensor, Virtual):
+        return f"{tensor.op} of {m._tname(tensor.inputs[0])} (at {m.name(tensor.anchor)!r})"
+    return m._tname(tensor)
+
+
+def _virtual_constant(m: "PatternMatcher", tensor: Virtual) -> tuple[Any, list[int]] | None:
+    """The value of a one-input ``Virtual`` op of a constant (``Reciprocal(2.0)``, ``Neg(eps)``)
+    and the nodes it is computed from (its constant's first), or None."""
+    if len(tensor.inputs) != 1 or isinstance(tensor.inputs[0], Virtual) or tensor.inputs[0][1] != 0:
+        return None
+    folded = m.view.folded_constant(tensor.inputs[0][0])
+    value = None if folded is None else virtual_value(tensor.op, folded[0])
+    if folded is None or value is None:
+        return None
+    value.setflags(write=False)
+    return value, [*folded[1], *tensor.members]
 
 
 def _op_step(expr: Op) -> Step:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .canonical import NodeView, Virtual, rewrites
 from .chains import chain_cuts, clip_epsilon, is_family, operand_count
-from .pattern import Alt, Op
+from .pattern import Alt, Const, Op
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -89,11 +89,11 @@ def rewritten(m: "PatternMatcher", expr: Op, node: int, passed: Sequence[int], i
 
 
 def takes_virtual(expr: Op) -> bool:
-    """Whether an input of ``expr`` may match a virtual op (it is an op or alternatives); kept on
-    the expression."""
+    """Whether an input of ``expr`` may match a virtual op (it is an op or alternatives, or a
+    constant: a virtual op of a constant is one); kept on the expression."""
     known = expr.__dict__.get("_takes_virtual")
     if known is None:
-        known = any(isinstance(e, (Op, Alt)) for e in expr.inputs or ())
+        known = any(isinstance(e, (Op, Alt, Const)) for e in expr.inputs or ())
         object.__setattr__(expr, "_takes_virtual", known)
     return known
 

@@ -7,7 +7,8 @@ only, and verified numerically against the original:
 * tf_keras ``BatchNormalization`` (``FusedBatchNormV3``) and Keras 3's
   (``tf.nn.batch_normalization`` as ``Rsqrt``/``Mul``/``Sub``/``AddV2``) after ``Conv2D``
   with and without a bias and after ``DepthwiseConv2D`` (multiplier 2), NHWC and NCHW,
-  gamma and beta on and off; tf_keras under ``mixed_float16``;
+  gamma and beta on and off; tf_keras under ``mixed_float16``; after ``Conv1D`` (a
+  squeezed ``Conv2D``; dilated, Keras 3 adds ``BatchToSpaceND``);
 * tf_slim ``conv2d`` / ``separable_conv2d`` with ``normalizer_fn=batch_norm``, fused and
   not, NHWC and NCHW;
 * Keras applications ``MobileNetV2`` (alpha 0.35, 32x32) under Keras 3 and tf_keras:
@@ -144,7 +145,12 @@ def assert_folded_nodes(m: cm.ConvModel, result) -> None:
         while originals[old_filter].op != "Const":
             old_filter = originals[old_filter].input[0].split(":")[0]
         assert old_filter not in nodes, f"{old_filter} (the unfolded filter) is still in the graph"
-        (bias_add,) = [n for n in graph.node if n.op == "BiasAdd" and n.input[0] == conv.name]
+        output = conv.name  # a 1-D convolution's output is squeezed back (and dilated) before the BiasAdd
+        views = [n for n in graph.node if n.op in ("Squeeze", "BatchToSpaceND") and n.input[0] == output]
+        while views:
+            output = views[0].name
+            views = [n for n in graph.node if n.op in ("Squeeze", "BatchToSpaceND") and n.input[0] == output]
+        (bias_add,) = [n for n in graph.node if n.op == "BiasAdd" and n.input[0] == output]
         data_format = conv.attr["data_format"].s if "data_format" in conv.attr else b"NHWC"
         assert bias_add.attr["data_format"].s == data_format and bias_add.attr["T"] == conv.attr["T"]
         bias = nodes[bias_add.input[1]]
@@ -291,3 +297,26 @@ def test_training_mode_reasons_name_the_cause():
 def test_the_pass_is_not_training_safe():
     assert ConvBatchnormFusionPass.training_safe is False
     assert "training_safe = False" in ConvBatchnormFusionPass.__doc__
+
+
+def test_a_squeeze_of_the_channel_axis_is_refused():
+    """A convolution of one output channel squeezed along its channels too ([1, 3]) then normalized
+    along its width: the statistics are no longer per channel, and the pass says why."""
+    import tensorflow as tf
+
+    from scopefusion.testing import graph_from_function
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(1, 3, 3, 1)).astype(np.float32)
+    mean = tf.Variable(rng.normal(size=8).astype(np.float32))  # variables: frozen, read through Identity
+    variance = tf.Variable(rng.uniform(0.5, 1.5, 8).astype(np.float32))
+
+    def fn(x):
+        y = tf.squeeze(tf.nn.conv2d(x, w, 1, "SAME"), [1, 3])
+        return tf.nn.batch_normalization(y, mean, variance, None, None, 1e-3)
+
+    graph_def = graph_from_function(fn, tf.TensorSpec([2, 1, 8, 3], tf.float32, "x"))
+    result = fuse_alone(graph_def)
+    report = pass_report(result)
+    assert report.fused == [] and len(report.refused) == 1
+    assert "along [1, 3] of NHWC data: only spatial axes of NHWC data are squeezed" in report.refused[0].reason

@@ -74,7 +74,7 @@ class ConvBatchnormFusionPass(PatternFusionBasePass):
             fail(f"the convolution computes in {dtype_name(conv.attr['T'].type)}; only "
                  "floating-point convolutions are folded")
         data_format = _data_format(conv)
-        problem = _format_problem(match, data_format)
+        problem = _format_problem(match, data_format) or _view_problem(match, data_format)
         if problem:
             fail(problem)
         filter_value = match.consts["filter"]
@@ -151,6 +151,25 @@ def _format_problem(match: PatternMatch, data_format: str) -> str | None:
     return None
 
 
+def _view_problem(match: PatternMatch, data_format: str) -> str | None:
+    """Why the 1-D convolution's ``Squeeze`` / ``BatchToSpaceND`` may move the channels (None
+    when the channels stay on the last axis, where the bias and the batch norm find them)."""
+    if "conv_squeeze" not in match.nodes:
+        return None
+    squeeze = match.node("conv_squeeze")
+    dims = list(squeeze.attr["squeeze_dims"].list.i) if "squeeze_dims" in squeeze.attr else []
+    if data_format != "NHWC" or not dims or not set(dims) <= {1, 2, -2, -3}:
+        return (f"the convolution's output is squeezed by {match.name('conv_squeeze')!r} along "
+                f"{dims or 'every unit axis'} of {data_format} data: only spatial axes of NHWC data are squeezed "
+                "so that the channels stay last")
+    if "conv_batch_to_space" in match.nodes:
+        block_shape = np.asarray(match.consts["block_shape"])
+        if block_shape.shape != (1,):
+            return (f"{match.name('conv_batch_to_space')!r} has block shape {block_shape.tolist()}: only the one "
+                    "spatial axis of a 1-D convolution's output, before its channels, is taken from the batch")
+    return None
+
+
 def _parameter_value(match: PatternMatch, name: str) -> np.ndarray:
     """A constant parameter's value, reshaped and squeezed as the graph does."""
     value = np.asarray(match.consts[name])
@@ -207,18 +226,35 @@ def _names(conv_name: str, output_name: str) -> tuple[str | None, str, str]:
     return "/".join(conv_parts[:depth]), "/".join(conv_parts[depth:]), "/".join(output_parts[depth:])
 
 
+def _copied_attrs(node: Any) -> dict[str, Any]:
+    return {key: value for key, value in node.attr.items() if not key.startswith("_")}
+
+
 def _folded_result(match: PatternMatch, folded: FoldedConvolution, data_format: str) -> FusedOp:
     """The inner graph: folded filter, the convolution, folded bias, BiasAdd."""
     conv = match.node("conv")
     dtype = conv.attr["T"].type
     numpy_type = numpy_dtype(dtype)
     scope, conv_name, output_name = _names(match.name("conv"), match.root_name)
-    attrs = {key: value for key, value in conv.attr.items() if not key.startswith("_")}
+    attrs = _copied_attrs(conv)
     nodes = [
         inner_node(f"{conv_name}/folded_filter", "Const", [], const_attrs(folded.filter, dtype, numpy_type)),
         inner_node(conv_name, conv.op, [fused_input(0), f"{conv_name}/folded_filter"], attrs),
+    ]
+    last = conv_name
+    if "conv_squeeze" in match.nodes:  # a 1-D convolution's output, squeezed back (and dilated)
+        nodes.append(inner_node(f"{conv_name}/squeeze", "Squeeze", [last], _copied_attrs(match.node("conv_squeeze"))))
+        last = f"{conv_name}/squeeze"
+    if "conv_batch_to_space" in match.nodes:
+        b2s = f"{conv_name}/batch_to_space"
+        for label in ("block_shape", "crops"):
+            nodes.append(inner_node(f"{b2s}/{label}", "Const", [], _copied_attrs(match.node(label))))
+        nodes.append(inner_node(b2s, "BatchToSpaceND", [last, f"{b2s}/block_shape", f"{b2s}/crops"],
+                                _copied_attrs(match.node("conv_batch_to_space"))))
+        last = b2s
+    nodes += [
         inner_node(f"{output_name}/folded_bias", "Const", [], const_attrs(folded.bias, dtype, numpy_type)),
-        inner_node(output_name, "BiasAdd", [conv_name, f"{output_name}/folded_bias"],
+        inner_node(output_name, "BiasAdd", [last, f"{output_name}/folded_bias"],
                    {"T": dtype, "data_format": data_format}),
     ]
     norm = match.node("bn").op if match.pattern.name == FUSED else "batch normalization"

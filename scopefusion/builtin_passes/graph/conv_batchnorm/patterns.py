@@ -1,7 +1,9 @@
 """The op patterns of a convolution followed by an inference batch norm, as libraries emit them.
 
 The convolution is a ``Conv2D`` or ``DepthwiseConv2dNative`` of ``x`` by a filter,
-optionally followed by a ``BiasAdd``.  The batch norm is one of:
+optionally followed by a ``BiasAdd``.  A 1-D convolution (Keras ``Conv1D``, ``tf.nn.conv1d``)
+is a ``Conv2D`` over an ``ExpandDims`` of its input whose output is squeezed back
+(``Squeeze``), dilated ones (Keras 3) then ``BatchToSpaceND``: both keep the channels last.  The batch norm is one of:
 
 * ``FusedBatchNorm`` / ``V2`` / ``V3`` (tf_keras ``BatchNormalization``, tf_slim
   ``batch_norm(fused=True)``, Keras applications under tf_keras)::
@@ -55,9 +57,14 @@ def parameter(name: str) -> Any:
 
 
 def convolution_output() -> Any:
-    """``conv(x, filter)``, or that plus a bias (``BiasAdd``)."""
+    """``conv(x, filter)``, or that plus a bias (``BiasAdd``); the convolution may be a 1-D one
+    (``Squeeze`` of a ``Conv2D``'s unit axis, then ``BatchToSpaceND`` when it is dilated)."""
     conv = op(CONVOLUTIONS, "$x", one_of(const(label="filter"), "$filter_tensor"), label="conv")
-    return one_of(op("BiasAdd", conv, parameter("bias"), label="bias_add"), conv)
+    squeezed = op("Squeeze", conv, label="conv_squeeze")
+    dilated = op("BatchToSpaceND", squeezed, const(label="block_shape"), const(label="crops"),
+                 label="conv_batch_to_space")
+    conv_out = one_of(conv, squeezed, dilated)
+    return one_of(op("BiasAdd", conv_out, parameter("bias"), label="bias_add"), conv_out)
 
 
 def fused_pattern() -> OpPattern:

@@ -178,11 +178,6 @@ def _tensor_shape_problem(key: str, tensor: Any) -> str | None:
 
 
 def _value_problem(key: str, items: list[Any], rule: AttrRule, dtypes: frozenset[int]) -> str | None:
-    if rule.field == "shape":
-        for shape in items:
-            if any(d.size < -1 for d in shape.dim):
-                return (f"attribute {key!r} holds the shape {[d.size for d in shape.dim]}: no dimension may be "
-                        "below -1 (unknown)")
     if rule.field == "tensor":
         return next((p for p in (_tensor_shape_problem(key, t) for t in items) if p is not None), None)
     if rule.field == "type":

@@ -97,6 +97,8 @@ def const_problems(node: Any) -> list[str]:
     """What is wrong with a ``Const``'s tensor against its dtype and shape."""
     if "value" not in node.attr or "dtype" not in node.attr:
         return []  # the attribute checks report a missing one
+    if node.attr["dtype"].WhichOneof("value") != "type" or node.attr["value"].WhichOneof("value") != "tensor":
+        return []  # the attribute checks report a value of the wrong kind
     tensor, dtype = node.attr["value"].tensor, node.attr["dtype"].type
     if tensor.dtype != dtype:
         return [f"its tensor holds {dtype_name(tensor.dtype)} values, its dtype attribute says {dtype_name(dtype)}"]

@@ -137,10 +137,15 @@ class _Validator:
         self.dtypes = valid_dtypes()
         self.fields: dict[Any, Any] = {}
         self.found: dict[int, list[str]] = {}  # node position -> its problems
+        self.definitions = False  # whether the op-definition checks are made too
 
-    def problems(self) -> list[tuple[str, list[str]]]:
+    def problems(self, definitions: bool = False) -> list[tuple[str, list[str]]]:
         """``(node label, problems)`` of every node that has any, in graph order.  A node's
-        problems come in this order: its name, its op type, its attributes, its inputs."""
+        problems come in this order: its name, its op type, its attributes, its inputs.
+        ``definitions``: also what TensorFlow's op definitions and import rules refuse (input
+        counts and dtypes, constants, function calls, colocation, output shapes), then the
+        graph's versions, devices and function library."""
+        self.definitions = definitions
         for i in invalid_node_names(self.names):
             self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
                            "starting with a letter, digit or '.', no empty scope)")
@@ -151,11 +156,13 @@ class _Validator:
         else:
             silent = self.check_by_op()
         self.check_inputs(silent)
-        self.check_edges()
-        self.check_consts()
+        if definitions:
+            self.check_edges()
+            self.check_consts()
         problems = [(f"node {shorten(self.names[i])} ({self.nodes[i].op or 'no op'})", found)
                     for i, found in sorted(self.found.items())]
-        problems += self.graph_problems()
+        if definitions:
+            problems += self.graph_problems()
         for function in self.graph_def.library.function:
             for inner in function.node_def:
                 if any(_may_nest(v) and nested_too_deep(v, _LIBRARY_ATTR_LEVEL, self.fields)
@@ -274,12 +281,14 @@ class _Validator:
                     found.append(problem)
             if kind in _NESTING_KINDS and _may_nest(value) and nested_too_deep(value, _ATTR_LEVEL, self.fields):
                 found.append(f"attribute {key!r} is nested more than {MAX_NESTING} levels deep")
+            elif not self.definitions:
+                continue
             elif rule is not None and (kind == "func" or kind == "list" and len(value.list.func) > 0):
                 found.extend(self.call_problems(key, value))
             elif key == "_class" and kind == "list":
                 found.extend(self.colocation_problems(value))
-            elif key == "_output_shapes" and kind == "list":
-                problem = shape_problem(key, value.list.shape)
+            elif key == "_output_shapes" and kind == "list" or kind == "shape" and rule is not None:
+                problem = shape_problem(key, value.list.shape if kind == "list" else [value.shape])
                 if problem is not None:
                     found.append(problem)
         return found
@@ -439,7 +448,7 @@ def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = Fa
     ``serialized``: the bytes ``graph_def`` was parsed from (binary), read again for the
     nodes' attribute signatures and inputs; the result is the same without them."""
     with no_gc():  # many small objects, none of them cyclic
-        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems()
+        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems(definitions=True)
     if problems:
         prefix = f"{source}: " if source else ""
         raise GraphValidationError(f"{prefix}invalid graph: {describe(problems)}")

@@ -9,6 +9,7 @@ decided here, the same way for all of them.
 """
 from __future__ import annotations
 
+import math
 import operator
 import signal
 from collections import Counter
@@ -171,7 +172,8 @@ def _changed_text(changed: list[str]) -> str:
 def time_limit(seconds: float | None, message: str) -> Iterator[None]:
     """Raise :class:`PassTimeout` in the block when it runs longer than ``seconds`` (a real-time
     timer on the main thread; elsewhere, or without ``seconds``, no limit)."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if (not seconds or math.isinf(seconds) or threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "setitimer")):
         yield
         return
 

@@ -149,7 +149,8 @@ def _add_run_parser(sub: Any) -> None:
                      "signature; several others need this option)")
     run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
     run.add_argument("--pass-timeout", "--pass_timeout", dest="pass_timeout", type=float, default=None,
-                     metavar="SECONDS", help="stop and report (--strict: fail on) a pass that runs longer than this (default: 600; inf: no limit)")
+                     metavar="SECONDS", help="stop and report (--strict: fail on) a pass that runs longer than this "
+                     "(default: 600; inf: no limit)")
     add_run_partition_arguments(run)
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")

@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
@@ -120,7 +120,7 @@ def _watch_interrupts(seen: list[int]) -> Iterator[None]:
         return
     previous = signal.getsignal(signal.SIGINT)
 
-    def note(signum: int, frame: object) -> None:
+    def note(signum: int, frame: Any) -> None:
         seen.append(signum)
         if callable(previous):
             previous(signum, frame)

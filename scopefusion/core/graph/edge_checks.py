@@ -48,7 +48,7 @@ def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequenc
         if data != len(wanted):
             report(i, f"it has {data} data input(s), its op {nodes[i].op} takes {len(wanted)}")
         per_node[i] = (wanted + (0,) * counts[i])[:counts[i]]
-    expected = list(chain.from_iterable(per_node))
+    expected = list(chain.from_iterable(per_node))  # type: ignore[arg-type]  # each None replaced above
     if len(expected) != len(flat):  # not the inputs of these nodes: nothing to compare
         return
     first = {t: _first_output(t) for t in distinct}

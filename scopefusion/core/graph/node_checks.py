@@ -82,8 +82,10 @@ class NodeJudge:
         if problem is not None:
             return [problem]
         wanted = self.types_of(node).inputs
+        if wanted is None:
+            return []
         found = []
-        for slot, text in enumerate(data if wanted is not None else ()):
+        for slot, text in enumerate(data):
             name, port = parse_input(text)
             producer = self.lookup(name)
             if producer is None or not wanted[slot]:

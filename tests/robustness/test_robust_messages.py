@@ -84,3 +84,14 @@ def test_input_shapes_of_the_wrong_kind_are_parameter_errors(shapes):
 def test_every_pass_has_a_time_limit_by_default():
     assert FusionOptions().pass_timeout == DEFAULT_PASS_TIMEOUT == 600.0
     assert FusionOptions(pass_timeout=float("inf")).pass_timeout == float("inf")
+
+
+def test_verify_says_when_the_original_does_not_run_in_a_default_session_either():
+    """verify runs graphs with Grappler's remapper off; when the original fails there, it asks a
+    default session: a graph that fails there too is named as not running at all."""
+    import tensorflow as tf
+    from scopefusion.testing import graph_from_function
+    graph = graph_from_function(lambda x: x + tf.constant([1.0, 2.0, 3.0]), tf.TensorSpec([None], tf.float32, "x"))
+    with pytest.raises(scopefusion.ScopeFusionError, match="a default TensorFlow session fails the same way, so "
+                                                           "the original graph itself does not run on these feeds"):
+        scopefusion.verify(graph, graph, feeds={"x": np.ones(2, np.float32)})

@@ -42,6 +42,10 @@ class NodeJudge:
             rules = self.rules[op] = op_rules(op, self.counts)
         return rules
 
+    def knows(self, op: str) -> bool:
+        """Whether ``op`` is TensorFlow's or a library function's (its nodes can be judged)."""
+        return op in self.signatures or self.rules_of(op).op_def is not None
+
     def types_of(self, node: "NodeDef") -> NodeTypes:
         if node.op not in self.signatures and self.rules_of(node.op).op_def is None:
             return UNKNOWN  # an op neither TensorFlow nor the library knows: taken as it is

@@ -10,7 +10,13 @@ module refuses what would still make TensorFlow reject the graph later, node by 
   the op declares (an int where a dtype is expected ...), an invalid dtype, a value
   outside the allowed ones or below the minimum, a tensor whose shape is undefined or
   too large, and a required attribute missing;
-* an attribute value nested deeper than protobuf reads (:data:`MAX_NESTING`).
+* an attribute value nested deeper than protobuf reads (:data:`MAX_NESTING`);
+* and, checked against TensorFlow's op definitions (``definitions``, as :func:`validate_graph`
+  checks): input counts and edge dtypes (:mod:`.edge_checks`, typed once per attribute
+  signature by :mod:`.op_typing`), constants against their dtype and shape, shapes with a
+  dimension below -1, colocation with unknown nodes, function attributes naming no function,
+  device strings and versions (:mod:`.graph_checks`) and the function library
+  (:mod:`.library_checks`: recursion, which kills TensorFlow's import, among others).
 
 Two passes over the nodes (their own fields, then their inputs), each linear, and most of
 each done once for many nodes.  Names are matched all at once (joined by newlines), name by

@@ -95,3 +95,19 @@ def test_verify_says_when_the_original_does_not_run_in_a_default_session_either(
     with pytest.raises(scopefusion.ScopeFusionError, match="a default TensorFlow session fails the same way, so "
                                                            "the original graph itself does not run on these feeds"):
         scopefusion.verify(graph, graph, feeds={"x": np.ones(2, np.float32)})
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from scopefusion.core.graph import output_paths
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(output_paths.os, "fsync", full)
+    target = tmp_path / "out.pb"
+    with pytest.raises(OSError) as caught:
+        output_paths.write_atomically(target, b"data")
+    assert caught.value.filename == str(target) and caught.value.errno == errno.ENOSPC
+    assert not target.exists() and os.listdir(tmp_path) == []  # no partial or temporary file

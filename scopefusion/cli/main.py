@@ -6,6 +6,7 @@ after every option has been checked (so a bad option fails at once).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -148,7 +149,8 @@ def _add_run_parser(sub: Any) -> None:
                      "signature; several others need this option)")
     run.add_argument("--strict", action="store_true", help="a pass that raises is an error, not skipped")
     run.add_argument("--pass-timeout", "--pass_timeout", dest="pass_timeout", type=float, default=None,
-                     metavar="SECONDS", help="stop and report (--strict: fail on) a pass that runs longer than this")
+                     metavar="SECONDS", help="stop and report (--strict: fail on) a pass that runs longer than this "
+                     "(default: 600; inf: no limit)")
     add_run_partition_arguments(run)
     run.add_argument("--verify", action="store_true",
                      help="run the original and the fused graph on the same feeds and compare every output")
@@ -390,22 +392,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScopeFusionError as exc:
         if args.debug:
             raise
-        print(f"scopefusion: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        _error_line(" ".join(str(exc).split()))
         return EXIT_USAGE if isinstance(exc, OptionError) else EXIT_ERROR
     except KeyboardInterrupt:
         print("scopefusion: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader went away (| head): stop quietly
+    except BrokenPipeError:  # the reader went away (| head)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        if getattr(args, "output", None) == "-":  # the graph itself was not delivered
+            _error_line("standard output was closed before the fused graph was written (the reader went away)")
+            return EXIT_ERROR
         return 0
     except Exception as exc:  # an unexpected failure: still one line unless --debug
         if args.debug:
             raise
-        print(f"scopefusion: error: {type(exc).__name__}: {' '.join(str(exc).split())} "
-              "(run with --debug for a traceback)",
-              file=sys.stderr)
+        _error_line(f"{type(exc).__name__}: {' '.join(str(exc).split())}", "(run with --debug for a traceback)")
         return EXIT_ERROR
+
+
+#: The longest error line printed: a longer one (a user's text echoed) has its middle cut.
+MAX_ERROR_CHARS = 600
+
+
+def _error_line(text: str, tail: str = "") -> None:
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS // 2]} [...{len(text) - MAX_ERROR_CHARS} characters...] " \
+               f"{text[-MAX_ERROR_CHARS // 2:]}"
+    with contextlib.suppress(OSError):
+        print(f"scopefusion: error: {text}{' ' + tail if tail else ''}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -170,7 +170,7 @@ class _Collector:
         added = []
         for cls in classes:
             if not (isinstance(cls, type) and issubclass(cls, base)):
-                raise PluginError(f"{who} contributed {cls!r}, which is not a {base.__name__} subclass")
+                raise PluginError(f"{who} contributed {described(cls)}, which is not a {base.__name__} subclass")
             name = cls.name
             if not isinstance(name, str) or not name.strip():
                 raise PluginError(f"{who} contributed {cls.__name__}, whose name is {name!r}; a pass name must be "
@@ -253,13 +253,24 @@ def _call_hook(function: Callable[[], Any], who: str, hook: str) -> list[Any]:
     try:
         items = iter(value)
     except TypeError:
-        raise PluginError(f"{who}: hook {hook} must return a sequence, got {value!r}") from None
+        raise PluginError(f"{who}: hook {hook} must return a sequence, got {described(value)}") from None
     try:
         return list(items)  # a generator hook runs its body here
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001
         raise raised(exc) from exc
+
+
+def described(value: object) -> str:
+    """A value a plugin gave, as a message speaks of it: a class by its name, an object without
+    a readable form by its type (no ``<object object at 0x...>``), anything else by a short repr."""
+    if isinstance(value, type):
+        return f"class {value.__module__}.{value.__qualname__}"
+    text = repr(value)
+    if text.startswith("<") and " at 0x" in text:
+        return f"an object of type {type(value).__name__}"
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-37:]} ({type(value).__name__})"
 
 
 #: The hooks that contribute something, in the order they are collected.

@@ -81,5 +81,8 @@ def test_a_tensorflow_op_takes_the_inputs_each_candidate_maps():
     checks = OpChecks(OPS)
     one = checks.check(_candidate({"T": 1}, "Relu", {0: (0, 0)}))
     two = checks.check(_candidate({"T": 1}, "AddV2", {0: (0, 0), 1: (0, 0)}))
-    three = checks.check(_candidate({"T": 1}, "AddV2", {0: (0, 0), 1: (0, 0), 2: (0, 0)}))
-    assert (one.op_def, one.n_inputs, two.n_inputs, three.n_inputs) == (None, 1, 2, 3)
+    assert (one.op_def, one.n_inputs, two.n_inputs) == (None, 1, 2)
+    # the answer shared with ``two`` is not taken for a candidate mapping another number of inputs:
+    # TensorFlow's AddV2 takes two, so three are refused (TensorFlow would not import the node)
+    with pytest.raises(Refused, match="it has 3 data input.s., its op AddV2 takes 2"):
+        checks.check(_candidate({"T": 1}, "AddV2", {0: (0, 0), 1: (0, 0), 2: (0, 0)}))

@@ -41,12 +41,12 @@ from scopefusion.testing import graph_from_function
 
 SEED = 20240917
 CASES_PER_CATEGORY = 25
-SUBPROCESS_CASES = 4
+SUBPROCESS_CASES = 6
 CASE_SECONDS = 30  # a case (load, fuse, write, import) running longer than this hangs
 TOTAL_SECONDS = 300  # the module's budget; it takes about a minute
 GRAPH_CATEGORIES = ("delete_node", "rename_node", "missing_input", "port_out_of_range", "bad_port_string",
                     "duplicate_name", "cycle", "empty_op", "wrong_attr_kind", "huge_splat", "deep_scope",
-                    "bad_name_chars")
+                    "bad_name_chars", "edge_dtype", "input_count", "const_tensor", "import_rules", "broken_library")
 BYTE_CATEGORIES = ("truncated", "random_bytes", "deep_nesting")
 COUNTS: dict[str, Counter] = {}  # "interface category" -> outcomes
 
@@ -246,6 +246,113 @@ MUTATIONS = {f.__name__: f for f in (delete_node, rename_node, missing_input, po
                                      bad_name_chars)}
 
 
+
+# ---------------------------------------------------------------- what TensorFlow's op definitions refuse
+def _typed(n) -> bool:
+    return "T" in n.attr and n.attr["T"].WhichOneof("value") == "type" and any(not t.startswith("^") for t in n.input)
+
+
+def edge_dtype(graph, rng):
+    """A node's dtype attribute changed: its inputs carry another dtype than it takes."""
+    node = _pick(graph, rng, _typed)
+    old = node.attr["T"].type
+    node.attr["T"].type = 3 if old != 3 else 1
+    return f"attribute 'T' of {node.name!r} ({node.op}) {old} -> {node.attr['T'].type}"
+
+
+def input_count(graph, rng):
+    """A data input added to, or taken from, a node of a registered op."""
+    node = _pick(graph, rng, lambda n: tensorflow_op_def(n.op) is not None
+                 and any(not t.startswith("^") for t in n.input))
+    data = [t for t in node.input if not t.startswith("^")]
+    controls = [t for t in node.input if t.startswith("^")]
+    if len(data) > 1 and rng.random() < 0.5:
+        data.pop(rng.randrange(len(data)))
+        how = "one data input fewer"
+    else:
+        data.append(rng.choice(data))
+        how = "one data input more"
+    del node.input[:]
+    node.input.extend(data + controls)
+    return f"{node.name!r} ({node.op}): {how}"
+
+
+def const_tensor(graph, rng):
+    """A constant's tensor against its dtype (TensorFlow aborts on it) or shape."""
+    node = _pick(graph, rng, lambda n: n.op == "Const")
+    tensor = node.attr["value"].tensor
+    how = rng.choice(["dtype", "short", "long"] if tensor.tensor_content else ["dtype"])
+    if how == "dtype":
+        tensor.dtype = rng.choice([d for d in (1, 2, 3, 9, 10) if d != tensor.dtype])
+    elif how == "short":
+        tensor.tensor_content = tensor.tensor_content[: len(tensor.tensor_content) // 2]
+    else:
+        tensor.tensor_content = tensor.tensor_content * 2
+    return f"constant {node.name!r}: tensor {how}"
+
+
+def import_rules(graph, rng):
+    """What TensorFlow's import refuses besides op definitions: colocation with an unknown node, a
+    device it does not read, version fields out of range, a shape with a dimension below -1."""
+    how = rng.choice(["colocation", "device", "producer", "min_consumer", "bad_consumer", "output_shapes", "shape"])
+    node = _pick(graph, rng)
+    if how == "colocation":
+        node.attr["_class"].list.s.append(b"loc:@no_such_node")
+    elif how == "device":
+        node.device = rng.choice(["/foo:bar", "/job:a/replica:x", "/device:CPU:zero", "/cpu:0/gpu:0"])
+    elif how == "producer":
+        graph.versions.producer = -rng.randint(1, 9)
+    elif how == "min_consumer":
+        graph.versions.min_consumer = 10**6
+    elif how == "bad_consumer":
+        graph.versions.bad_consumers.append(tf.version.GRAPH_DEF_VERSION)
+    elif how == "output_shapes":
+        node.attr["_output_shapes"].list.shape.add().dim.add(size=-rng.randint(2, 9))
+    else:
+        node = _pick(graph, rng, lambda n: n.op == "Placeholder")
+        node.attr["shape"].shape.dim.add(size=-rng.randint(2, 9))
+    return f"{how} of {node.name!r}" if how not in ("producer", "min_consumer", "bad_consumer") else how
+
+
+def _call(graph, name: str, reads: str):
+    call = graph.node.add(name=f"call_{name}_{len(graph.node)}", op="PartitionedCall", input=[reads])
+    call.attr["Tin"].list.type.append(1)
+    call.attr["Tout"].list.type.append(1)
+    call.attr["f"].func.name = name
+    return call
+
+
+def broken_library(graph, rng):
+    """A function library TensorFlow refuses or crashes on: a function calling itself (directly or
+    through another), a call to a function the library lacks, two functions of one name, a
+    function output naming no node."""
+    how = rng.choice(["self", "mutual", "missing", "duplicate", "ret"])
+    reads = _pick(graph, rng, lambda n: n.op == "Placeholder" and n.attr["dtype"].type == 1).name
+    names = ["fuzz_f", "fuzz_g"] if how == "mutual" else ["fuzz_f"]
+    for k, name in enumerate(names):
+        function = graph.library.function.add()
+        function.signature.name = name
+        function.signature.input_arg.add(name="a", type=1)
+        function.signature.output_arg.add(name="out", type=1)
+        callee = {"self": name, "mutual": names[(k + 1) % len(names)], "missing": "no_such_function"}.get(how)
+        if callee is not None:
+            inner = function.node_def.add(name="inner", op="PartitionedCall", input=["a"])
+            inner.attr["Tin"].list.type.append(1)
+            inner.attr["Tout"].list.type.append(1)
+            inner.attr["f"].func.name = callee
+            function.ret["out"] = "inner:output:0"
+        else:
+            function.ret["out"] = "nowhere:output:0" if how == "ret" else "a"
+    if how == "duplicate":
+        graph.library.function.append(graph.library.function[-1])
+    _call(graph, "fuzz_f", reads)
+    return f"library: {how}"
+
+
+DEFINITION_MUTATIONS = {f.__name__: f for f in (edge_dtype, input_count, const_tensor, import_rules,
+                                                broken_library)}
+ALL_MUTATIONS = {**MUTATIONS, **DEFINITION_MUTATIONS}
+
 # ============================================================================ byte mutations
 def _field(number: int, payload: bytes) -> bytes:
     """One length-delimited protobuf field."""
@@ -328,7 +435,7 @@ def _graph_case(graphs, category: str, number: int) -> Case:
         graph = graph_pb2.GraphDef()
         graph.CopyFrom(graphs[name])
         try:
-            what = MUTATIONS[category](graph, rng)
+            what = ALL_MUTATIONS[category](graph, rng)
         except (IndexError, ValueError):
             continue
         fmt = rng.choice(["pb", "pbtxt"])
@@ -541,6 +648,9 @@ def test_a_few_fuzzed_files_through_a_real_subprocess(deadline, cases, tmp_path)
     wanted: dict[str, Callable[[Case], bool]] = {
         "port_out_of_range": lambda c: True, "random_bytes": lambda c: True, "deep_scope": lambda c: True,
         "deep_nesting": lambda c: c.suffix == "pbtxt" and int(c.description.split()[2]) >= 500,  # a RecursionError
+        # what killed the process inside TensorFlow: a recursive function, a constant's dtype
+        "broken_library": lambda c: c.description.endswith("library: self"),
+        "const_tensor": lambda c: c.description.endswith("tensor dtype"),
     }
     picked = [next(c for c in cases if c.category == cat and keep(c)) for cat, keep in wanted.items()]
     for done, case in enumerate(picked[:SUBPROCESS_CASES]):

@@ -2,6 +2,7 @@
 new user; every one gets a clear error or refusal, and the output graph stays valid."""
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -183,10 +184,24 @@ def test_a_pass_calling_sys_exit_is_contained_and_named():
         tester.run(graph)
 
 
+class CtrlC(Exiting):
+    def fusion(self, match):
+        signal.raise_signal(signal.SIGINT)  # a real interrupt, as Ctrl-C sends it
+        time.sleep(5)
+
+
 def test_a_keyboard_interrupt_still_interrupts():
     graph = graph_from_function(lambda x: tf.nn.relu(x), SPEC)
     with pytest.raises(KeyboardInterrupt):
-        PassTester().with_passes([Interrupted]).run(graph, strict=False)
+        PassTester().with_passes([CtrlC]).run(graph, strict=False)
+
+
+def test_a_keyboard_interrupt_a_pass_raises_itself_is_contained_like_sys_exit():
+    graph = graph_from_function(lambda x: tf.nn.relu(x), SPEC)
+    result = PassTester().with_passes([Interrupted]).run(graph, strict=False)
+    assert result.report.pass_report("Interrupted").error == (
+        "pass Interrupted (test-passes local) raised KeyboardInterrupt: (no message)")
+    assert "Relu" in [n.op for n in result.fused_graph_def.node]
 
 
 def test_a_pass_past_its_time_limit_is_stopped_and_reported():

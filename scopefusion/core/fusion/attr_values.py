@@ -105,6 +105,8 @@ def _attr_kind_problem(value: object, written: object, attr_type: str | None) ->
         return None
     if isinstance(value, float) and attr_type == "int" and not value.is_integer():
         return "not a whole number"
+    if attr_type == "bool" and isinstance(value, (str, bytes, float)):
+        return f"a bool is wanted, not {type(value).__name__} (which would be read as {bool(value)})"
     field = _ATTR_FIELDS.get(attr_type, "list" if attr_type.startswith("list(") else None)
     kind = written.WhichOneof("value")  # type: ignore[attr-defined]
     if value is written and field is not None and kind not in (field, None):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
+from ..graph.node_checks import NodeJudge
+from ..graph.protos import message_class
 from ..graph.tf_ops import is_tensorflow_op
 from .attr_values import written_attrs
 from .candidate import FusionCandidate
@@ -39,7 +41,30 @@ def check_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) ->
     if candidate.has_inner_graph:
         check_inner_signatures(candidate, attr_values, fused_ops)
     n_inputs = op_def.input_count(candidate.attrs) if op_def is not None else candidate.num_inputs()
+    if op_def is None and not candidate.has_inner_graph:
+        _check_stock_op(candidate.type, attr_values[0], n_inputs)
     return CheckedOp(op_def, attr_values, n_inputs)
+
+
+def _stock_probe(op: str, attrs: dict[str, "AttrValue"]) -> Any:
+    node = message_class("NodeDef")(op=op)
+    for key, value in attrs.items():
+        node.attr[key].CopyFrom(value)
+    return node
+
+
+def _check_stock_op(op: str, attrs: dict[str, "AttrValue"], n_inputs: int | None) -> None:
+    """A fused op that is a stock TensorFlow op: its attributes as the op declares them and (given
+    ``n_inputs``) as many inputs as it takes; refuses with the reason."""
+    judge = NodeJudge(lambda name: None)
+    probe = _stock_probe(op, attrs)
+    problems = judge.attr_problems(probe)
+    if n_inputs is not None and not problems:
+        count = judge.count_problem(probe, n_inputs)
+        if count is not None:
+            problems.append(count)
+    if problems:
+        raise Refused(f"the fused op is TensorFlow's {op}, which it does not fit: {'; '.join(problems[:3])}")
 
 
 def _declared_op(candidate: FusionCandidate, fused_ops: Mapping[str, FusedOpDef]) -> FusedOpDef | None:
@@ -86,6 +111,7 @@ class OpChecks:
         if isinstance(answer, str):
             raise Refused(answer)
         if answer.op_def is None:  # a stock TensorFlow op takes the inputs the candidate maps
+            _check_stock_op(candidate.type, answer.attr_values[0], candidate.num_inputs())
             return answer._replace(n_inputs=candidate.num_inputs())
         return answer
 

@@ -11,6 +11,10 @@ from ..parameters import ParameterError
 PassList = Union[str, Sequence[str], None]
 
 EMIT_FORMS = ("fused", "tf")
+#: Seconds a pass may run, unless told otherwise: far beyond what any pass takes on the largest
+#: graphs (a 200k-node graph fuses in seconds), short enough that a pass that never returns does
+#: not hang a run.
+DEFAULT_PASS_TIMEOUT = 600.0
 
 
 def parse_pass_list(value: PassList) -> list[str]:
@@ -53,7 +57,8 @@ class FusionOptions:
     strict: bool = False
     #: A fusion switch file (JSON or ``Name:on|off`` lines) turning graph passes on or off.
     fusion_switch_file: str | None = None
-    #: Seconds a pass may run before it is stopped and reported (None: no limit).
+    #: Seconds a pass may run before it is stopped and reported (``math.inf``: no limit; None: the
+    #: default of :data:`DEFAULT_PASS_TIMEOUT`).
     pass_timeout: float | None = None
     #: Names of the only nodes fusion may touch (a back end's device segments); None: all.
     fusible_nodes: frozenset[str] | None = None
@@ -72,5 +77,9 @@ class FusionOptions:
         if self.emit not in EMIT_FORMS:
             raise OptionError(f"--emit must be one of {', '.join(EMIT_FORMS)}, not {self.emit!r}")
         self.outputs = parse_pass_list(self.outputs)
-        if self.pass_timeout is not None and not self.pass_timeout > 0:
-            raise ParameterError("pass_timeout", f"must be a positive number of seconds, not {self.pass_timeout!r}")
+        if self.pass_timeout is None:
+            self.pass_timeout = DEFAULT_PASS_TIMEOUT
+        if not isinstance(self.pass_timeout, (int, float)) or isinstance(self.pass_timeout, bool) \
+                or not self.pass_timeout > 0:
+            raise ParameterError("pass_timeout", f"must be a positive number of seconds (math.inf: no limit), "
+                                 f"not {str(self.pass_timeout)[:80]!r}")

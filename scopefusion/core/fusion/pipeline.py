@@ -9,6 +9,7 @@ decided here, the same way for all of them.
 """
 from __future__ import annotations
 
+import math
 import operator
 import signal
 from collections import Counter
@@ -16,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import GraphValidationError, OptionError, PassError, ScopeFusionError
 from ..graph.index import GraphIndex, no_gc
@@ -31,7 +32,7 @@ from .places import Place, PlaceRecorder
 from .plan import FusionPlan, make_plan
 from .refusal import Refused
 from .report import FusedRecord, FusionReport, PassReport, Refusal
-from .rewrite import RewriteSummary, apply_plans, check_rewrite
+from .rewrite import RewriteSummary, apply_plans, check_rewrite, check_written_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -90,25 +91,66 @@ class PassTimeout(Exception):
 @contextmanager
 def contained(spec_name: str, origin: str, report: PassReport, strict: bool,
               timeout: float | None = None, changed: list[str] | None = None) -> Iterator[None]:
-    """Run a pass's own code: whatever it raises (``SystemExit`` too; only
-    ``KeyboardInterrupt`` goes through) names the pass and skips it (``strict``: raises
-    :class:`PassError`); with ``timeout``, a pass still running after that many seconds is
-    stopped the same way."""
+    """Run a pass's own code: whatever it raises (``SystemExit`` too, and a ``KeyboardInterrupt``
+    the pass raises itself) names the pass and skips it (``strict``: raises :class:`PassError`);
+    with ``timeout``, a pass still running after that many seconds is stopped the same way.  Only
+    a real interrupt (Ctrl-C, SIGINT) goes through, and any interrupt where the signal cannot be
+    watched (off the main thread)."""
+    interrupts: list[int] = []
     try:
-        with time_limit(timeout, f"ran longer than the limit of {timeout} s"):
+        with time_limit(timeout, f"ran longer than the limit of {timeout} s"), _watch_interrupts(interrupts):
             yield
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        if interrupts or not _watchable():
+            raise
+        _contain(exc, spec_name, origin, report, strict, changed)
     except BaseException as exc:  # noqa: BLE001 - a pass's own bug, whatever it raised
-        text = " ".join(str(exc).split()) or "(no message)"
-        message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {text}"
-        if isinstance(exc, (PassTimeout, PassChangedGraph)):
-            message = f"pass {spec_name} ({origin}) {text}"
-        elif changed:
-            message += f"; it also {_changed_text(changed)}"
-        if strict:
-            raise PassError(message) from exc
-        report.error = message
+        _contain(exc, spec_name, origin, report, strict, changed)
+
+
+def _watchable() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def _watch_interrupts(seen: list[int]) -> Iterator[None]:
+    """Note each SIGINT received in the block in ``seen``, then let the handler in place act on it."""
+    if not _watchable():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _contain(exc: BaseException, spec_name: str, origin: str, report: PassReport, strict: bool,
+             changed: list[str] | None) -> None:
+    """Name the pass and what it raised (``strict``: as a :class:`PassError`)."""
+    text = shorten_text(" ".join(str(exc).split())) or "(no message)"
+    message = f"pass {spec_name} ({origin}) raised {type(exc).__name__}: {text}"
+    if isinstance(exc, (PassTimeout, PassChangedGraph)):
+        message = f"pass {spec_name} ({origin}) {text}"
+    elif changed:
+        message += f"; it also {_changed_text(changed)}"
+    if strict:
+        raise PassError(message) from exc
+    report.error = message
+
+
+def shorten_text(text: str, limit: int = 300) -> str:
+    """``text`` with its middle cut when it is longer than ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit // 2]} ... {text[-limit // 2:]}"
 
 
 class PassChangedGraph(Exception):
@@ -130,7 +172,8 @@ def _changed_text(changed: list[str]) -> str:
 def time_limit(seconds: float | None, message: str) -> Iterator[None]:
     """Raise :class:`PassTimeout` in the block when it runs longer than ``seconds`` (a real-time
     timer on the main thread; elsewhere, or without ``seconds``, no limit)."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if (not seconds or math.isinf(seconds) or threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "setitimer")):
         yield
         return
 
@@ -237,6 +280,7 @@ class FusionPipeline:
             check_rewrite(index.graph_def, index, accepted, summary, full=self.options.validate_output)
         except GraphValidationError as exc:  # a bug here, never the user's
             raise ScopeFusionError(f"internal error: the fused graph is invalid: {exc}") from exc
+        check_written_nodes(index, accepted, summary)
         stages[f"{engine.stage}.validate"] = time.perf_counter() - t0
         return summary if accepted else None
 

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from collections.abc import Set
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Iterator, Sequence
 
-from ..errors import GraphValidationError
+from ..errors import GraphValidationError, PassError
 from ..graph.attrs import make_attr_value
 from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
 from ..graph.layout import NodeLayout
+from ..graph.node_checks import NodeJudge
 from ..graph.node_set import NodeSet
 from ..graph.protos import message_class
+from ..graph.attr_rules import shorten
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
 from .plan import FusionPlan, new_node_names
@@ -329,6 +331,41 @@ def check_rewrite(
                 problems.append(f"{node.name!r} reads {text!r}")
     if problems:
         raise GraphValidationError(f"inputs that name no node in the graph: {'; '.join(problems[:5])}")
+
+
+def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summary: RewriteSummary) -> None:
+    """The nodes the rewrite wrote (new nodes, rewired readers) against TensorFlow's op
+    definitions (:class:`NodeJudge`): a problem names the node, what is wrong, and the pass whose
+    result it is (:class:`PassError`)."""
+    if not plans:
+        return
+    written = {node.name: node for node in summary.touched}
+    removed = summary.removed_names
+
+    def lookup(name: str) -> "NodeDef | None":
+        node = written.get(name)
+        if node is None and name in index.index and name not in removed:
+            node = index.node(name)
+        return node
+
+    judge = NodeJudge(lookup, {f.signature.name: f.signature for f in index.graph_def.library.function})
+    pass_of = {node.name: plan.candidate.pass_name for plan in plans
+               for node in summary.inserted.get(plan.removed[0], ())}
+    typed = {name for name, node in written.items() if name in pass_of and judge.knows(node.op)}
+    for node in summary.touched:
+        if node.name in pass_of:
+            if not judge.knows(node.op):
+                continue  # a fused op: its declaration was checked with the plan
+            problems = judge.problems(node)
+        elif typed and any(parse_input(text)[0] in typed for text in node.input):
+            problems = judge.problems(node, attrs=False)  # a rewired reader: only what it reads changed
+        else:
+            continue  # reads fused ops (whose dtypes are their declarations') or what it read before
+        if problems:
+            whose = pass_of.get(node.name)
+            source = f"pass {whose} wrote" if whose else "the rewrite left"
+            raise PassError(f"{source} node {shorten(node.name)} ({node.op}), which TensorFlow would refuse: "
+                            f"{'; '.join(problems[:3])}")
 
 
 def _control_target(plan: "FusionPlan") -> str:

@@ -55,6 +55,7 @@ class OpRules:
     seen: dict[tuple[str, str, Any], str | None] = field(default_factory=dict)  # values judged, by attribute
     clean: set[bytes] = field(default_factory=set)  # attribute signatures found without a problem
     hits: int = 0  # nodes found clean by their signature
+    op_def: Any = None  # TensorFlow's definition of the op (None: not TensorFlow's, or a library function's)
 
 
 #: Tags of a serialized NodeDef's name, op, input and device fields (numbers 1 to 4, length-delimited).
@@ -126,6 +127,7 @@ def op_rules(op: str, functions: dict[str, int]) -> OpRules:
     rules = OpRules(outputs=output_count(probe, functions))
     op_def = None if op in functions else tensorflow_op_def(op)
     if op_def is not None:
+        rules.op_def = op_def
         rules.attrs = {a.name: _attr_rule(a) for a in op_def.attr}
         rules.required = tuple(a.name for a in op_def.attr if not a.HasField("default_value"))
     return rules

@@ -11,6 +11,7 @@ TensorFlow then refuses other feeds instead of computing something else.
 from __future__ import annotations
 
 import difflib
+import operator
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..parameters import ParameterError
@@ -31,7 +32,10 @@ def parse_shape_spec(spec: str | Mapping[str, Dims] | None) -> dict[str, list[in
     if spec is None or spec == "":
         return {}
     if not isinstance(spec, str):
-        return {str(k).split(":")[0]: [None if d is None or d < 0 else int(d) for d in v] for k, v in spec.items()}
+        if not isinstance(spec, Mapping):
+            raise ParameterError(PARAMETER, f"must be a mapping of input name to dimensions or a string "
+                                 f"'name:d1,d2;...', not {type(spec).__name__}")
+        return {str(k).split(":")[0]: _dims(str(k), v) for k, v in spec.items()}
     shapes: dict[str, list[int | None]] = {}
     for item in (i.strip() for i in spec.split(";")):
         if not item:
@@ -49,6 +53,31 @@ def parse_shape_spec(spec: str | Mapping[str, Dims] | None) -> dict[str, list[in
             raise ParameterError(PARAMETER, f"item {item!r}: dimensions must be positive, or -1 for a dynamic one")
         shapes[name.strip()] = [None if v == -1 else v for v in values]
     return shapes
+
+
+def _dims(name: str, dims: object) -> list[int | None]:
+    """A shape given as a sequence of dimensions (None or -1: dynamic)."""
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
+        raise ParameterError(PARAMETER, f"the shape of {_short(name)} must be a list of dimensions (None or -1 "
+                             f"for a dynamic one), not {_short(repr(dims))}")
+    out: list[int | None] = []
+    for d in dims:
+        try:
+            value = None if d is None or isinstance(d, bool) else operator.index(d)  # numpy integers too
+        except TypeError:
+            value = None
+        if d is None or value == -1:
+            out.append(None)
+        elif value is not None and value > 0:
+            out.append(value)
+        else:
+            raise ParameterError(PARAMETER, f"the shape of {_short(name)}: dimension {_short(repr(d))} is no "
+                                 "positive integer, None or -1")
+    return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-37:]}"
 
 
 def _graph_shape(node: "NodeDef") -> list[int | None] | None:

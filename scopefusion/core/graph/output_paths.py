@@ -160,6 +160,11 @@ def _stage(dest: Path, data: Payload) -> Path:
             _write(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
+    except OSError as exc:  # a full disk, a quota: the message names the file being written
+        _unlink_quietly(Path(tmp))
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(dest)) from exc
     except BaseException:
         _unlink_quietly(Path(tmp))
         raise

@@ -10,7 +10,13 @@ module refuses what would still make TensorFlow reject the graph later, node by 
   the op declares (an int where a dtype is expected ...), an invalid dtype, a value
   outside the allowed ones or below the minimum, a tensor whose shape is undefined or
   too large, and a required attribute missing;
-* an attribute value nested deeper than protobuf reads (:data:`MAX_NESTING`).
+* an attribute value nested deeper than protobuf reads (:data:`MAX_NESTING`);
+* and, checked against TensorFlow's op definitions (``definitions``, as :func:`validate_graph`
+  checks): input counts and edge dtypes (:mod:`.edge_checks`, typed once per attribute
+  signature by :mod:`.op_typing`), constants against their dtype and shape, shapes with a
+  dimension below -1, colocation with unknown nodes, function attributes naming no function,
+  device strings and versions (:mod:`.graph_checks`) and the function library
+  (:mod:`.library_checks`: recursion, which kills TensorFlow's import, among others).
 
 Two passes over the nodes (their own fields, then their inputs), each linear, and most of
 each done once for many nodes.  Names are matched all at once (joined by newlines), name by
@@ -41,11 +47,15 @@ from .attr_rules import (
     shorten,
     valid_dtypes,
 )
+from .edge_checks import check_edges
+from .graph_checks import const_problems, content_sizes, device_problem, shape_problem, version_problems
 from .index import no_gc
+from .library_checks import called_functions, library_problems, missing_function
+from .op_typing import NodeTypes, node_types
 from .output_ports import output_count
 from .protos import is_repeated
 from .vocabulary import invalid_node_names, parse_input
-from .wire_view import all_inputs, attr_signatures
+from .wire_view import attr_signatures, inputs_and_devices
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -61,7 +71,8 @@ _MAX_PROBLEMS_PER_NODE = 3
 _FIRST_TRIES = 64  # nodes of a type looked up by attribute signature before the hit rate decides
 _SCALAR_FIELDS = frozenset({"s", "i", "f", "b", "type"})
 _NESTING_KINDS = frozenset({"func", "tensor", "list"})
-_NAME, _OP, _INPUT = attrgetter("name"), attrgetter("op"), attrgetter("input")
+_NAME, _OP, _INPUT, _DEVICE = attrgetter("name"), attrgetter("op"), attrgetter("input"), attrgetter("device")
+_CONST_OPS = frozenset({"Const", "HostConst"})
 
 
 def _message_fields(descriptor: Any, cache: dict[Any, list[tuple[str, bool, bool]]]) -> list[tuple[str, bool, bool]]:
@@ -120,25 +131,44 @@ class _Validator:
         self.nodes: Sequence["NodeDef"] = graph_def.node  # no list: a node's object is made when it is read
         self.names: list[str] = list(map(_NAME, self.nodes))
         self.functions = {f.signature.name: len(f.signature.output_arg) for f in graph_def.library.function}
+        self.signatures = {f.signature.name: f.signature for f in graph_def.library.function}
+        self.name_set: set[str] | None = None  # the node names, made when a colocation names one
+        self.types: list[NodeTypes] = []  # each node's, in graph order
+        self.flat: list[str] | None = None  # every node's inputs, end to end
+        self.counts: list[int] | None = None  # each node's number of inputs, when counted
+        self.devices: set[str] | None = None  # the distinct devices, when read from the bytes
+        self.consts: list[int] | None = None  # the positions of the constants, when known
+        self.signature_list: list[bytes] | None = None  # each node's attribute signature, when read
         self.rules: dict[str, OpRules] = {"": OpRules()}
         self.dtypes = valid_dtypes()
         self.fields: dict[Any, Any] = {}
         self.found: dict[int, list[str]] = {}  # node position -> its problems
+        self.definitions = False  # whether the op-definition checks are made too
 
-    def problems(self) -> list[tuple[str, list[str]]]:
+    def problems(self, definitions: bool = False) -> list[tuple[str, list[str]]]:
         """``(node label, problems)`` of every node that has any, in graph order.  A node's
-        problems come in this order: its name, its op type, its attributes, its inputs."""
+        problems come in this order: its name, its op type, its attributes, its inputs.
+        ``definitions``: also what TensorFlow's op definitions and import rules refuse (input
+        counts and dtypes, constants, function calls, colocation, output shapes), then the
+        graph's versions, devices and function library."""
+        self.definitions = definitions
         for i in invalid_node_names(self.names):
             self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
                            "starting with a letter, digit or '.', no empty scope)")
         signatures = None if self.serialized is None else attr_signatures(self.serialized)
         if signatures is not None and len(signatures) == len(self.nodes):
+            self.signature_list = signatures
             silent = self.check_by_signature(signatures)
         else:
             silent = self.check_by_op()
         self.check_inputs(silent)
+        if definitions:
+            self.check_edges()
+            self.check_consts()
         problems = [(f"node {shorten(self.names[i])} ({self.nodes[i].op or 'no op'})", found)
                     for i, found in sorted(self.found.items())]
+        if definitions:
+            problems += self.graph_problems()
         for function in self.graph_def.library.function:
             for inner in function.node_def:
                 if any(_may_nest(v) and nested_too_deep(v, _LIBRARY_ATTR_LEVEL, self.fields)
@@ -161,9 +191,14 @@ class _Validator:
         a node whose signature is another's has the same op type and problems.  Returns the
         positions of the nodes whose op type tells no output count above zero."""
         nodes, problems_of, silent = self.nodes, {}, set()
+        types_of: dict[bytes, NodeTypes] = {}
+        consts = set()
         for signature, i in dict(zip(signatures, range(len(nodes)), strict=True)).items():
             op = nodes[i].op
+            if op in _CONST_OPS:
+                consts.add(signature)
             rules = self.rules_of(op)
+            types_of[signature] = node_types(nodes[i], rules.op_def, self.signatures)
             problems = ([] if op else ["it has no op type"]) + self.attr_problems(nodes[i], rules)
             if problems:
                 problems_of[signature] = problems
@@ -171,6 +206,8 @@ class _Validator:
                 silent.add(signature)
         for i in compress(range(len(nodes)), map(problems_of.__contains__, signatures)) if problems_of else ():
             self.found.setdefault(i, []).extend(problems_of[signatures[i]])
+        self.types = list(map(types_of.__getitem__, signatures))
+        self.consts = list(compress(range(len(nodes)), map(consts.__contains__, signatures))) if consts else []
         return list(compress(range(len(nodes)), map(silent.__contains__, signatures))) if silent else []
 
     def check_by_op(self) -> list[int]:
@@ -187,7 +224,20 @@ class _Validator:
             self.report(i, "it has no op type")
         for op, positions in by_op.items():
             self.check_attrs_of_type(positions, self.rules_of(op))
+        self.types = self.types_by_node()
         return sorted(i for op, positions in by_op.items() if not self.rules[op].outputs for i in positions)
+
+    def types_by_node(self) -> list[NodeTypes]:
+        """Each node's :class:`NodeTypes`, told once per op type and attributes."""
+        memo: dict[tuple[str, bytes], NodeTypes] = {}
+        out = []
+        for node in self.nodes:
+            key = (node.op, attr_signature(node, deterministic=True))
+            types = memo.get(key)
+            if types is None:
+                types = memo[key] = node_types(node, self.rules_of(node.op).op_def, self.signatures)
+            out.append(types)
+        return out
 
     def check_attrs_of_type(self, positions: list[int], rules: OpRules) -> None:
         """The attributes of the nodes of one op type.  Such nodes mostly repeat the same
@@ -237,7 +287,30 @@ class _Validator:
                     found.append(problem)
             if kind in _NESTING_KINDS and _may_nest(value) and nested_too_deep(value, _ATTR_LEVEL, self.fields):
                 found.append(f"attribute {key!r} is nested more than {MAX_NESTING} levels deep")
+            elif not self.definitions:
+                continue
+            elif rule is not None and (kind == "func" or kind == "list" and len(value.list.func) > 0):
+                found.extend(self.call_problems(key, value))
+            elif key == "_class" and kind == "list":
+                found.extend(self.colocation_problems(value))
+            elif key == "_output_shapes" and kind == "list" or kind == "shape" and rule is not None:
+                problem = shape_problem(key, value.list.shape if kind == "list" else [value.shape])
+                if problem is not None:
+                    found.append(problem)
         return found
+
+    def call_problems(self, key: str, value: Any) -> list[str]:
+        """A function attribute naming a function the library does not define."""
+        return [f"attribute {key!r} calls function {shorten(name)}, which the library does not define"
+                for name in called_functions(value) if missing_function(name, self.functions)][:1]
+
+    def colocation_problems(self, value: Any) -> list[str]:
+        """A colocation (``loc:@NAME``) with a node the graph does not have."""
+        if self.name_set is None:
+            self.name_set = set(self.names)
+        return [f"it is to be colocated with {shorten(text)}, which is no node of the graph"
+                for text in (s.decode("utf-8", "replace") for s in value.list.s)
+                if text.startswith("loc:@") and text[5:] not in self.name_set][:1]
 
     def check_inputs(self, silent: list[int]) -> None:
         """Every data input reads a port its producer has, and comes before the control inputs.
@@ -246,20 +319,73 @@ class _Validator:
         among the distinct inputs of the graph, then in the list of all inputs).  ``silent``:
         the positions of the nodes whose op type tells no output count above zero."""
         nodes = self.nodes
-        flat = None if self.serialized is None else all_inputs(self.serialized)
+        read = None if self.serialized is None else inputs_and_devices(self.serialized)
+        flat = None
+        if read is not None:
+            flat, self.devices = read
         if flat is None:
             flat = list(chain.from_iterable(map(_INPUT, nodes)))
+        self.flat = flat
         odd, index = self.odd_inputs(flat, silent)
         if not odd:
             return
-        ends = list(accumulate(map(len, map(_INPUT, nodes))))
+        self.counts = list(map(len, map(_INPUT, nodes)))
+        ends = list(accumulate(self.counts))
         if ends[-1] != len(flat):  # not seen: the same bytes hold the same inputs
-            flat = list(chain.from_iterable(map(_INPUT, nodes)))
+            flat = self.flat = list(chain.from_iterable(map(_INPUT, nodes)))
             odd, index = self.odd_inputs(flat, silent)
         owners = {bisect_right(ends, k) for k in compress(range(len(flat)), map(odd.__contains__, flat))}
         counts: dict[int, int | None] = {}
         for i in sorted(owners):
             self.check_node_inputs(i, nodes[i].input, index, counts)
+
+    def check_edges(self) -> None:
+        """Input counts and edge dtypes against what each op takes (:mod:`.edge_checks`)."""
+        if not self.nodes or not self.types:
+            return
+        counts = self.counts if self.counts is not None else list(map(len, map(_INPUT, self.nodes)))
+        flat = self.flat
+        if flat is None or sum(counts) != len(flat):
+            flat = list(chain.from_iterable(map(_INPUT, self.nodes)))
+        check_edges(self.nodes, self.names, self.types, counts, flat, self.report)
+
+    def check_consts(self) -> None:
+        """Each constant's tensor against its dtype and shape."""
+        nodes = self.nodes
+        positions = self.consts
+        if positions is None:
+            positions = list(compress(range(len(nodes)), map(_CONST_OPS.__contains__, map(_OP, nodes))))
+        # a signature's dtype and shape tell the bytes of raw contents its constants hold; a scalar
+        # is mostly written in its typed field instead (a splat of one value is a scalar's too)
+        sizes: dict[bytes, tuple[int, ...]] = {}
+        signatures = self.signature_list
+        for i in positions:
+            node = nodes[i]
+            if signatures is not None:
+                fine = sizes.get(signatures[i])
+                if fine is None:
+                    fine = sizes[signatures[i]] = content_sizes(node)
+                if len(node.attr["value"].tensor.tensor_content) in fine:
+                    continue
+            for problem in const_problems(node):
+                self.report(i, problem)
+
+    def graph_problems(self) -> list[tuple[str, list[str]]]:
+        """The graph's versions, devices and function library."""
+        graph = self.graph_def
+        out = []
+        versions = version_problems(graph.versions)
+        if versions:
+            out.append(("the graph's versions", versions))
+        devices = self.devices if self.devices is not None else set(map(_DEVICE, self.nodes))
+        devices.discard("")
+        bad = {device: problem for device in devices if (problem := device_problem(device)) is not None}
+        if bad:
+            i = next(i for i, node in enumerate(self.nodes) if node.device in bad)
+            out.append((f"node {shorten(self.names[i])} ({self.nodes[i].op or 'no op'})",
+                        [bad[self.nodes[i].device]]))
+        out += library_problems(graph.library)
+        return out
 
     def odd_inputs(self, flat: list[str], silent: list[int]) -> tuple[set[str], dict[str, int]]:
         """The distinct inputs that do not plainly name a node with outputs (a repeated name
@@ -328,7 +454,7 @@ def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = Fa
     ``serialized``: the bytes ``graph_def`` was parsed from (binary), read again for the
     nodes' attribute signatures and inputs; the result is the same without them."""
     with no_gc():  # many small objects, none of them cyclic
-        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems()
+        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems(definitions=True)
     if problems:
         prefix = f"{source}: " if source else ""
         raise GraphValidationError(f"{prefix}invalid graph: {describe(problems)}")

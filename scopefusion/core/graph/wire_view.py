@@ -9,6 +9,7 @@ message types of this module's own, so that protobuf does the work of a pass ove
   The trimmed graph is serialized as a whole and read back as one ``bytes`` per node, which
   are the nodes' own serializations, cut out at C speed.
 * :func:`all_inputs`: the inputs of all nodes, in graph order, as one list.
+* :func:`inputs_and_devices`: those, and the distinct device strings of the nodes.
 
 The types mirror TensorFlow's: a node keeps its ``op`` field (number 2) and its attribute map
 (number 5) read as a list of entries (a map's wire form; duplicated keys stay apart), an
@@ -17,7 +18,8 @@ the fields named above.  Fields of the same number and kind parse the same way (
 scalar wins, messages merge, a oneof keeps its last member), so equal signatures mean equal
 values.  Every other field is dropped.  For :func:`all_inputs` the graph's node field is read
 as *one* message: protobuf merges the repeated occurrences of a singular message field, so
-the inputs of every node land in one list, in order.
+the inputs of every node land in one list, in order (and, the device field declared repeated
+there, every node's device in another).
 """
 from __future__ import annotations
 
@@ -57,11 +59,13 @@ def _classes() -> dict[str, Any]:
              _copy(attr_value, "Value", tuple(attr_value.fields_by_name), tensor="Tensor"),
              _copy(entry, "Entry", ("key", "value"), value="Value"),
              _copy(node_def, "Node", ("op", "attr"), attr="Entry"),
-             _copy(node_def, "Inputs", ("input",)),
+             _copy(node_def, "Inputs", ("input", "device")),
              _copy(graph_def, "Graph", ("node",), node="Node"),
              _copy(graph_def, "GraphInputs", ("node",), node="Inputs"),
              _copy(graph_def, "NodeBytes", ("node",))]
     types[-2].field[0].label = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL  # one message: nodes merge
+    device = next(f for f in types[-4].field if f.name == "device")
+    device.label = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED  # merged: every node's device, in one list
     types[-1].field[0].type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES  # each node's bytes as they are
     types[-1].field[0].ClearField("type_name")
     used = [f for d in (attr_value, tensor) for f in d.fields]
@@ -102,4 +106,11 @@ def all_inputs(data: bytes) -> list[str] | None:
     return None if view is None else list(view.node.input)
 
 
-__all__ = ["all_inputs", "attr_signatures"]
+def inputs_and_devices(data: bytes) -> tuple[list[str], set[str]] | None:
+    """:func:`all_inputs`, and the distinct device strings of the nodes (an empty one is not
+    written, so it is not among them); None when the bytes do not parse."""
+    view = _parse("GraphInputs", data)
+    return None if view is None else (list(view.node.input), set(view.node.device))
+
+
+__all__ = ["all_inputs", "attr_signatures", "inputs_and_devices"]

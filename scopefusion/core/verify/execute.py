@@ -76,9 +76,10 @@ def _cause_lines(message: str) -> str:
 
 class GraphRunner:
     """One imported graph with an open session, reused across runs; a failure is
-    an error naming the graph and TensorFlow's cause."""
+    an error naming the graph and TensorFlow's cause.  ``stock``: a default session's
+    configuration instead of :func:`session_config`."""
 
-    def __init__(self, graph_def: "GraphDef", label: str) -> None:
+    def __init__(self, graph_def: "GraphDef", label: str, *, stock: bool = False) -> None:
         import tensorflow as tf  # deferred: TensorFlow costs seconds to import
 
         self.label = label
@@ -91,7 +92,8 @@ class GraphRunner:
                                    f"{' '.join(str(exc).split())}") from exc
         self.placeholders = {f"{op.name}:0" for op in self.graph.get_operations()
                              if op.type in ("Placeholder", "PlaceholderV2")}
-        self.session = tf.compat.v1.Session(graph=self.graph, config=session_config())
+        # stock: as a default session runs it (Grappler's remapper on), for a graph that runs only so
+        self.session = tf.compat.v1.Session(graph=self.graph, config=None if stock else session_config())
 
     def run(self, fetches: Sequence[str], feeds: Mapping[str, "np.ndarray"]) -> list["np.ndarray"]:
         mine = {k: v for k, v in feeds.items() if k in self.placeholders}

@@ -165,10 +165,20 @@ def make_feeds(plan: FeedPlan, seed: int, int_range: tuple[int, int] = (0, 10)) 
 def load_npz_feeds(path: str) -> dict[str, "np.ndarray"]:
     """Feeds from an ``.npz`` file whose keys are input names (``:0`` optional)."""
     try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        raise ParameterError("feeds", f"{path}: cannot read feeds ({exc.strerror or exc})") from None
+    if not head.startswith(b"PK"):  # anything else numpy would try as a pickle or a text array
+        raise ParameterError("feeds", f"{path}: not an .npz file (a zip archive of .npy arrays, as numpy.savez "
+                             "writes; keys are input names)")
+    try:
         with np.load(path, allow_pickle=False) as data:
             return {(k if ":" in k else f"{k}:0"): data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise ParameterError("feeds", f"{path}: cannot read feeds ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - a broken archive (zipfile, zlib, numpy's own errors)
+        text = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ParameterError("feeds", f"{path}: cannot read feeds, the .npz file is damaged or truncated "
+                             f"({type(exc).__name__}: {text})") from None
 
 
 def check_feed_keys(feeds: Mapping[str, "np.ndarray"], inputs: Sequence[InputSpec],

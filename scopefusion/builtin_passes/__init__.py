@@ -12,6 +12,7 @@ from .graph.attention import ATTENTION, AttentionFusionPass
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
 from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD
+from .graph.conv_to_fully_connection import FULLY_CONNECTION, ConvToFullyConnectionFusionPass
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
 from .graph.gated_activation import GATED_ACTIVATION, GatedActivationFusionPass
 from .graph.gelu import GELU, GeluFusionPass
@@ -56,6 +57,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     AttentionFusionPass,
     ResidualNormFusionPass,
     ConvBatchnormFusionPass,
+    ConvToFullyConnectionFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
     GroupNormFusionPass,
@@ -66,6 +68,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
+    FULLY_CONNECTION,
 )
 
 

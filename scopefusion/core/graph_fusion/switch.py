@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import OptionError
+from .device_passes import DevicePass
 
 SECTIONS: tuple[str, str] = ("GraphFusion", "UBFusion")
 ALL = "ALL"
@@ -394,22 +395,34 @@ class FusionSwitch:
         """Every pass name the file names, per section, in file order, without "ALL"."""
         return {section: list(names) for section, names in self._parsed.mentioned.items()}
 
-    def unknown_name_warnings(self, known: Mapping[str, Sequence[str]]) -> list[str]:
-        """One warning line per name in the file that no registered pass has."""
+    def unknown_name_warnings(self, known: Mapping[str, Sequence[str]],
+                              device: Mapping[str, DevicePass] | None = None) -> list[str]:
+        """One warning line per name in the file that no registered pass has: for a name of
+        ``device`` (the reference's passes that exist only on its device), what it is and why
+        nothing here implements it (:data:`~.device_passes.DEVICE_PASSES`); for any other, that it is not registered, with hints."""
         registered = {s: list(dict.fromkeys(known.get(s, ()))) for s in SECTIONS}
+        device = device or {}
         label = f"fusion switch file {_printable(self.path or '<default>')}: "
         if self.format == "legacy":
             every = list(dict.fromkeys(registered[SECTIONS[0]] + registered[SECTIONS[1]]))
-            return [label + _unknown("pass", name, every, None)
+            return [label + (_device("pass", name, device[name]) if name in device else _unknown("pass", name, every, None))
                     for name in self._parsed.mentioned[SECTIONS[0]] if name not in every]
         warnings: list[str] = []
         for section, other in (SECTIONS, SECTIONS[::-1]):
             for name in self._parsed.mentioned[section]:
-                if name not in registered[section]:
-                    elsewhere = other if name in registered[other] else None
+                if name not in registered[section] and name in device and device[name].section == section:
+                    warnings.append(label + _device(f"{section} pass", name, device[name]))
+                elif name not in registered[section]:
+                    in_other = name in registered[other] or (name in device and device[name].section == other)
+                    elsewhere = other if in_other else None
                     warnings.append(label + _unknown(f"{section} pass", name,
                                                      registered[section], elsewhere))
         return warnings
+
+
+def _device(kind: str, name: str, entry: DevicePass) -> str:
+    """Word the warning for a pass that exists only on the reference's device."""
+    return f"{kind} '{_printable(name)}' is {entry.describe()}"
 
 
 def _unknown(kind: str, name: str, candidates: list[str], elsewhere: str | None) -> str:

@@ -9,6 +9,7 @@ from ..core.graph_fusion.base_pass import PatternFusionBasePass
 from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
 from .graph.attention import ATTENTION, AttentionFusionPass
+from .graph.concat_ext2 import CONCAT_V2D, ZConcatExt2FusionPass
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
 from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD
@@ -52,6 +53,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     SoftmaxFusionPass,
     RotaryEmbeddingFusionPass,
     ConcatFlattenFusionPass,
+    ZConcatExt2FusionPass,
     GatedActivationFusionPass,
     EpilogueFusionPass,
     AttentionFusionPass,
@@ -68,7 +70,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
-    FULLY_CONNECTION,
+    FULLY_CONNECTION, CONCAT_V2D,
 )
 
 

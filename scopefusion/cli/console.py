@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.graph_fusion.engine import TRAINING_SKIP
+from ..core.graph_fusion.engine import DEFAULT_OFF, TRAINING_SKIP
+from ..core.graph_fusion.switch import OFF_BY_DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.fusion.report import FusionReport, PassReport
@@ -134,7 +135,7 @@ def print_summary(report: "FusionReport", out: Any = None, *, verbose: bool = Fa
     if idle:
         out.print(f"nothing to try in this graph for {len(idle)} pass(es): {', '.join(p.name for p in idle)}"
                   " (-v shows them in the table)", markup=False)
-    off = [p.name for p in report.passes if not p.ran and p.switch != TRAINING_SKIP]
+    off = [p.name for p in report.passes if not p.ran and p.switch not in (TRAINING_SKIP, DEFAULT_OFF)]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")
     training = [p.name for p in report.passes if p.switch == TRAINING_SKIP]
@@ -210,7 +211,7 @@ def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") 
     ]
     graph_rows = []
     for spec in registry.graph_passes:
-        decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close)
+        decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close, spec.default_on)
         graph_rows.append({
             "name": spec.name, "fusion_type": spec.fusion_type, "on": decision.on, "switch": decision.source,
             "forbidden_close": spec.forbidden_close, "origin": spec.origin, "overrides": spec.replaces or "",
@@ -239,6 +240,8 @@ def _on_state(r: dict[str, Any]) -> str:
     state = "yes" if r["on"] else "no"
     if r["forbidden_close"]:
         return state + " (cannot be switched off)"
+    if r["switch"] == OFF_BY_DEFAULT:
+        return state + " (off by default: the switch file turns it on)"
     if r["switch"] != "default":
         return state + f" (switch file: {r['switch']})"
     return state

@@ -9,9 +9,10 @@ over a 7x7 map, ``fc7`` and ``fc8`` 1x1 ones over the 1x1 result), Keras' Mobile
 convolutional" classifier ending in a convolution as large as its feature map.
 
 Looked at: a ``Conv2D`` with a constant filter, of any size under ``VALID`` padding, 1x1 under
-any other (the convolutions that can cover their input without padding).  The convolution, and the ``BiasAdd`` of a ``[C_out]`` bias after it when there is one, become
-``FullyConnection(x, w[, b])`` with ``num_output`` the output channels and ``axis`` 1 (the
-flattening starts after the batch axis), as the reference system re-types such a convolution.
+any other (the convolutions that can cover their input without padding).  The convolution, and
+the ``BiasAdd`` of a ``[C_out]`` bias after it when there is one, become ``FullyConnection(x, w[,
+b])`` with ``num_output`` the output channels and ``axis`` 1 (the flattening starts after the
+batch axis), as the reference system re-types such a convolution.
 Its output keeps the convolution's ``[N, 1, 1, C_out]`` shape, so its readers do not change.
 
 Refused with the reason: a filter smaller than the input (it slides: a real convolution),

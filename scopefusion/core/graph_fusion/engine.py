@@ -29,7 +29,7 @@ from ..graph.view import GraphView
 from ..graph.vocabulary import parse_input
 from .base_pass import FusedOp, NotFused
 from .fusion_pattern import FusionPattern
-from .switch import FusionSwitch, SwitchDecision
+from .switch import OFF_BY_DEFAULT, FusionSwitch, SwitchDecision
 
 #: Default priorities, as the reference counts them: plugin passes from 6000, built-ins from 8000.
 CUSTOM_PRIORITY_BASE = 6000
@@ -39,6 +39,8 @@ ORDER_STRIDE = 1_000_000
 NEAR_MISS_MIN_OPS = 2
 #: What the report says of a pass skipped because it is not safe for training.
 TRAINING_SKIP = "off (training: the pass is not safe for training)"
+#: What the report says of a pass off by default that the switch file does not turn on.
+DEFAULT_OFF = f"off ({OFF_BY_DEFAULT})"
 
 
 @dataclass
@@ -79,7 +81,8 @@ class GraphFusionEngine:
         by_name = {s.name: s for s in mine}
         ordered = self.switch.order(fusion_type, [(s.name, priorities[s.name]) for s in mine])
         self.scheduled = [
-            _Scheduled(by_name[n], self.switch.decide(n, fusion_type, by_name[n].forbidden_close)) for n in ordered
+            _Scheduled(by_name[n], self.switch.decide(n, fusion_type, by_name[n].forbidden_close,
+                                                           by_name[n].default_on)) for n in ordered
         ]
 
     def active(self) -> bool:

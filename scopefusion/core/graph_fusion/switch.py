@@ -28,6 +28,8 @@ from .device_passes import DevicePass
 
 SECTIONS: tuple[str, str] = ("GraphFusion", "UBFusion")
 ALL = "ALL"
+#: The source of the decision for a pass off by default that the file does not name.
+OFF_BY_DEFAULT = "built-in default"
 DOWN_OFFSET = 10000
 _TOP_KEYS = ("Switch", "Priority")
 _LEVELS: dict[str, tuple[int, int]] = {
@@ -367,8 +369,10 @@ class FusionSwitch:
                 parsed.mention(section, aliases.get(name, name))
         return FusionSwitch(self.path, self.format, parsed)
 
-    def decide(self, name: str, section: str, forbidden_close: bool = False) -> SwitchDecision:
-        """Decide whether pass ``name`` of ``section`` runs."""
+    def decide(self, name: str, section: str, forbidden_close: bool = False,
+               default_on: bool = True) -> SwitchDecision:
+        """Decide whether pass ``name`` of ``section`` runs: the file's entry for it, else its
+        ``ALL``, else the pass's own default (``default_on``; source ``"built-in default"`` when off)."""
         table = self._parsed.switches[_check_section(section)]
         exact = table.get(name)
         fallback = table.get(ALL)
@@ -379,7 +383,7 @@ class FusionSwitch:
             return SwitchDecision(exact, "exact", False)
         if fallback is not None:
             return SwitchDecision(fallback, "ALL", False)
-        return SwitchDecision(True, "default", False)
+        return SwitchDecision(default_on, "default" if default_on else OFF_BY_DEFAULT, False)
 
     def priority(self, name: str, section: str) -> int | None:
         """The configured priority of a pass (Down already +10000), or None."""
@@ -399,13 +403,15 @@ class FusionSwitch:
                               device: Mapping[str, DevicePass] | None = None) -> list[str]:
         """One warning line per name in the file that no registered pass has: for a name of
         ``device`` (the reference's passes that exist only on its device), what it is and why
-        nothing here implements it (:data:`~.device_passes.DEVICE_PASSES`); for any other, that it is not registered, with hints."""
+        nothing here implements it (``device_passes.DEVICE_PASSES``); for any other, that it is not
+        registered, with hints."""
         registered = {s: list(dict.fromkeys(known.get(s, ()))) for s in SECTIONS}
         device = device or {}
         label = f"fusion switch file {_printable(self.path or '<default>')}: "
         if self.format == "legacy":
             every = list(dict.fromkeys(registered[SECTIONS[0]] + registered[SECTIONS[1]]))
-            return [label + (_device("pass", name, device[name]) if name in device else _unknown("pass", name, every, None))
+            return [label + (_device("pass", name, device[name]) if name in device
+                             else _unknown("pass", name, every, None))
                     for name in self._parsed.mentioned[SECTIONS[0]] if name not in every]
         warnings: list[str] = []
         for section, other in (SECTIONS, SECTIONS[::-1]):

@@ -24,6 +24,7 @@ from .graph.residual_norm import ADD_LAYER_NORM, ADD_RMS_NORM, ResidualNormFusio
 from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
 from .graph.rotary_embedding import ROTARY_EMBEDDING, RotaryEmbeddingFusionPass
 from .graph.softmax import SoftmaxFusionPass
+from .graph.softmax_transpose import SoftmaxTransposeFusionPass
 from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
@@ -51,6 +52,7 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     GeluFusionPass,
     SwishFusionPass,
     SoftmaxFusionPass,
+    SoftmaxTransposeFusionPass,
     RotaryEmbeddingFusionPass,
     ConcatFlattenFusionPass,
     ZConcatExt2FusionPass,

@@ -31,6 +31,7 @@ from .scope.clip_boxes import CLIP_BOXES, ScopeClipBoxesPass
 from .scope.decode_bbox import DECODE_BBOX_V2, ScopeDecodeBboxV2Pass
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
+from .scope.layer_norm_grad import LAYER_NORM_GRAD, ScopeLayerNormGradPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
 from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
 
@@ -38,6 +39,7 @@ from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
 #: the detection passes, NMS results contain clip results and win over them.
 BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeLayerNormPass,
+    ScopeLayerNormGradPass,
     ScopeInstanceNormPass,
     ScopeDecodeBboxV2Pass,
     ScopeClipBoxesPass,
@@ -72,7 +74,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD, ADD_LAYER_NORM, ADD_RMS_NORM,
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
-    FULLY_CONNECTION, CONCAT_V2D,
+    FULLY_CONNECTION, CONCAT_V2D, LAYER_NORM_GRAD,
 )
 
 

@@ -64,6 +64,10 @@ class FusionCandidate:
     where: list[str] = field(default_factory=list)  # the scopes, or the matched node, for reports
     description: str = ""
     order: int = 0  # priority among candidates of one stage: lower wins conflicts
+    #: tensors from outside the result that its nodes read and the fused op computes from its own
+    #: inputs instead (a layer norm's gradient reads the forward's inner statistics, which its fused op
+    #: computes from x): the pass vouches for it, and the plan accepts those reads
+    recomputed: frozenset[Tensor] = frozenset()
 
     @property
     def has_inner_graph(self) -> bool:

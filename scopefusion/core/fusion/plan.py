@@ -294,7 +294,8 @@ def _outside_reads(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (p, port) in fed_tensors or is_const_like(index, p) or _copies_fed(index, p, port, fed_tensors):
+            if (p, port) in fed_tensors or (p, port) in candidate.recomputed or is_const_like(index, p) \
+                    or _copies_fed(index, p, port, fed_tensors):
                 continue
             raise Refused(
                 f"inner node {names[d]!r} reads {tensor_name(names[p], port)} from outside "

@@ -72,7 +72,18 @@ def to_candidate(index: GraphIndex, result: FusionScopesResult, *, pass_name: st
         where=[s.name for s in result.scopes],
         description=result.description,
         order=order,
+        recomputed=_recomputed(index, result),
     )
+
+
+def _recomputed(index: GraphIndex, result: FusionScopesResult) -> frozenset[Tensor]:
+    out = set()
+    for name, port in result.recomputed_reads:
+        i = index.index.get(name)
+        if i is None:
+            raise Refused(f"recomputed tensor {name!r} does not exist")
+        out.add((i, port))
+    return frozenset(out)
 
 
 def _node_of(index: GraphIndex, result: FusionScopesResult, members: frozenset[int]) -> Callable[[str], int]:

@@ -47,6 +47,8 @@ class FusionScopesResult:
         self.scopes: list["Scope"] = list(scopes)
         self.extra_nodes: list[str] = list(nodes)
         self.rejection: str | None = None
+        #: tensors from outside that inner nodes read and the fused op computes from its own inputs
+        self.recomputed_reads: list[tuple[str, int]] = []
 
     def __repr__(self) -> str:
         return f"FusionScopesResult({self.name!r}, type={self.type!r})"
@@ -71,6 +73,11 @@ class FusionScopesResult:
     def insert_outputs(self, inner_op_name: str, indices: Sequence[int | None]) -> None:
         """Output port ``k`` of inner node ``inner_op_name`` is fused output ``indices[k]``."""
         self.output_map[inner_op_name] = list(indices)
+
+    def recompute(self, node: str, port: int = 0) -> None:
+        """Inner nodes read output ``port`` of outside node ``node``, which the fused op does not take
+        but computes from its inputs (say why in the description): the read is no missing input."""
+        self.recomputed_reads.append((node, port))
 
     # -- inner graph ------------------------------------------------------------
     @staticmethod

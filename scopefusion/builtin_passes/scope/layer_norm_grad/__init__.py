@@ -102,7 +102,7 @@ def _describe(sg: "ScopeGraph", region: GradRegion, result: FusionScopesResult) 
                            f"(its {len(region.recomputed)} inner tensors the gradient read recomputed from x)"
                            + (f", plus {len(region.extra_terms)} other contribution(s) to dx" if region.extra_terms
                               else ""))
-    tensors = [region.dy, region.x, region.gamma, *region.extra_terms]
+    tensors = list(dict.fromkeys([region.dy, region.x, region.gamma, *region.extra_terms]))  # dy may be a term too
     _map_inputs(sg, region, result, tensors)
     for name, port in region.recomputed:  # the forward's rsqrt(variance + epsilon), mean, gamma * rsqrt, ...
         result.recompute(name, port)
@@ -117,7 +117,7 @@ def _describe(sg: "ScopeGraph", region: GradRegion, result: FusionScopesResult) 
     result.add_inner_node(LAYER_NORM_GRAD.name, LAYER_NORM_GRAD.name, [dy, x, "variance", "mean", gamma], attrs)
     dx = f"{LAYER_NORM_GRAD.name}:0"
     if region.extra_terms:
-        terms = [result.fused_input(3 + k) for k in range(len(region.extra_terms))]
+        terms = [result.fused_input(tensors.index(t)) for t in region.extra_terms]
         result.add_inner_node("dx", "AddN", [dx, *terms], {"N": 1 + len(terms), "T": region.dtype})
         dx = "dx:0"
     result.set_inner_output(0, dx)

@@ -93,6 +93,7 @@ def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
     fwd = set(forward.all_node_indices())
     gamma, gamma_side = _scale(sg, rsqrt, fwd)
     extra = _sums(sg, members)
+    _check_forward(sg, forward, rsqrt, mean, x, members)
     entering = _entering(sg, members)
     x_i, gamma_i = (index.index[x[0]], x[1]), (index.index[gamma[0]], gamma[1])
     dy = _dy(sg, entering, fwd, x_i, gamma_i, gamma_side)
@@ -101,7 +102,6 @@ def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
         _check_of_x_and_gamma(sg, t, fwd, x_i, gamma_i)
     flags = _dependence(sg, members, {dy: DY, x_i: FORWARD, gamma_i: GAMMA}, fwd, gamma_side)
     dx, dgamma, dbeta, terms = _outputs(sg, members, flags, extra)
-    _check_forward(sg, forward, rsqrt, mean, x, members)
     dtype = sg.node(rsqrt_grad).attr["T"].type
     params = static_shape(sg, see_through_reshape(sg, set(forward.node_names()), gamma))
     if params is None or None in params or not params:

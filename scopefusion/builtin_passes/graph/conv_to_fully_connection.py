@@ -19,7 +19,9 @@ Refused with the reason: a filter smaller than the input (it slides: a real conv
 nonzero explicit pads, fewer filter channels than input channels (a grouped convolution), shapes
 that cannot be told, NCHW data (the reference takes it, but TensorFlow's CPU kernels run no
 NCHW convolution, so the rewrite could not be verified), a convolution read by more than
-its bias add.
+its bias add, a convolution an inference batch norm follows (``ConvBatchnormFusionPass`` folds the
+batch norm into it in the same stage, as the reference runs that pass first; Keras' MobileNetV2 at
+32x32 has eight such convolutions over its 1x1 maps).
 """
 from __future__ import annotations
 
@@ -27,10 +29,11 @@ from typing import Any
 
 from ...core.fusion.fused_ops import AttrDef, FusedOpDef, TensorArg
 from ...core.fusion.refusal import fail
-from ...core.graph.matching import PatternMatch
+from ...core.graph.matching import MatchFailure, PatternMatch, match_at
 from ...core.graph.pattern import OpPattern, const, one_of, op
 from ...core.graph.vocabulary import FLOAT_DTYPES, dtype_name
 from ...core.graph_fusion.base_pass import FusedOp, FusionAnswer, PatternFusionBasePass
+from .conv_batchnorm.patterns import decomposed_pattern, fused_pattern
 from .fused_shapes import static_shape
 
 #: A constant filter: any size under VALID padding, 1x1 under any other (a larger one pads under SAME
@@ -40,6 +43,8 @@ CONV = one_of(
        padding="VALID", label="conv"),
     op("Conv2D", "$x", const(where=lambda v: v.ndim == 4 and v.shape[:2] == (1, 1), label="w",
                              description="a constant 1x1 filter"), label="conv"))
+#: ConvBatchnormFusionPass's patterns: a convolution they take is left to that pass.
+_BATCH_NORMS = (fused_pattern(), decomposed_pattern())
 CONV_TO_FC = OpPattern("ConvToFullyConnection", one_of(op("BiasAdd", CONV, "$b", label="bias_add"), CONV))
 
 
@@ -92,6 +97,7 @@ class ConvToFullyConnectionFusionPass(PatternFusionBasePass):
             fail("an NCHW convolution: TensorFlow's CPU kernels run none, so the rewrite cannot be verified here")
         x, w = _shape(match, "x", 4), _shape(match, "w", 4)  # a dilated filter covering x cannot exist
         _check_covers(match, x, w)
+        _check_no_batch_norm(match)
         inputs = ["x", "w"]
         attrs: dict[str, Any] = {"num_output": w[3], "axis": 1, "T": dtype}
         if "bias_add" in match.nodes:
@@ -118,6 +124,25 @@ def _shape(match: PatternMatch, name: str, rank: int) -> list[int]:
         fail(f"cannot tell the shape of {match.tensor_name(name)!r} ({shape}), to tell whether the filter covers "
              "the whole input")
     return shape  # type: ignore[return-value]
+
+
+def _check_no_batch_norm(match: PatternMatch) -> None:
+    """Refuse a convolution an inference batch norm follows: ConvBatchnormFusionPass folds the batch norm
+    into it in this stage (the reference runs that pass first), and the two results would overlap."""
+    index, conv = match.view.index, match.nodes["conv"]
+    near = {c for c, port, _ in index.consumers[conv] if port >= 0}
+    near |= {c for n in list(near) for c, port, _ in index.consumers[n] if port >= 0}  # BiasAdd, Mul, ...
+    for root in sorted(near):
+        for pattern in _BATCH_NORMS:
+            if index.ops[root] not in pattern.root_types:
+                continue
+            try:
+                found = match_at(match.view, pattern, root)
+            except MatchFailure:
+                continue
+            if conv in found.members:
+                fail(f"{match.name('conv')!r} is followed by the batch norm {index.names[root]!r}, which "
+                     "ConvBatchnormFusionPass folds into it in this stage")
 
 
 def _check_covers(match: PatternMatch, x: list[int], w: list[int]) -> None:

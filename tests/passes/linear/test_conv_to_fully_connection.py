@@ -19,6 +19,7 @@ from tests.helpers.pass_checks import REGISTRY, assert_builds, op_count, pass_re
 from tests.helpers.verify import assert_verifies
 
 import scopefusion
+from scopefusion.testing import assert_verified
 
 PASS = "ConvToFullyConnectionFusionPass"
 MODELS = {**cf.FC_FORMS, **cf.FC_REFUSALS}
@@ -70,6 +71,20 @@ def test_look_alikes_stay_convolutions(key):
     assert op_count(result.fused_graph_def, "FullyConnection") == 0
     if key != "grouped_covering":  # no CPU kernel runs a grouped Conv2D, in either graph
         assert_verifies(m, result)
+
+
+def test_convolutions_a_batch_norm_follows_are_left_to_the_folding(keras_mobilenet_v2):
+    """Keras' MobileNetV2 at 32x32: its last eight 1x1 convolutions cover their 1x1 maps, but a batch norm
+    follows each, which ConvBatchnormFusionPass folds in the same stage: refused, so no result of the
+    two passes overlaps the other; the other 27 slide.  Nothing is dropped, and the graph verifies."""
+    result = scopefusion.fuse(keras_mobilenet_v2.graph_def, registry=REGISTRY, hints=False)
+    report = pass_report(result, PASS)
+    assert report.fused == [] and report.dropped == []
+    reasons = [r.reason for r in report.refused]
+    assert sum("ConvBatchnormFusionPass folds into it in this stage" in r for r in reasons) == 8
+    assert sum("filter slides over a" in r for r in reasons) == len(reasons) - 8
+    assert len(pass_report(result, "ConvBatchnormFusionPass").fused) == 52
+    assert_verified(keras_mobilenet_v2.graph_def, result, fused_ops=REGISTRY.fused_ops)
 
 
 def test_switch_file_turns_it_off():

@@ -123,6 +123,13 @@ def _inputs(index: GraphIndex, result: FusionScopesResult, members: frozenset[in
                     f"fused input {fused} is fed by two different tensors: "
                     f"{tensor_name(names[previous[0]], previous[1])} and {tensor_name(names[tensor[0]], tensor[1])}"
                 )
+    for fused, (name, port) in result.input_tensors.items():
+        i = index.index.get(name)
+        if i is None:
+            raise Refused(f"fused input {fused} names {name!r}, which does not exist")
+        if fed.setdefault(fused, (i, port)) != (i, port):
+            raise Refused(f"fused input {fused} is fed by two different tensors: {tensor_name(name, port)} and an "
+                          "inner node's input")
     return fed
 
 

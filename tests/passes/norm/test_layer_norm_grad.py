@@ -5,9 +5,10 @@ Each layer norm's gradient (its nodes under ``gradients/<scope>/`` or ``gradient
 the AddN nodes summing them) becomes one ``LayerNormGrad(dy, x, variance, mean, gamma)`` whose
 ``pd_x``, ``pd_gamma`` and ``pd_beta`` replace the gradients of x, gamma and beta, and the fused graph
 matches the original (float32, 1e-4).  Its mean and variance are recomputed from x next to it; the
-forward, no longer read inside by its gradient, becomes a ``LayerNorm`` in the graph stage (not
-Keras 3's, whose reshaped gamma the gradient reads).  With a residual connection, x's gradient
-sums the layer norm's ``pd_x`` and the residual's contribution in the fused op's ``AddN``.
+forward, no longer read inside by its gradient, becomes a ``LayerNorm`` in the graph stage (Keras 3's
+too: its gradient reads gamma reshaped to x's rank, the fused op takes gamma itself).  With a residual
+connection, x's gradient sums the layer norm's ``pd_x`` and the residual's contribution in the fused op's
+``AddN``.
 
 Not fused: Keras 3's RMS-scaled ``LayerNormalization`` (its gradient has an RsqrtGrad but no mean),
 refused with the reason; an inference graph, where the pass finds nothing.
@@ -55,9 +56,9 @@ def test_layer_norm_gradient_becomes_layer_norm_grad(key):
     assert node.attr["begin_norm_axis"].i % 3 == 2 and node.attr["begin_params_axis"].i == -1  # the last axis
     assert node.attr["epsilon"].f == pytest.approx(1e-12 if key.startswith("slim") else 1e-6, rel=1e-6)
     assert op_count(graph, "RsqrtGrad") == 0 and op_count(graph, "LayerNorm") == m.attrs["forward"]
-    if m.attrs["forward"]:  # the forward's statistics and the gradient's are the same ops of the same x
-        (forward,) = [n for n in graph.node if n.op == "LayerNorm"]
-        assert forward.input[0] == node.input[1]
+    (forward,) = [n for n in graph.node if n.op == "LayerNorm"]
+    assert forward.input[0] == node.input[1]  # the statistics the gradient recomputes are of the forward's x
+    assert forward.input[1] == node.input[4]  # and gamma is the forward's gamma, not a reshape of it
     assert_verifies(m, result)
 
 

@@ -16,8 +16,10 @@ fused ``LayerNorm`` output stands for.  So the gradient's result recomputes the 
 variance from ``x`` next to the ``LayerNormGrad`` (two ``Mean`` and a ``SquaredDifference`` in
 the fused inner graph, the very ops of ``tf.nn.moments``: equal to the forward op's ``mean``
 and ``variance`` outputs, which a back end may merge), and reads nothing of the forward but
-``x`` and ``gamma``.  The forward, whose inner tensors the gradient no longer reads, becomes a
-``LayerNorm`` in the graph stage (``LayerNormFusionPass``), in the same run.  (In the scope
+``x`` and ``gamma`` (gamma itself where the gradient read it reshaped to x's rank, as Keras 3's
+does; the reads it recomputes are declared with ``result.recompute``).  The forward, whose inner
+tensors the gradient no longer reads, becomes a ``LayerNorm`` in the graph stage
+(``LayerNormFusionPass``), in the same run.  (In the scope
 stage, the scope pass sees the gradient still reading its inner tensors and leaves it.)
 
 The pass runs only on training graphs: its pattern needs a ``RsqrtGrad`` op, which only the
@@ -74,6 +76,8 @@ class ScopeLayerNormGradPass(ScopeBasePass):
                     continue
                 found = _region_or_reason(scope_graph, index.names[i])
                 home = found.scope if isinstance(found, GradRegion) else scope
+                if home.name in self._regions:  # another RsqrtGrad of the same scope: refused once
+                    continue
                 self._regions[home.name] = found
                 results.append(ScopesResult([home], found.extra if isinstance(found, GradRegion) else []))
         return results
@@ -104,8 +108,10 @@ def _describe(sg: "ScopeGraph", region: GradRegion, result: FusionScopesResult) 
                               else ""))
     tensors = list(dict.fromkeys([region.dy, region.x, region.gamma, *region.extra_terms]))  # dy may be a term too
     _map_inputs(sg, region, result, tensors)
+    result.insert_input_tensor(2, *region.gamma)  # the parameter, which the gradient may read reshaped
     for name, port in region.recomputed:  # the forward's rsqrt(variance + epsilon), mean, gamma * rsqrt, ...
-        result.recompute(name, port)
+        if (name, port) != region.gamma:
+            result.recompute(name, port)
     x, dy, gamma = result.fused_input(1), result.fused_input(0), result.fused_input(2)
     stats = {"T": region.dtype, "Tidx": DT_INT32, "keep_dims": True}
     axes = make_tensor_proto(np.asarray(region.axes, dtype=np.int32))

@@ -55,7 +55,8 @@ class GradRegion:
     extra: list[str]
     dy: Tensor
     x: Tensor
-    gamma: Tensor
+    gamma: Tensor  # the parameter: what the forward multiplies by, seen through a reshape to x's rank
+    gamma_read: Tensor  # what the gradient reads: gamma, or that reshape of it
     dx: Tensor
     dgamma: Tensor | None
     dbeta: Tensor | None
@@ -97,19 +98,21 @@ def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
     entering = _entering(sg, members)
     x_i, gamma_i = (index.index[x[0]], x[1]), (index.index[gamma[0]], gamma[1])
     dy = _dy(sg, entering, fwd, x_i, gamma_i, gamma_side)
-    recomputed = sorted(t for t in entering if t not in (x_i, gamma_i, dy) and sg.constant_chain(t[0]) is None)
+    recomputed = sorted(t for t in entering if t not in (x_i, dy) and sg.constant_chain(t[0]) is None)
+    param = see_through_reshape(sg, set(forward.node_names()), gamma)
     for t in recomputed:
-        _check_of_x_and_gamma(sg, t, fwd, x_i, gamma_i)
+        _check_of_x_and_gamma(sg, t, fwd, x_i, (index.index[param[0]], param[1]))
     flags = _dependence(sg, members, {dy: DY, x_i: FORWARD, gamma_i: GAMMA}, fwd, gamma_side)
     dx, dgamma, dbeta, terms = _outputs(sg, members, flags, extra)
     dtype = sg.node(rsqrt_grad).attr["T"].type
-    params = static_shape(sg, see_through_reshape(sg, set(forward.node_names()), gamma))
+    params = static_shape(sg, param)
     if params is None or None in params or not params:
         fail(f"cannot tell the shape gamma {gamma[0]!r} spans")
     names = index.names
     return GradRegion(
         scope=scope, forward=forward, extra=[names[i] for i in sorted(extra)],
-        dy=(names[dy[0]], dy[1]), x=x, gamma=gamma, dx=dx, dgamma=dgamma, dbeta=dbeta, axes=axes, epsilon=epsilon,
+        dy=(names[dy[0]], dy[1]), x=x, gamma=param, gamma_read=gamma, dx=dx, dgamma=dgamma, dbeta=dbeta,
+        axes=axes, epsilon=epsilon,
         begin_norm_axis=norm_axis(sg, x, axes), begin_params_axis=-len(params), dtype=dtype, extra_terms=terms,
         recomputed=[(names[t[0]], t[1]) for t in recomputed])
 
@@ -210,7 +213,7 @@ def _check_of_x_and_gamma(sg: "ScopeGraph", tensor: tuple[int, int], fwd: set[in
     seen, stack = set(), [tensor]
     while stack:
         t = stack.pop()
-        if t in (x, gamma) or t in seen or sg.constant_chain(t[0]) is not None:
+        if (t in (x, gamma) and t != tensor) or t in seen or sg.constant_chain(t[0]) is not None:
             continue
         seen.add(t)
         if t[0] not in fwd:

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.graph_fusion.engine import DEFAULT_OFF, TRAINING_SKIP
+from ..core.graph_fusion.engine import TRAINING_SKIP
 from ..core.graph_fusion.switch import OFF_BY_DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,7 +135,7 @@ def print_summary(report: "FusionReport", out: Any = None, *, verbose: bool = Fa
     if idle:
         out.print(f"nothing to try in this graph for {len(idle)} pass(es): {', '.join(p.name for p in idle)}"
                   " (-v shows them in the table)", markup=False)
-    off = [p.name for p in report.passes if not p.ran and p.switch not in (TRAINING_SKIP, DEFAULT_OFF)]
+    off = [p.name for p in report.passes if not p.ran and p.switch != TRAINING_SKIP]
     if off:
         out.print(f"switched off by the fusion switch file: {', '.join(off)}")
     training = [p.name for p in report.passes if p.switch == TRAINING_SKIP]

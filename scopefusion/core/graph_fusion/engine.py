@@ -6,7 +6,9 @@ their root op types, looked up in the index; every match is collected first, the
 each is handed to the pass's ``fusion``; the answers become fusion candidates
 for the shared pipeline.  A pass the switch file turns off does not run (one
 flagged ``forbidden_close`` runs anyway, and the report says so); nor, when the
-graph is trained, does a pass whose class sets ``training_safe = False``.
+graph is trained, does a pass whose class sets ``training_safe = False``.  A pass off
+by default (``default_on = False``) that the file does not turn on neither runs nor
+appears in the run's report.
 """
 from __future__ import annotations
 
@@ -39,8 +41,6 @@ ORDER_STRIDE = 1_000_000
 NEAR_MISS_MIN_OPS = 2
 #: What the report says of a pass skipped because it is not safe for training.
 TRAINING_SKIP = "off (training: the pass is not safe for training)"
-#: What the report says of a pass off by default that the switch file does not turn on.
-DEFAULT_OFF = f"off ({OFF_BY_DEFAULT})"
 
 
 @dataclass
@@ -93,14 +93,18 @@ class GraphFusionEngine:
                           switch=_switch_text(item.decision))
 
     def skipped(self, report: FusionReport) -> None:
-        """Every pass of the section is switched off: the report still lists them."""
-        report.passes.extend(self._pass_report(item) for item in self.scheduled)
+        """Every pass of the section is switched off: the report still lists them (not those off by
+        default, which the report leaves out unless the switch file turns them on)."""
+        report.passes.extend(self._pass_report(item) for item in self.scheduled
+                             if item.decision.source != OFF_BY_DEFAULT)
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         view = GraphView(context.index, same_shape=self.shape_rules)
         candidates: list[FusionCandidate] = []
         for k, item in enumerate(self.scheduled):
             spec = item.spec
+            if item.decision.source == OFF_BY_DEFAULT:  # not asked for: not part of this run's report
+                continue
             pr = context.pass_report(self._pass_report(item))
             if not item.decision.on:
                 continue

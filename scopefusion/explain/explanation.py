@@ -233,8 +233,9 @@ def explain(model: ModelLike, place: str, *, pass_name: str | None = None, regis
     verdicts = []
     try:
         for spec in specs:
-            p = report.pass_report(spec.name)
-            verdict, reason = _verdict(p, place)
+            ran = [p for p in report.passes if p.name == spec.name]
+            verdict, reason = _verdict(ran[0], place) if ran else ("not run", "off by default: the switch file turns "
+                                                                                "it on")
             v = PassVerdict(spec.name, spec.engine, _default_state(spec, switch), verdict, reason,
                             produced=produced.get(spec.name, []))
             if spec.engine == "scope" and scope is not None:

@@ -24,6 +24,7 @@ from .core.graph.output_ports import check_tensor_names
 from .core.graph.vocabulary import NON_OUTPUT_SINKS
 from .core.graph_fusion.base_pass import FUSION_TYPES
 from .core.graph_fusion.engine import GraphFusionEngine
+from .core.graph_fusion.device_passes import DEVICE_PASSES
 from .core.graph_fusion.switch import FusionSwitch
 from .core.parameters import ParameterError
 from .core.partition import (MixedResult, MixedRun, PartitionReport, build_report, partition_request, place,
@@ -101,9 +102,10 @@ def load_switch(value: SwitchLike) -> FusionSwitch:
 
 
 def switch_warnings(switch: FusionSwitch, registry: Registry) -> list[str]:
-    """Names in the switch file that match no registered graph pass (with close matches)."""
+    """Names in the switch file that match no registered graph pass: the reference's passes that exist
+    only on its device (what they are, why none is here), others with close matches."""
     known = {t: [p.name for p in registry.graph_passes if p.fusion_type == t] for t in FUSION_TYPES}
-    return switch.unknown_name_warnings(known)
+    return switch.unknown_name_warnings(known, DEVICE_PASSES)
 
 
 def _from_session(name: str, given: Any, session: Any, sources: dict[str, str]) -> Any:

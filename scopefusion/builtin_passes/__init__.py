@@ -9,9 +9,11 @@ from ..core.graph_fusion.base_pass import PatternFusionBasePass
 from ..core.scope.base_pass import ScopeBasePass
 from ..plugins.hookspecs import hookimpl
 from .graph.attention import ATTENTION, AttentionFusionPass
+from .graph.concat_ext2 import CONCAT_V2D, ZConcatExt2FusionPass
 from .graph.concat_flatten import ConcatFlattenFusionPass
 from .graph.conv_batchnorm import ConvBatchnormFusionPass
 from .graph.conv_bias_add import CONV2D_BIAS_ADD, DEPTHWISE_CONV2D_BIAS_ADD
+from .graph.conv_to_fully_connection import FULLY_CONNECTION, ConvToFullyConnectionFusionPass
 from .graph.epilogue import CONV2D_BIAS_ADD_ACTIVATION, MATMUL_BIAS_ADD_ACTIVATION, EpilogueFusionPass
 from .graph.gated_activation import GATED_ACTIVATION, GatedActivationFusionPass
 from .graph.gelu import GELU, GeluFusionPass
@@ -22,6 +24,7 @@ from .graph.residual_norm import ADD_LAYER_NORM, ADD_RMS_NORM, ResidualNormFusio
 from .graph.rms_norm import RMS_NORM, RMSNormFusionPass
 from .graph.rotary_embedding import ROTARY_EMBEDDING, RotaryEmbeddingFusionPass
 from .graph.softmax import SoftmaxFusionPass
+from .graph.softmax_transpose import SoftmaxTransposeFusionPass
 from .graph.swish import SWISH, SwishFusionPass
 from .scope.batch_nms import BATCH_MULTICLASS_NMS, ScopeBatchMultiClassNMSPass
 from .scope.box_coordinates import NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, ScopeNormalizeBBoxPass, ScopeToAbsoluteBBoxPass
@@ -31,6 +34,7 @@ from .scope.fastrcnn_predictions import FASTRCNN_PREDICTIONS, ScopeFastrcnnPredi
 from .scope.instance_norm import INSTANCE_NORM, ScopeInstanceNormPass
 from .scope.keep_ratio_resize import KEEP_RATIO_RESIZE_BILINEAR, ScopeKeepRatioResizeBilinearPass
 from .scope.layer_norm import LAYER_NORM, ScopeLayerNormPass
+from .scope.layer_norm_grad import LAYER_NORM_GRAD, ScopeLayerNormGradPass
 from .scope.rnn_cells import BASIC_LSTM_CELL, GRU_CELL, ScopeBasicLSTMCellPass, ScopeGRUCellPass
 from .scope.rnn_loops import DYNAMIC_GRU_V2, DYNAMIC_RNN, ScopeDynamicRNNPass
 from .scope.roi_align import ROI_ALIGN, ScopeROIAlignPass
@@ -41,6 +45,7 @@ from .scope.rpn_proposals import RPN_PROPOSALS, ScopeRpnProposalsPass
 #: the stage passes' (RPN proposals, Faster R-CNN predictions) contain their parts'.
 BUILTIN_PASSES: tuple[type[ScopeBasePass], ...] = (
     ScopeLayerNormPass,
+    ScopeLayerNormGradPass,
     ScopeInstanceNormPass,
     ScopeDecodeBboxV2Pass,
     ScopeClipBoxesPass,
@@ -61,13 +66,16 @@ BUILTIN_GRAPH_PASSES: tuple[type[PatternFusionBasePass], ...] = (
     GeluFusionPass,
     SwishFusionPass,
     SoftmaxFusionPass,
+    SoftmaxTransposeFusionPass,
     RotaryEmbeddingFusionPass,
     ConcatFlattenFusionPass,
+    ZConcatExt2FusionPass,
     GatedActivationFusionPass,
     EpilogueFusionPass,
     AttentionFusionPass,
     ResidualNormFusionPass,
     ConvBatchnormFusionPass,
+    ConvToFullyConnectionFusionPass,
     LayerNormFusionPass,
     RMSNormFusionPass,
     GroupNormFusionPass,
@@ -79,6 +87,7 @@ BUILTIN_FUSED_OPS: tuple[FusedOpDef, ...] = (
     GATED_ACTIVATION, ROTARY_EMBEDDING,
     RMS_NORM, GROUP_NORM, ATTENTION, BASIC_LSTM_CELL, GRU_CELL, DYNAMIC_RNN, DYNAMIC_GRU_V2,
     ROI_ALIGN, RPN_PROPOSALS, FASTRCNN_PREDICTIONS, NORMALIZE_BBOX, TO_ABSOLUTE_BBOX, KEEP_RATIO_RESIZE_BILINEAR,
+    FULLY_CONNECTION, CONCAT_V2D, LAYER_NORM_GRAD,
 )
 
 

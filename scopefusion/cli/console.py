@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.graph_fusion.engine import TRAINING_SKIP
+from ..core.graph_fusion.switch import OFF_BY_DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.fusion.report import FusionReport, PassReport
@@ -210,7 +211,7 @@ def list_rows(registry: "Registry", enabled: list[str], switch: "FusionSwitch") 
     ]
     graph_rows = []
     for spec in registry.graph_passes:
-        decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close)
+        decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close, spec.default_on)
         graph_rows.append({
             "name": spec.name, "fusion_type": spec.fusion_type, "on": decision.on, "switch": decision.source,
             "forbidden_close": spec.forbidden_close, "origin": spec.origin, "overrides": spec.replaces or "",
@@ -239,6 +240,8 @@ def _on_state(r: dict[str, Any]) -> str:
     state = "yes" if r["on"] else "no"
     if r["forbidden_close"]:
         return state + " (cannot be switched off)"
+    if r["switch"] == OFF_BY_DEFAULT:
+        return state + " (off by default: the switch file turns it on)"
     if r["switch"] != "default":
         return state + f" (switch file: {r['switch']})"
     return state

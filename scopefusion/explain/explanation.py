@@ -27,7 +27,7 @@ from ..core.graph.view import GraphView
 from ..core.graph.vocabulary import dtype_name, tensor_name
 from ..core.graph_fusion.base_pass import FUSION_TYPES
 from ..core.graph_fusion.engine import GraphFusionEngine, checked_patterns
-from ..core.graph_fusion.switch import FusionSwitch
+from ..core.graph_fusion.switch import OFF_BY_DEFAULT, FusionSwitch
 from ..core.scope.feature_checks import PatternCheck, check_patterns
 from ..core.scope.pass_manager import ScopePassManager
 from ..core.scope.patterns import attr_text, check_pattern_sets
@@ -158,7 +158,9 @@ def _attr_type(fused_ops: Mapping[str, FusedOpDef], op: str, name: str) -> str:
 def _default_state(spec: Any, switch: FusionSwitch) -> str:
     if spec.engine == "scope":
         return "general" if spec.general else "needs --enable_scope_fusion_passes"
-    decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close)
+    decision = switch.decide(spec.name, spec.fusion_type, spec.forbidden_close, spec.default_on)
+    if decision.source == OFF_BY_DEFAULT:
+        return "off (off by default: the switch file turns it on)"
     return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" (switch file: "
                                                                                      f"{decision.source})")
 
@@ -231,8 +233,9 @@ def explain(model: ModelLike, place: str, *, pass_name: str | None = None, regis
     verdicts = []
     try:
         for spec in specs:
-            p = report.pass_report(spec.name)
-            verdict, reason = _verdict(p, place)
+            ran = [p for p in report.passes if p.name == spec.name]
+            verdict, reason = _verdict(ran[0], place) if ran else ("not run", "off by default: the switch file turns "
+                                                                                "it on")
             v = PassVerdict(spec.name, spec.engine, _default_state(spec, switch), verdict, reason,
                             produced=produced.get(spec.name, []))
             if spec.engine == "scope" and scope is not None:

@@ -63,11 +63,12 @@ def _prefixes(name: str) -> Iterator[str]:
 
 
 def left_out_passes(registry: "Registry", options: FusionOptions, switch: FusionSwitch) -> tuple[list, list]:
-    """The scope passes not enabled and the graph passes the switch file turns off."""
+    """The scope passes not enabled and the graph passes the switch file turns off (not those off by
+    default: they are off by design, not by the user's choice)."""
     enabled = set(options.enable_scope_fusion_passes)
     scope = [s for s in registry.passes if not s.general and s.name not in enabled]
     graph = [s for s in registry.graph_passes
-             if not switch.decide(s.name, s.fusion_type, s.forbidden_close).on]
+             if not switch.decide(s.name, s.fusion_type, s.forbidden_close, s.default_on).on and s.default_on]
     return scope, graph
 
 

@@ -56,14 +56,16 @@ def test_piped_output_shows_no_progress(tmp_path):
 def test_the_api_reports_each_step_and_progress_is_inert_off_a_terminal():
     steps: list[str] = []
     result = scopefusion.fuse(EXAMPLE_MODEL, progress=steps.append)
-    graph_passes = [s.name for s in scopefusion.load_registry().graph_passes if s.fusion_type == "GraphFusion"]
+    graph_passes = [s for s in scopefusion.load_registry().graph_passes if s.fusion_type == "GraphFusion"]
     ub_passes = [s.name for s in scopefusion.load_registry().graph_passes if s.fusion_type == "UBFusion"]
     assert steps == [
         "indexing 234 nodes", "scope stage: matching (234 nodes)",
-        "scope stage: ScopeLayerNormPass (1 of 1, 234 nodes)",
+        "scope stage: ScopeLayerNormPass (1 of 2, 234 nodes)",
+        "scope stage: ScopeLayerNormGradPass (2 of 2, 234 nodes)",
         "scope stage: checking and applying 5 candidate(s)",
         "graph stage: indexing 169 nodes", "graph stage: matching (169 nodes)",
-        *[f"graph stage: {name} ({k} of {len(graph_passes)}, 169 nodes)" for k, name in enumerate(graph_passes, 1)],
+        *[f"graph stage: {spec.name} ({k} of {len(graph_passes)}, 169 nodes)"
+          for k, spec in enumerate(graph_passes, 1) if spec.default_on],  # those off by default do not run
         "graph stage: checking and applying 15 candidate(s)", "ub stage: indexing 144 nodes",
         "ub stage: matching (144 nodes)",
         *[f"ub stage: {name} ({k} of {len(ub_passes)}, 144 nodes)" for k, name in enumerate(ub_passes, 1)],

@@ -146,3 +146,26 @@ CONCAT_REFUSALS: dict[str, Callable[[], PassModel]] = {
     "unknown_rank": unknown_rank,
     "fed_axis": fed_axis,
 }
+
+
+# ------------------------------------------------------------------ ConcatV2 -> ConcatV2D
+
+
+def keras_wide_concat(batch: int | None = 2, width: int = 130, seed: int = 0) -> PassModel:
+    """Keras 3 ``Concatenate()`` of ``width`` one-column slices of a ``[batch, width]`` input, each scaled
+    by a ``Dense(1)`` (``keras.ops.split``): one ``ConcatV2`` of ``width`` inputs along the last axis.
+    With the batch known every input's shape is known and a ConcatV2D takes 63 of them, else 48:
+    130 inputs become a tree of runs of 63, 63, 4 (or 48, 48, 34) under one root."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    x = keras.Input((width,), batch_size=batch)
+    parts = keras.ops.split(x, width, axis=1)
+    dense = keras.layers.Dense(1)
+    net = keras.Model(x, keras.layers.Concatenate()([dense(p) for p in parts]))
+    am._randomize_keras([dense], seed)
+    model = am._traced(f"keras_wide_concat[batch={batch}]", lambda x: net(x), {"x": am._spec([batch, width])},
+                       np.random.default_rng(seed), signature=("ConcatV2",))
+    limit = 63 if batch is not None else 48
+    runs = [min(limit, width - k) for k in range(0, width, limit)]
+    return PassModel.of(model, 1, inputs=width, runs=runs)

@@ -302,7 +302,7 @@ def _manager(reg, enable=None) -> ScopePassManager:
 def test_non_general_plugin_pass_is_off_by_default(use_plugins):
     use_plugins("sf-test-extra")
     manager = _manager(load_registry())
-    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass"]
+    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass"]
     assert manager.enabled[0].origin == EXTRA_ORIGIN
 
 
@@ -310,8 +310,8 @@ def test_enabling_a_plugin_pass(use_plugins):
     use_plugins("sf-test-extra")
     manager = _manager(load_registry(), " TestExtraPass , ,")
     assert manager.options.enable_scope_fusion_passes == ["TestExtraPass"]
-    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass", "TestExtraPass"]
-    assert manager.enabled[1].origin == EXTRA_ORIGIN
+    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass", "TestExtraPass"]
+    assert manager.enabled[2].origin == EXTRA_ORIGIN
 
 
 def test_unknown_pass_name_suggests_the_plugin_pass(use_plugins):
@@ -332,7 +332,8 @@ def test_plugin_pass_name_is_unknown_without_the_plugin(use_plugins):
 def test_option_order_does_not_change_run_order(use_plugins, enable):
     use_plugins("sf-test-extra")
     manager = _manager(load_registry(), enable)
-    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass", "TestExtraPass", "TestExtraLatePass"]
+    assert [s.name for s in manager.enabled] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass", "TestExtraPass",
+                                                 "TestExtraLatePass"]
 
 
 def _extra_graph():
@@ -359,11 +360,12 @@ def test_enabled_plugin_passes_run_in_registration_order(use_plugins, enable):
     reg = load_registry()
     outcome = _manager(reg, enable).run(_extra_graph())
     report = outcome.report
-    assert [p.name for p in report.passes] == ["ScopeLayerNormPass", "TestExtraPass", "TestExtraLatePass"]
-    extra = report.passes[1]
+    assert [p.name for p in report.passes] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass", "TestExtraPass",
+                                               "TestExtraLatePass"]
+    extra = report.passes[2]
     assert extra.origin == EXTRA_ORIGIN
     assert [(f.name, f.type) for f in extra.fused] == [("net/extra_block", "TestExtra")]
-    late = report.passes[2]
+    late = report.passes[3]
     assert late.fused == []
     assert [r.reason for r in late.refused] == ["rejected by the pass: TestExtraLatePass never fuses"]
     nodes = {n.name: n for n in outcome.graph_def.node}
@@ -377,7 +379,7 @@ def test_plugin_pass_does_not_run_unless_enabled(use_plugins):
     use_plugins("sf-test-extra")
     reg = load_registry()
     outcome = _manager(reg).run(_extra_graph())
-    assert [p.name for p in outcome.report.passes] == ["ScopeLayerNormPass"]
+    assert [p.name for p in outcome.report.passes] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass"]
     assert {n.op for n in outcome.graph_def.node} == {"Placeholder", "Relu", "Identity"}
 
 

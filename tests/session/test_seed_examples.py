@@ -18,6 +18,8 @@ from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 from tests.passes.detection.test_detection import od  # noqa: F401 - the OD API install fixture, shared
 
 import scopefusion
+from scopefusion.api import load_switch, switch_warnings
+from scopefusion.core.graph_fusion.device_passes import DEVICE_PASSES
 from scopefusion.core.options import SessionOptionError, npu_options, parse_in_out_pair
 from scopefusion.core.partition import PartitionError
 from tests.helpers.session_configs import imported, npu_config
@@ -102,7 +104,9 @@ def test_seed_002_switch_files(name, bert_encoder, registry, tmp_path):
         output = sess.run(bert_encoder.outputs[0], bert_encoder.inputs)
     ran = {p.name for p in sess.report.fusion.passes if p.engine == "graph" and p.ran}
     graph_passes = {p.name for p in registry.graph_passes if getattr(p.cls, "training_safe", True)}  # training
-    expected = {"named": graph_passes, "all_off": set(), "all_off_but": {"SoftmaxFusionPass"},
+    named = set(registry.canonical_names(list(SWITCH_FILES["named"]["Switch"]["GraphFusion"]), "graph"))
+    by_default = {p.name for p in registry.graph_passes if p.default_on}  # ZConcatExt2FusionPass is off unless named
+    expected = {"named": graph_passes & (by_default | named), "all_off": set(), "all_off_but": {"SoftmaxFusionPass"},
                 "all_on_but": graph_passes - {"SoftmaxFusionPass"}}[name]
     assert ran == expected
     types = set(sess.report.fused_ops.values())
@@ -110,10 +114,47 @@ def test_seed_002_switch_files(name, bert_encoder, registry, tmp_path):
     assert "LayerNorm" in types  # a scope pass: the switch file does not touch it
     np.testing.assert_allclose(output, plain_run(graph, bert_encoder.outputs[0], bert_encoder.inputs),
                                atol=TOL, rtol=TOL)
-    if name == "named":  # the names this project has no pass for are warned about, not refused
+    if name == "named":  # the names whose passes exist only on the reference's device are explained
         result = scopefusion.fuse(bert_encoder.graph_def, registry=registry, fusion_switch_file=str(path),
                                   hints=False)
-        assert any("'ConvToFullyConnectionFusionPass' is not registered" in w for w in result.report.warnings)
+        assert not any("not registered" in w for w in result.report.warnings), result.report.warnings
+        assert any("'ConvConcatFusionPass' is the reference's device pass" in w for w in result.report.warnings)
+
+
+def _seed_002_pass_names() -> dict[str, set[str]]:
+    """Every pass name seed 002's switch-file examples use, per section (``ALL`` is no pass)."""
+    names: dict[str, set[str]] = {"GraphFusion": set(), "UBFusion": set()}
+    for example in SWITCH_FILES.values():
+        for section, entries in example["Switch"].items():
+            names[section].update(n for n in entries if n != "ALL")
+    return names
+
+
+def test_seed_002_every_pass_name_is_a_pass_or_a_device_pass(registry, tmp_path):
+    """Each name the seed's examples use is a registered pass of its section (by its own name or the
+    reference's), or a pass that exists only on the reference's device, whose warning says what it is
+    and why nothing here implements it; none is "not registered", in either file format."""
+    names = _seed_002_pass_names()
+    assert names["GraphFusion"] >= {"ConvToFullyConnectionFusionPass", "TfMergeSubFusionPass"}  # read them all
+    own = {t: {p.name for p in registry.graph_passes if p.fusion_type == t} for t in names}
+    aliases = registry.aliases("graph")
+    for section, section_names in names.items():
+        for pass_name in section_names:
+            canonical = aliases.get(pass_name, pass_name)
+            device = DEVICE_PASSES.get(pass_name)
+            assert canonical in own[section] or (device is not None and device.section == section), pass_name
+    legacy = tmp_path / "fusion_switch.cfg"
+    legacy.write_text("".join(f"{n}:on\n" for section in names.values() for n in sorted(section)))
+    for example in [*SWITCH_FILES.values(), None]:
+        switch = load_switch(legacy) if example is None else \
+            scopefusion.FusionSwitch.from_text(json.dumps(example))
+        warnings = switch_warnings(switch.with_aliases(aliases), registry)
+        assert not any("not registered" in w for w in warnings), warnings
+        for w in warnings:
+            assert "not implemented here: " in w and "the switch file accepts the name, it has no effect" in w, w
+    listed = cli("list", "--fusion_switch_file", str(legacy))
+    assert listed.returncode == 0 and "not registered" not in listed.stderr, listed.stderr
+    assert "TfMergeSubFusionPass' is a pass the reference cannot switch off" in listed.stderr
 
 
 # ------------------------------------------------------------------------------- seed 003

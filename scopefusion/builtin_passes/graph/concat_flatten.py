@@ -61,6 +61,7 @@ class ConcatFlattenFusionPass(PatternFusionBasePass):
     one ConcatV2 of all their inputs, in order."""
 
     name = "ConcatFlattenFusionPass"
+    aliases = ("ZConcatv2dFusionPass",)  # the reference's pass that flattens nested concats
     fusion_type = "GraphFusion"
     description = "ConcatV2 of ConcatV2s on the same constant axis, read only by it -> one ConcatV2"
 

@@ -19,7 +19,8 @@ The stock op normalizes over the last axis only.  A softmax over another axis, o
 several axes, with the maximum taken over a different axis than the sum, or over a
 tensor whose rank cannot be told (when the axis is not written as ``-1``) is refused
 with the reason: turning it into Transpose + Softmax + Transpose would move every
-element twice, a layout choice the back end, which knows the data format, should make.
+element twice, a layout choice the back end, which knows the data format, should make
+(``SoftmaxTransposeFusionPass``, off by default, makes it when a switch file turns it on).
 """
 from __future__ import annotations
 
@@ -53,19 +54,32 @@ class SoftmaxFusionPass(PatternFusionBasePass):
         return [SOFTMAX]
 
     def fusion(self, match: PatternMatch) -> FusionAnswer:
-        dtype = match.node("div").attr["T"].type
-        if dtype not in FLOAT_DTYPES:  # exp(x) / sum(exp(x)) of complex numbers: no Softmax kernel
-            fail(f"a softmax of a {dtype_name(dtype)} tensor: Softmax takes floating-point input")
-        for label in ("max", "shifted", "exp", "exp_again", "sum"):
-            readers = self.outside_readers(match, label) if label in match.nodes else []
-            if readers:
-                fail(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it",
-                     match.name(label), readers[0])
+        dtype = check_softmax_parts(match)
         problem = _axis_problem(match)
         if problem:
             fail(problem)
         form = "max subtracted" if "max" in match.nodes else "no max subtracted"
         return FusedOp("Softmax", inputs=["x"], attrs={"T": dtype}, description=f"Softmax ({form})")
+
+
+def check_softmax_parts(match: PatternMatch) -> int:
+    """The softmax's dtype; refuses a softmax of complex numbers, or one whose parts are read elsewhere."""
+    dtype = match.node("div").attr["T"].type
+    if dtype not in FLOAT_DTYPES:  # exp(x) / sum(exp(x)) of complex numbers: no Softmax kernel
+        fail(f"a softmax of a {dtype_name(dtype)} tensor: Softmax takes floating-point input")
+    for label in ("max", "shifted", "exp", "exp_again", "sum"):
+        readers = PatternFusionBasePass.outside_readers(match, label) if label in match.nodes else []
+        if readers:
+            fail(f"{match.name(label)!r} is also read by {readers[0]!r}; fusing would lose it",
+                 match.name(label), readers[0])
+    return dtype
+
+
+def softmax_axes(match: PatternMatch) -> tuple[list[int], list[int], int | None]:
+    """The axes the sum and the maximum reduce (as written), and the rank of x (None: unknown)."""
+    sum_raw = _raw_axes(match, "sum_axes")
+    max_raw = _raw_axes(match, "max_axes") if "max_axes" in match.consts else sum_raw
+    return sum_raw, max_raw, match.view.rank(match.tensor_name("x"))
 
 
 def _raw_axes(match: PatternMatch, label: str) -> list[int]:
@@ -74,11 +88,9 @@ def _raw_axes(match: PatternMatch, label: str) -> list[int]:
 
 def _axis_problem(match: PatternMatch) -> str | None:
     """Why the reductions are not both over the last axis (None when they are)."""
-    sum_raw = _raw_axes(match, "sum_axes")
-    max_raw = _raw_axes(match, "max_axes") if "max_axes" in match.consts else sum_raw
+    sum_raw, max_raw, rank = softmax_axes(match)
     if sum_raw == max_raw == [-1]:
         return None  # the last axis, whatever the rank
-    rank = match.view.rank(match.tensor_name("x"))
     if rank is None:
         return f"cannot tell the rank of {match.tensor_name('x')!r}, to tell whether axes {sum_raw} are the last"
     sum_axes = sorted({a % rank for a in sum_raw}) if rank else sum_raw

@@ -66,6 +66,10 @@ class FusionCandidate:
     order: int = 0  # priority among candidates of one stage: lower wins conflicts
     #: shape operands of removed Reshape nodes the fused op need not take (``FusedOp.view_shapes``)
     view_shapes: frozenset[Tensor] = frozenset()
+    #: tensors from outside the result that its nodes read and the fused op computes from its own
+    #: inputs instead (a layer norm's gradient reads the forward's inner statistics, which its fused op
+    #: computes from x): the pass vouches for it, and the plan accepts those reads
+    recomputed: frozenset[Tensor] = frozenset()
 
     @property
     def has_inner_graph(self) -> bool:

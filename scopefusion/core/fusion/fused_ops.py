@@ -17,6 +17,12 @@ optional ones, in that order: ``DynamicRNN(x, w, b, init_h, init_c[, seq_length]
 guesses from its input count which optional inputs it has.  The reference implementation still
 takes every declared input by position, ``None`` for one the node does not have (the attribute
 itself is not passed to it).
+
+Repeated inputs
+---------------
+An input declared ``TensorArg(..., number_attr="N")`` stands for ``N`` tensors, ``N`` an ``int``
+attribute of the op (as TensorFlow's ``ConcatV2`` declares its ``values``): the node has that many
+data inputs in its place, and the reference implementation gets them as one list.
 """
 from __future__ import annotations
 
@@ -52,6 +58,9 @@ class TensorArg:
     description: str = ""
     #: an input a node may leave out (see "Optional inputs" above); outputs are never optional
     optional: bool = False
+    #: an input that stands for a list of tensors (see "Repeated inputs" above): as many as the
+    #: node's int attribute of this name says
+    number_attr: str | None = None
 
     def __post_init__(self) -> None:
         if (self.type_attr is None) == (self.dtype is None):
@@ -95,7 +104,32 @@ class FusedOpDef:
                 raise ValueError(f"FusedOpDef {self.name!r}: same_shape maps output {port} to input {source}, "
                                  f"but the op has {len(self.outputs)} output(s) and {len(required)} required "
                                  "input(s)")
+        self._check_repeated_inputs()
         self._declare_optional_inputs()
+
+    def _check_repeated_inputs(self) -> None:
+        for a in self.inputs:
+            if a.number_attr is None:
+                continue
+            declared = self.attr_def(a.number_attr)
+            if declared is None or declared.type != "int":
+                raise ValueError(f"FusedOpDef {self.name!r}: input {a.name!r} repeats by attribute "
+                                 f"{a.number_attr!r}, which is not an int attribute of the op")
+            if a.optional:
+                raise ValueError(f"FusedOpDef {self.name!r}: input {a.name!r} cannot both repeat and be optional")
+
+    def arg_count(self, arg: TensorArg, attrs: Mapping[str, Any]) -> int:
+        """How many data inputs ``arg`` stands for on a node with these attribute values (Python values
+        or ``AttrValue`` messages): 1, or the value of its ``number_attr``."""
+        if arg.number_attr is None:
+            return 1
+        value = attrs.get(arg.number_attr, self._defaults.get(arg.number_attr))
+        if hasattr(value, "i"):  # an AttrValue
+            value = value.i
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TypeError(f"attribute {arg.number_attr!r} of fused op {self.name} must be a positive int, "
+                            f"not {value!r}")
+        return value
 
     def _declare_optional_inputs(self) -> None:
         optional = [a.name for a in self.inputs if a.optional]
@@ -140,11 +174,14 @@ class FusedOpDef:
         ``attrs`` holds Python values or ``AttrValue`` messages; check them first
         (:meth:`check_attrs`): an unknown name here is left out."""
         listed = set(listed_optional_inputs(attrs))
-        return self.required_inputs + tuple(a for a in self.optional_inputs if a.name in listed)
+        args = self.required_inputs + tuple(a for a in self.optional_inputs if a.name in listed)
+        if all(a.number_attr is None for a in args):
+            return args
+        return tuple(a for arg in args for a in (arg,) * self.arg_count(arg, attrs))  # repeated inputs
 
     def input_count(self, attrs: Mapping[str, Any]) -> int:
-        if attrs.get(OPTIONAL_INPUTS_ATTR) is None:  # no optional input listed: the required ones
-            return len(self.required_inputs)
+        if attrs.get(OPTIONAL_INPUTS_ATTR) is None and all(a.number_attr is None for a in self.inputs):
+            return len(self.required_inputs)  # no optional input listed: the required ones
         return len(self.present_inputs(attrs))
 
     def check_optional_inputs(self, attrs: Mapping[str, Any]) -> list[str]:
@@ -191,7 +228,8 @@ class FusedOpDef:
     def signature(self) -> str:
         """A one-line signature, e.g. ``LayerNorm(x, gamma, beta) -> (y, mean, variance)``; optional
         inputs in brackets: ``DynamicRNN(x, w, b, init_h, init_c[, seq_length]) -> (y, h, c)``."""
-        ins = ", ".join(i.name for i in self.required_inputs) + "".join(f"[, {i.name}]" for i in self.optional_inputs)
+        ins = ", ".join(f"{i.name}*{i.number_attr}" if i.number_attr else i.name for i in self.required_inputs)
+        ins += "".join(f"[, {i.name}]" for i in self.optional_inputs)
         outs = ", ".join(o.name for o in self.outputs)
         return f"{self.name}({ins}) -> ({outs})"
 

@@ -60,6 +60,11 @@ class PassSpec:
         return str(getattr(self.cls, "fusion_type", ""))
 
     @property
+    def default_on(self) -> bool:
+        """Graph passes: whether the pass runs when the switch file names neither it nor ``ALL``."""
+        return bool(getattr(self.cls, "default_on", True))
+
+    @property
     def forbidden_close(self) -> bool:
         return bool(getattr(self.cls, "forbidden_close", False))
 

@@ -294,7 +294,8 @@ def _outside_reads(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (p, port) in fed_tensors or is_const_like(index, p) or _copies_fed(index, p, port, fed_tensors):
+            if (p, port) in fed_tensors or (p, port) in candidate.recomputed or is_const_like(index, p) \
+                    or _copies_fed(index, p, port, fed_tensors):
                 continue
             if (p, port) in candidate.view_shapes and _reads_as_shape(index, d, (p, port)):
                 continue  # a view's shape the pass checked: the fused op computes without it

@@ -84,8 +84,9 @@ class PatternFusionBasePass(ABC):
 
     Subclasses set ``name`` (the registry name; the class name if empty),
     ``description``, ``fusion_type`` (``"GraphFusion"`` or ``"UBFusion"``: the
-    switch-file section, and the stage it runs in) and ``forbidden_close`` (the
-    switch file cannot turn it off), and implement:
+    switch-file section, and the stage it runs in), ``forbidden_close`` (the
+    switch file cannot turn it off) and ``default_on`` (False: off unless the switch
+    file turns it on), and implement:
 
     * :meth:`define_patterns`: the patterns (:class:`OpPattern` or built
       :class:`FusionPattern`), tried in order, each over the whole graph;
@@ -99,6 +100,8 @@ class PatternFusionBasePass(ABC):
     description: ClassVar[str] = ""
     fusion_type: ClassVar[str] = "GraphFusion"
     forbidden_close: ClassVar[bool] = False
+    #: False: the pass runs only when the switch file turns it on (by name or ``ALL``)
+    default_on: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -6,7 +6,9 @@ their root op types, looked up in the index; every match is collected first, the
 each is handed to the pass's ``fusion``; the answers become fusion candidates
 for the shared pipeline.  A pass the switch file turns off does not run (one
 flagged ``forbidden_close`` runs anyway, and the report says so); nor, when the
-graph is trained, does a pass whose class sets ``training_safe = False``.
+graph is trained, does a pass whose class sets ``training_safe = False``.  A pass off
+by default (``default_on = False``) that the file does not turn on neither runs nor
+appears in the run's report.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from ..graph.view import GraphView
 from ..graph.vocabulary import parse_input
 from .base_pass import FusedOp, NotFused
 from .fusion_pattern import FusionPattern
-from .switch import FusionSwitch, SwitchDecision
+from .switch import OFF_BY_DEFAULT, FusionSwitch, SwitchDecision
 
 #: Default priorities, as the reference counts them: plugin passes from 6000, built-ins from 8000.
 CUSTOM_PRIORITY_BASE = 6000
@@ -79,7 +81,8 @@ class GraphFusionEngine:
         by_name = {s.name: s for s in mine}
         ordered = self.switch.order(fusion_type, [(s.name, priorities[s.name]) for s in mine])
         self.scheduled = [
-            _Scheduled(by_name[n], self.switch.decide(n, fusion_type, by_name[n].forbidden_close)) for n in ordered
+            _Scheduled(by_name[n], self.switch.decide(n, fusion_type, by_name[n].forbidden_close,
+                                                           by_name[n].default_on)) for n in ordered
         ]
 
     def active(self) -> bool:
@@ -90,14 +93,18 @@ class GraphFusionEngine:
                           switch=_switch_text(item.decision))
 
     def skipped(self, report: FusionReport) -> None:
-        """Every pass of the section is switched off: the report still lists them."""
-        report.passes.extend(self._pass_report(item) for item in self.scheduled)
+        """Every pass of the section is switched off: the report still lists them (not those off by
+        default, which the report leaves out unless the switch file turns them on)."""
+        report.passes.extend(self._pass_report(item) for item in self.scheduled
+                             if item.decision.source != OFF_BY_DEFAULT)
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         view = GraphView(context.index, same_shape=self.shape_rules)
         candidates: list[FusionCandidate] = []
         for k, item in enumerate(self.scheduled):
             spec = item.spec
+            if item.decision.source == OFF_BY_DEFAULT:  # not asked for: not part of this run's report
+                continue
             pr = context.pass_report(self._pass_report(item))
             if not item.decision.on:
                 continue

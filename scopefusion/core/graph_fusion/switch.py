@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import OptionError
+from .device_passes import DevicePass
 
 SECTIONS: tuple[str, str] = ("GraphFusion", "UBFusion")
 ALL = "ALL"
+#: The source of the decision for a pass off by default that the file does not name.
+OFF_BY_DEFAULT = "built-in default"
 DOWN_OFFSET = 10000
 _TOP_KEYS = ("Switch", "Priority")
 _LEVELS: dict[str, tuple[int, int]] = {
@@ -366,8 +369,10 @@ class FusionSwitch:
                 parsed.mention(section, aliases.get(name, name))
         return FusionSwitch(self.path, self.format, parsed)
 
-    def decide(self, name: str, section: str, forbidden_close: bool = False) -> SwitchDecision:
-        """Decide whether pass ``name`` of ``section`` runs."""
+    def decide(self, name: str, section: str, forbidden_close: bool = False,
+               default_on: bool = True) -> SwitchDecision:
+        """Decide whether pass ``name`` of ``section`` runs: the file's entry for it, else its
+        ``ALL``, else the pass's own default (``default_on``; source ``"built-in default"`` when off)."""
         table = self._parsed.switches[_check_section(section)]
         exact = table.get(name)
         fallback = table.get(ALL)
@@ -378,7 +383,7 @@ class FusionSwitch:
             return SwitchDecision(exact, "exact", False)
         if fallback is not None:
             return SwitchDecision(fallback, "ALL", False)
-        return SwitchDecision(True, "default", False)
+        return SwitchDecision(default_on, "default" if default_on else OFF_BY_DEFAULT, False)
 
     def priority(self, name: str, section: str) -> int | None:
         """The configured priority of a pass (Down already +10000), or None."""
@@ -394,22 +399,36 @@ class FusionSwitch:
         """Every pass name the file names, per section, in file order, without "ALL"."""
         return {section: list(names) for section, names in self._parsed.mentioned.items()}
 
-    def unknown_name_warnings(self, known: Mapping[str, Sequence[str]]) -> list[str]:
-        """One warning line per name in the file that no registered pass has."""
+    def unknown_name_warnings(self, known: Mapping[str, Sequence[str]],
+                              device: Mapping[str, DevicePass] | None = None) -> list[str]:
+        """One warning line per name in the file that no registered pass has: for a name of
+        ``device`` (the reference's passes that exist only on its device), what it is and why
+        nothing here implements it (``device_passes.DEVICE_PASSES``); for any other, that it is not
+        registered, with hints."""
         registered = {s: list(dict.fromkeys(known.get(s, ()))) for s in SECTIONS}
+        device = device or {}
         label = f"fusion switch file {_printable(self.path or '<default>')}: "
         if self.format == "legacy":
             every = list(dict.fromkeys(registered[SECTIONS[0]] + registered[SECTIONS[1]]))
-            return [label + _unknown("pass", name, every, None)
+            return [label + (_device("pass", name, device[name]) if name in device
+                             else _unknown("pass", name, every, None))
                     for name in self._parsed.mentioned[SECTIONS[0]] if name not in every]
         warnings: list[str] = []
         for section, other in (SECTIONS, SECTIONS[::-1]):
             for name in self._parsed.mentioned[section]:
-                if name not in registered[section]:
-                    elsewhere = other if name in registered[other] else None
+                if name not in registered[section] and name in device and device[name].section == section:
+                    warnings.append(label + _device(f"{section} pass", name, device[name]))
+                elif name not in registered[section]:
+                    in_other = name in registered[other] or (name in device and device[name].section == other)
+                    elsewhere = other if in_other else None
                     warnings.append(label + _unknown(f"{section} pass", name,
                                                      registered[section], elsewhere))
         return warnings
+
+
+def _device(kind: str, name: str, entry: DevicePass) -> str:
+    """Word the warning for a pass that exists only on the reference's device."""
+    return f"{kind} '{_printable(name)}' is {entry.describe()}"
 
 
 def _unknown(kind: str, name: str, candidates: list[str], elsewhere: str | None) -> str:

@@ -72,7 +72,18 @@ def to_candidate(index: GraphIndex, result: FusionScopesResult, *, pass_name: st
         where=[s.name for s in result.scopes],
         description=result.description,
         order=order,
+        recomputed=_recomputed(index, result),
     )
+
+
+def _recomputed(index: GraphIndex, result: FusionScopesResult) -> frozenset[Tensor]:
+    out = set()
+    for name, port in result.recomputed_reads:
+        i = index.index.get(name)
+        if i is None:
+            raise Refused(f"recomputed tensor {name!r} does not exist")
+        out.add((i, port))
+    return frozenset(out)
 
 
 def _node_of(index: GraphIndex, result: FusionScopesResult, members: frozenset[int]) -> Callable[[str], int]:
@@ -112,6 +123,13 @@ def _inputs(index: GraphIndex, result: FusionScopesResult, members: frozenset[in
                     f"fused input {fused} is fed by two different tensors: "
                     f"{tensor_name(names[previous[0]], previous[1])} and {tensor_name(names[tensor[0]], tensor[1])}"
                 )
+    for fused, (name, port) in result.input_tensors.items():
+        i = index.index.get(name)
+        if i is None:
+            raise Refused(f"fused input {fused} names {name!r}, which does not exist")
+        if fed.setdefault(fused, (i, port)) != (i, port):
+            raise Refused(f"fused input {fused} is fed by two different tensors: {tensor_name(name, port)} and an "
+                          "inner node's input")
     return fed
 
 

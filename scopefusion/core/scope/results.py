@@ -47,6 +47,10 @@ class FusionScopesResult:
         self.scopes: list["Scope"] = list(scopes)
         self.extra_nodes: list[str] = list(nodes)
         self.rejection: str | None = None
+        #: tensors from outside that inner nodes read and the fused op computes from its own inputs
+        self.recomputed_reads: list[tuple[str, int]] = []
+        #: fused inputs given as outside tensors (no inner node need read them)
+        self.input_tensors: dict[int, tuple[str, int]] = {}
 
     def __repr__(self) -> str:
         return f"FusionScopesResult({self.name!r}, type={self.type!r})"
@@ -71,6 +75,16 @@ class FusionScopesResult:
     def insert_outputs(self, inner_op_name: str, indices: Sequence[int | None]) -> None:
         """Output port ``k`` of inner node ``inner_op_name`` is fused output ``indices[k]``."""
         self.output_map[inner_op_name] = list(indices)
+
+    def insert_input_tensor(self, index: int, node: str, port: int = 0) -> None:
+        """Fused input ``index`` is output ``port`` of outside node ``node``, which no inner node need
+        read: the fused op computes from it a tensor they read (declare that one with :meth:`recompute`)."""
+        self.input_tensors[index] = (node, port)
+
+    def recompute(self, node: str, port: int = 0) -> None:
+        """Inner nodes read output ``port`` of outside node ``node``, which the fused op does not take
+        but computes from its inputs (say why in the description): the read is no missing input."""
+        self.recomputed_reads.append((node, port))
 
     # -- inner graph ------------------------------------------------------------
     @staticmethod
@@ -107,7 +121,7 @@ class FusionScopesResult:
 
     # -- derived -------------------------------------------------------------------
     def num_inputs(self) -> int:
-        used = [i for ports in self.input_map.values() for i in ports if i is not None]
+        used = [i for ports in self.input_map.values() for i in ports if i is not None] + list(self.input_tensors)
         return max(used) + 1 if used else 0
 
     def num_outputs(self) -> int:

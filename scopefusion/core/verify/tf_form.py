@@ -60,6 +60,7 @@ class _FunctionCache:
             for a in op_def.attrs if a.name != OPTIONAL_INPUTS_ATTR
         }
         given = [a in present for a in op_def.inputs]
+        counts = [op_def.arg_count(a, node.attr) if a.number_attr else 0 for a in op_def.inputs]
         for a in op_def.attrs:
             if a.type == "type" and attrs.get(a.name) is not None:
                 attrs[a.name] = tf.dtypes.as_dtype(attrs[a.name])
@@ -74,7 +75,8 @@ class _FunctionCache:
 
         def body(*args: Any) -> Any:
             it = iter(args)
-            every = [next(it) if has else None for has in given]  # None for an optional input left out
+            every = [None if not has else [next(it) for _ in range(n)] if n else next(it)  # a repeated one: a list
+                     for has, n in zip(given, counts, strict=True)]  # None for an optional input left out
             # Grappler inlines the call as "<node>/<body node>": a scope of the
             # reference's own keeps those names clear of nodes kept in the graph.
             with tf.name_scope(f"{op_def.name}_reference"):

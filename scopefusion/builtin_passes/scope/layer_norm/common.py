@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -73,12 +74,29 @@ def result_node(scope: "Scope | ScopePart", inside: set[str], evaluator: Evaluat
         fail("no normalised tensor leaves the scope")
     if len(leaving) > 1:
         shown = ", ".join(scope.suffix_of(n) for n in leaving[:4])
+        if _read_by_gradient(sg, leaving, inside):
+            fail(f"its inner tensors ({shown}) are read by its gradient (a training graph): "
+                 "ScopeLayerNormGradPass fuses the gradient, and the graph stage's LayerNormFusionPass then this "
+                 "layer norm")
         fail(f"{len(leaving)} normalised tensors leave the scope ({shown}); LayerNorm has one output y")
     out = leaving[0]
     ports = sorted({p for c, p in data_consumers(sg, out) if c not in inside and p != 0})
     if ports:
         fail(f"output {ports[0]} of {out!r} is read outside the scope; LayerNorm has one output y")
     return out
+
+
+#: The scope component under which tf.gradients and GradientTape put an op's gradient.
+GRADIENT_ROOT = re.compile(r"gradients(_[0-9]+)?|gradient_tape")
+
+
+def _read_by_gradient(sg: "ScopeGraph", leaving: Sequence[str], inside: set[str]) -> bool:
+    """Do the tensors leaving the scope, but one (y), go only to nodes of a gradient scope?"""
+    def in_gradient(name: str) -> bool:
+        return any(GRADIENT_ROOT.fullmatch(part) for part in name.split("/")[:-1])
+
+    outside = [[c for c, _ in data_consumers(sg, n) if c not in inside] for n in leaving]
+    return sum(1 for readers in outside if readers and all(in_gradient(c) for c in readers)) >= len(leaving) - 1
 
 
 def strip_output_cast(sg: "ScopeGraph", inside: set[str], out: str) -> tuple[str, str | None]:

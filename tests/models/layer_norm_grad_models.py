@@ -1,0 +1,117 @@
+"""Training graphs: the gradients of a loss through a layer norm, made by ``tf.gradients`` (tf_slim,
+TF1 style) or ``tf.GradientTape`` (tf_keras, Keras 3, traced in a ``tf.function``), frozen with random
+weights.  Each graph's outputs are the gradients: of the input, then of every trainable variable.
+
+Each builder returns an ``activation_models2.PassModel`` whose ``expected`` counts the layer norms
+whose gradient becomes a ``LayerNormGrad``, and whose ``attrs`` say how many ``LayerNorm`` the
+forward becomes (``forward``), and, for look-alikes, the reason (``reason``).  ``GRAD_FORMS`` and
+``GRAD_LOOK_ALIKES`` name every builder.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+
+from tests.models import activation_models as am
+from tests.models.activation_models2 import PassModel
+from tests.helpers.freeze import freeze_graph, random_variables
+
+SHAPE = [2, 3, 8]
+
+
+def slim_gradients(residual: bool = False, seed: int = 0) -> PassModel:
+    """tf_slim ``layer_norm`` of ``x * 2`` (random gamma and beta), a loss ``sum(tanh(y) * w)``, and
+    ``tf.gradients`` of it with respect to x, gamma and beta.  With ``residual`` the loss reads
+    ``y + h`` too, so x's gradient sums the layer norm's contributions and the residual's in one
+    AddN."""
+    import tensorflow as tf
+    import tf_slim as slim
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+
+    def build():
+        x = tf1.placeholder(tf.float32, SHAPE, name="x")
+        h = x * 2.0
+        y = slim.layer_norm(h, begin_norm_axis=-1, begin_params_axis=-1)
+        out = y + h if residual else y
+        loss = tf.reduce_sum(tf.tanh(out) * tf.constant(rng.normal(size=SHAPE[-1]).astype(np.float32)))
+        grads = tf.gradients(loss, [x, *tf1.trainable_variables()])
+        return {x: rng.normal(size=SHAPE).astype(np.float32)}, [tf.identity(g) for g in grads]
+
+    graph_def, feeds, outputs = freeze_graph(build, seed, initialize=random_variables(seed))
+    model = am.ActivationModel(graph_def, feeds, outputs, name=f"slim_gradients[residual={residual}]",
+                               signature=("RsqrtGrad", "AddN"))
+    return PassModel.of(model, 1, forward=1)
+
+
+def _tape(name: str, layer_of: Callable[[], object], seed: int, *, rms: bool = False) -> am.ActivationModel:
+    """``GradientTape`` gradients of ``sum(tanh(layer(x * 2)) * w)`` with respect to x and the layer's
+    weights, traced and frozen (the weights random)."""
+    import tensorflow as tf
+
+    layer = layer_of()
+    layer.build(SHAPE)
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(1.0 if "gamma" in weight.name else 0.0, 0.5, weight.shape).astype(np.float32))
+    w = tf.constant(rng.normal(size=SHAPE[-1]).astype(np.float32))
+
+    def fn(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.tanh(layer(x * 2.0)) * w)
+        return tape.gradient(loss, [x, *layer.trainable_variables])
+
+    return am._traced(name, fn, {"x": am._spec(SHAPE)}, rng, signature=("RsqrtGrad",))
+
+
+def keras_tape(library: str, seed: int = 0) -> PassModel:
+    """Keras 3 (``library="keras"``) or tf_keras ``LayerNormalization(epsilon=1e-6)`` (tf_keras, at an
+    epsilon below 1.001e-5, writes tf.nn.moments and tf.nn.batch_normalization; Keras 3 its own
+    ops), through ``GradientTape``.  Keras 3 multiplies by gamma reshaped to the input's rank, which
+    the gradient reads: the fused gradient takes gamma itself."""
+    lib = __import__(library)
+    model = _tape(f"{library}_tape", lambda: lib.layers.LayerNormalization(epsilon=1e-6), seed)
+    return PassModel.of(model, 1, forward=1)
+
+
+def keras_rms_tape(seed: int = 0) -> PassModel:
+    """Keras 3 ``LayerNormalization(rms_scaling=True)``: ``x * rsqrt(variance + eps) * gamma``, no mean
+    subtracted from x (and no beta): its gradient has an RsqrtGrad, but it is no layer norm's."""
+    import keras
+
+    model = _tape("keras_rms_tape", lambda: keras.layers.LayerNormalization(epsilon=1e-6, rms_scaling=True), seed)
+    return PassModel.of(model, 0, forward=0,
+                        reason="it does not subtract the mean (RMS-style scaling), not a layer norm")
+
+
+def inference(seed: int = 0) -> PassModel:
+    """The tf_slim layer norm alone, no gradient: an inference graph (its forward becomes a LayerNorm
+    in the scope stage; the gradient pass finds nothing)."""
+    import tensorflow as tf
+    import tf_slim as slim
+
+    tf1 = tf.compat.v1
+    rng = np.random.default_rng(seed)
+
+    def build():
+        x = tf1.placeholder(tf.float32, SHAPE, name="x")
+        return {x: rng.normal(size=SHAPE).astype(np.float32)}, [tf.identity(slim.layer_norm(x * 2.0))]
+
+    model = am._tf1("inference", build, seed, signature=("Rsqrt",))
+    return PassModel.of(model, 0, forward=1)
+
+
+GRAD_FORMS: dict[str, Callable[[], PassModel]] = {
+    "slim_gradients": slim_gradients,
+    "slim_gradients_residual": functools.partial(slim_gradients, True),
+    "tf_keras_tape": functools.partial(keras_tape, "tf_keras"),
+    "keras_tape": functools.partial(keras_tape, "keras"),
+}
+GRAD_LOOK_ALIKES: dict[str, Callable[[], PassModel]] = {
+    "keras_rms_tape": keras_rms_tape,
+    "inference": inference,
+}

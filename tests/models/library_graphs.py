@@ -273,13 +273,30 @@ def tflearn_rnn(w: Writer, kind: str, steps: int = 4) -> None:
            signature=["ConcatV2", "MatMul", "Split", "Sigmoid", "Tanh"])
 
 
+def keras3_models(w: Writer) -> None:
+    """The Keras 3 builders of ``library_models`` (keras-layer-normalization and its siblings, deepctr,
+    keras-tcn), in a process where ``tf.keras`` is Keras 3: these libraries bind ``tensorflow.keras`` when
+    imported, which in a process that has imported ``transformers`` (it sets ``TF_USE_LEGACY_KERAS``) is
+    tf_keras instead."""
+    from tests.models.library_models import BUILDERS
+
+    for build in BUILDERS.values():
+        m = build()
+        (feed,) = m.inputs.values()
+        w.save(m.library, m.name, m.graph_def, list(feed.shape), str(feed.dtype), outputs=list(m.outputs),
+               expected=dict(m.expected), signature=list(m.signature), int_range=list(m.int_range))
+
+
 MODES: dict[str, list[Callable[[Writer], None]]] = {
+    "keras3": [keras3_models],
     "legacy": [keras_bert, deepctr_transformer, kecam, kecam_llama2, kecam_look_alikes, params_flow],
     "tflearn": [lambda w: tflearn_rnn(w, "lstm"), lambda w: tflearn_rnn(w, "gru")],
 }
 
 
 def main(mode: str, out: Path) -> None:
+    if mode == "keras3" and os.environ.get("TF_USE_LEGACY_KERAS", "0") != "0":
+        sys.exit("unset TF_USE_LEGACY_KERAS: these builders need Keras 3 as tf.keras")
     if mode == "legacy" and os.environ.get("TF_USE_LEGACY_KERAS") != "1":
         sys.exit("set TF_USE_LEGACY_KERAS=1: these libraries need tf_keras as tf.keras")
     writer = Writer(out)

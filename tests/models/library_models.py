@@ -3,7 +3,8 @@ the suite does not use, random weights, frozen.  Each library writes the known c
 (layer norm, GELU, swish, RMS norm, group norm, convolution + batch norm, LSTM, GRU) its own
 way, which is the point: the passes must recognise the computation, not the spelling.
 
-Built here, in the test process (Keras 3):
+Built by the functions here, in a process of their own where ``tf.keras`` is Keras 3
+(``library_graphs.py keras3``):
 
 * **keras-bert**'s layer packages (keras-layer-normalization, keras-position-wise-feed-forward,
   keras-transformer): its own ``LayerNormalization`` (``(x - mean) / sqrt(mean((x - mean)^2) +
@@ -191,13 +192,14 @@ def load_graphs(directory: Path) -> dict[str, LibraryModel]:
 
 #: What each mode of ``library_graphs.py`` builds, by key.
 SUBPROCESS_KEYS: dict[str, tuple[str, ...]] = {
+    "keras3": tuple(BUILDERS),
     "legacy": ("keras-bert:bert_encoder", "deepctr:transformer", "keras-cv-attention-models:conv_norm_blocks",
                "keras-cv-attention-models:llama2", "keras-cv-attention-models:gelu_linear_evo_norm",
                "params-flow:layer_norm_gelus"),
     "tflearn": ("tflearn:lstm_static", "tflearn:gru_static"),
 }
 #: Every model of the corpus, by key.
-KEYS: tuple[str, ...] = (*BUILDERS, *(k for keys in SUBPROCESS_KEYS.values() for k in keys))
+KEYS: tuple[str, ...] = tuple(k for keys in SUBPROCESS_KEYS.values() for k in keys)
 GRAPHS_SCRIPT = Path(__file__).resolve().parent / "library_graphs.py"
 
 
@@ -223,8 +225,9 @@ def build_subprocess_graphs(mode: str, directory: Path) -> dict[str, LibraryMode
 
 
 def build_all(directory: Path) -> dict[str, LibraryModel]:
-    """Every model of the corpus, by key (the subprocess modes write under ``directory``)."""
-    models = {key: build() for key, build in BUILDERS.items()}
+    """Every model of the corpus, by key, each mode built in a process of its own (under ``directory``):
+    which Keras ``tf.keras`` is depends on what the process imported before."""
+    models: dict[str, LibraryModel] = {}
     for mode in SUBPROCESS_KEYS:
         (directory / mode).mkdir(parents=True, exist_ok=True)
         models.update(build_subprocess_graphs(mode, directory / mode))

@@ -43,6 +43,8 @@ FORMS = {
     "static_rnn LSTMCell every option": (
         lambda: rm.static_rnn(rm.lstm(use_peepholes=True, num_proj=3, cell_clip=1.0, proj_clip=0.5)),
         {"BasicLSTMCell": S}),
+    # the sigmoid of the whole gates' sum taken before the split (an elementwise op and a split commute)
+    "LSTM by hand, sigmoid before the split": (rm.sigmoid_first_lstm, {"BasicLSTMCell": S}),
     "Keras 3 LSTM(unroll=True)": (lambda: rm.keras_rnn("keras", "LSTM"), {"BasicLSTMCell": S}),
     "Keras 3 GRU(unroll=True)": (lambda: rm.keras_rnn("keras", "GRU"), {"GRUCell": S}),
     "tf_keras LSTM(unroll=True)": (lambda: rm.keras_rnn("tf_keras", "LSTM"), {"BasicLSTMCell": S}),

@@ -287,6 +287,36 @@ def test_a_tf1_loop_look_alike_is_refused(form, edit, reason, fused):
     assert_verifies(m, result)
 
 
+@pytest.mark.parametrize("kind, cell", [("LSTM", "BasicLSTMCell"), ("GRU", "GRUCell")])
+def test_sonnet_dynamic_unroll_with_sequence_length_is_refused_as_it_repeats_the_last_output(kind, cell):
+    """snt.dynamic_unroll given sequence_length keeps, past a sequence's end, the previous output
+    (``tf1.where(t >= sequence_length, prev_outputs, outputs)``, a Select of a value the loop
+    carries): each sequence's last output repeated, which the original graph computes, not the zeros
+    the loop op's seq_length writes.  The loop is refused with that reason, and its cells (the step
+    taken before the loop and the loop body's) are fused each on its own."""
+    import numpy as np
+
+    from tests.models.activation_models import run
+    from tests.models.model_builders import FrozenModel
+
+    lengths = [1, 2]
+    m = sm.sonnet(kind, unroll="dynamic", sequence_length=lengths)
+    x = np.random.default_rng(3).normal(size=m.input_shapes["x"]).astype(np.float32)
+    y = run(FrozenModel(m.graph_def, {"x:0": x}, m.outputs))[0]  # time-major [steps, batch, hidden]
+    for b, length in enumerate(lengths):
+        assert np.abs(y[length - 1, b]).min() > 0
+        np.testing.assert_array_equal(y[length:, b], np.broadcast_to(y[length - 1, b], y[length:, b].shape))
+    result = fuse(m)
+    assert counts(result.fused_graph_def) == {cell: 2}
+    refused = _refusals(result, "ScopeDynamicRNNPass")
+    reason = ("rejected by the pass: past a sequence's end the step's output is the loop's previous output ('while/"
+              "merge/_")
+    assert any(r.startswith(reason) and r.endswith("a value the loop carries: the sequence's last output repeated, "
+                                                   "as snt.dynamic_unroll writes it), where the fused op's seq_length "
+                                                   "writes zeros") for r in refused), refused
+    assert_verifies(m, result)
+
+
 def test_sonnet_gru_is_tensorflows_convention_with_the_update_gate_negated():
     """snt.GRU: gates z, r and the candidate from column slices of x @ W_i and of W_h, the reset
     before the candidate's matmul, h' = (1 - z) * h + z * a: GRUCell(reset_after=False) with

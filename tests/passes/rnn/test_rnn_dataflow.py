@@ -290,10 +290,11 @@ def test_a_tf1_loop_look_alike_is_refused(form, edit, reason, fused):
 @pytest.mark.parametrize("kind, cell", [("LSTM", "BasicLSTMCell"), ("GRU", "GRUCell")])
 def test_sonnet_dynamic_unroll_with_sequence_length_is_refused_as_it_repeats_the_last_output(kind, cell):
     """snt.dynamic_unroll given sequence_length keeps, past a sequence's end, the previous output
-    (``tf1.where(t >= sequence_length, prev_outputs, outputs)``, a Select of a value the loop
-    carries): each sequence's last output repeated, which the original graph computes, not the zeros
-    the loop op's seq_length writes.  The loop is refused with that reason, and its cells (the step
-    taken before the loop and the loop body's) are fused each on its own."""
+    (``tf1.where(t >= sequence_length, prev_outputs, outputs)``: a Select picking rows, not a
+    broadcasting SelectV2, of a value the loop carries): each sequence's last output repeated, which
+    the original graph computes, not the zeros the loop op's seq_length writes.  The loop is refused
+    with that reason, and its cells (the step taken before the loop and the loop body's) are fused
+    each on its own."""
     import numpy as np
 
     from tests.models.activation_models import run
@@ -301,6 +302,8 @@ def test_sonnet_dynamic_unroll_with_sequence_length_is_refused_as_it_repeats_the
 
     lengths = [1, 2]
     m = sm.sonnet(kind, unroll="dynamic", sequence_length=lengths)
+    ops = {n.op for n in m.graph_def.node}
+    assert "Select" in ops and "SelectV2" not in ops  # tf1.where: rows picked, no broadcasting
     x = np.random.default_rng(3).normal(size=m.input_shapes["x"]).astype(np.float32)
     y = run(FrozenModel(m.graph_def, {"x:0": x}, m.outputs))[0]  # time-major [steps, batch, hidden]
     for b, length in enumerate(lengths):

@@ -11,10 +11,13 @@ known miss is a strict xfail naming what is missed.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from tests.helpers.corpus_counts import RNN_PASSES, fuse, family_counts, format_table, table_rows
+from tests.helpers.neutral_names import neutral_names, renamed_tensor
 from tests.helpers.pass_checks import REGISTRY, refusals
 from tests.helpers.verify import assert_verifies
 from tests.models.activation_models import run
@@ -89,3 +92,23 @@ def test_every_stage_keeps_the_computation(library_corpus, key):
     result = scopefusion.fuse(model.graph_def, registry=REGISTRY, enable_scope_fusion_passes=RNN_PASSES)
     assert bool(result.report.fused) == (key not in LOOK_ALIKES), result.report.fused
     assert_verifies(model, result, every_output=True)
+
+
+#: Models whose cells sit in scopes named after them (tflearn: ``GRU/GRU/GRUCell/Gates/...``)
+NAMED_CELLS = ("tflearn:lstm_static", "tflearn:gru_static")
+
+
+@pytest.mark.parametrize("key", NAMED_CELLS)
+def test_renamed_scopes_fuse_the_same(library_corpus, key):
+    """Every scope renamed to neutral names (``a_1/b_16/c_47``): the same cells are fused, from what
+    they compute alone, and the renamed fused graph computes what the renamed original does."""
+    model = library_corpus[key]
+    graph_def, names = neutral_names(model.graph_def)
+    parts = {p for n in graph_def.node for p in n.name.split("/")}
+    assert not [p for p in parts if any(w in p.lower() for w in ("lstm", "gru", "cell", "gate", "rnn"))]
+    renamed = dataclasses.replace(model, graph_def=graph_def,
+                                  inputs={renamed_tensor(k, names): v for k, v in model.inputs.items()},
+                                  outputs=[renamed_tensor(t, names) for t in model.outputs])
+    result = fuse(renamed)
+    assert family_counts(result) == model.expected_counts()
+    assert assert_verifies(renamed, result, every_output=True) < 1e-4

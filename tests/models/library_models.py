@@ -234,9 +234,4 @@ def build_all(directory: Path) -> dict[str, LibraryModel]:
     return {key: models[key] for key in KEYS}
 
 #: Known misses: key -> what the passes miss (their tests are strict xfails).
-MISSES: dict[str, str] = {
-    "tflearn:gru_static": "ScopeGRUCellPass finds no step in tflearn's own GRUCell: tflearn splits the gates' "
-                          "pre-activations and applies a Sigmoid to r and to u apart (sigmoid(split(x))), where "
-                          "tf.compat.v1's GRUCell splits one Sigmoid (split(sigmoid(x))); the cell forms do not see "
-                          "an elementwise op and a Split in either order",
-}
+MISSES: dict[str, str] = {}

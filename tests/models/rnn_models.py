@@ -106,6 +106,34 @@ def keras_gru_cell(**options: Any) -> Callable[[], Any]:
     return make
 
 
+def sigmoid_first_lstm(*, inputs: int = 5) -> RnnModel:
+    """An LSTM in Keras's layout (``x @ W + h @ U + b``, gates i, f, g, o) unrolled over the steps
+    with TensorFlow ops, each step taking the sigmoid of the whole gates' sum before splitting it
+    (i, f, o are parts of ``split(sigmoid(z))``, g is ``tanh(split(z)[2])``), where the libraries'
+    cells split first; outputs: the stacked outputs, h and c."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+
+    def build(x: Any) -> list[Any]:
+        kernel = tf1.get_variable("kernel", [inputs, 4 * HIDDEN])
+        recurrent = tf1.get_variable("recurrent_kernel", [HIDDEN, 4 * HIDDEN])
+        bias = tf1.get_variable("bias", [4 * HIDDEN])
+        h, c = tf.zeros([BATCH, HIDDEN]), tf.zeros([BATCH, HIDDEN])
+        outs = []
+        for x_t in tf.unstack(x, axis=1):
+            with tf1.name_scope("lstm_step"):
+                z = tf.matmul(x_t, kernel) + tf.matmul(h, recurrent) + bias
+                i, f, _, o = tf.split(tf.sigmoid(z), 4, axis=1)
+                g = tf.tanh(tf.split(z, 4, axis=1)[2])
+                c = f * c + i * g
+                h = o * tf.tanh(c)
+                outs.append(h)
+        return [tf.stack(outs, axis=1), h, c]
+
+    return freeze(build, inputs=inputs)
+
+
 def multi(*makers: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: rnn_cell_module().MultiRNNCell([m() for m in makers])
 

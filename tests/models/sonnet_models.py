@@ -18,10 +18,11 @@ INPUTS = 5
 
 
 def sonnet(kind: str, *, unroll: str = "static", steps: int = STEPS, seed: int = 0, layers: int = 1,
-           **options: Any) -> RnnModel:
+           sequence_length: list[int] | None = None, **options: Any) -> RnnModel:
     """``snt.LSTM`` / ``snt.GRU`` (``kind``; ``layers`` of them stacked in an ``snt.DeepRNN``)
-    unrolled by ``snt.static_unroll`` or ``snt.dynamic_unroll`` over a batch-major input; outputs:
-    the outputs and the final state."""
+    unrolled by ``snt.static_unroll`` or ``snt.dynamic_unroll`` (with ``sequence_length``, a
+    constant of one length per sequence, given to it) over a batch-major input; outputs: the
+    outputs and the final state."""
     import numpy as np
     import sonnet as snt
     import tensorflow as tf
@@ -34,7 +35,8 @@ def sonnet(kind: str, *, unroll: str = "static", steps: int = STEPS, seed: int =
     unroller = {"static": snt.static_unroll, "dynamic": snt.dynamic_unroll}[unroll]
 
     def run(x: Any) -> list[Any]:
-        outputs, final = unroller(core, tf.transpose(x, [1, 0, 2]), core.initial_state(BATCH))
+        lengths = {} if sequence_length is None else {"sequence_length": tf.constant(sequence_length)}
+        outputs, final = unroller(core, tf.transpose(x, [1, 0, 2]), core.initial_state(BATCH), **lengths)
         return [outputs] + tf.nest.flatten(final)
 
     run(tf.zeros([BATCH, steps, INPUTS]))  # creates the variables

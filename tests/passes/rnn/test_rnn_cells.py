@@ -273,3 +273,30 @@ def test_the_cell_passes_are_off_unless_enabled_and_listed(capsys):
     assert listed[LSTM]["enabled"] and not listed[LSTM]["general"] and listed[LSTM]["origin"] == "built-in"
     assert not listed[GRU]["enabled"]
     assert data["fused_ops"]["BasicLSTMCell"] == data["fused_ops"]["GRUCell"] == "built-in"
+
+
+def test_a_graph_without_cells_is_searched_without_matching(monkeypatch):
+    """On a BERT encoder (tf_slim layer norms, GELU; MatMul, Mul and adds by the hundred, no Split
+    and no Sigmoid) the cell passes, enabled, find nothing without matching a single candidate
+    root: every form's step holds a Split and a Sigmoid, which the graph lacks."""
+    from scopefusion.builtin_passes.scope.rnn_cells import discovery
+    from scopefusion.builtin_passes.scope.rnn_cells.passes import ScopeBasicLSTMCellPass, ScopeGRUCellPass
+    from scopefusion.builtin_passes.scope.rnn_cells.prefilter import first_look
+    from scopefusion.core.scope.scope_graph import ScopeGraph
+    from tests.models.model_builders import bert_style_encoder
+
+    model = bert_style_encoder(layers=1, hidden=16, heads=2, seq=4)
+    sg = ScopeGraph(model.graph_def)
+    assert len(sg.index.nodes_of_type("MatMul")) >= 6 and len(sg.index.nodes_of_type("Mul")) >= 10
+    forms = ScopeBasicLSTMCellPass.forms + ScopeGRUCellPass.forms
+    assert not any(first_look(form).graph_may_hold(sg.index) for form in forms)
+
+    def no_matcher(*args, **kwargs):
+        raise AssertionError("a candidate root was matched")
+
+    monkeypatch.setattr(discovery, "PatternMatcher", no_matcher)
+    assert discovery.step_scopes(sg, forms) == []
+    result = scopefusion.fuse(model.graph_def, registry=REGISTRY, enable_scope_fusion_passes=BOTH)
+    for name in BOTH:
+        report = result.report.pass_report(name)
+        assert not report.fused and not report.refused

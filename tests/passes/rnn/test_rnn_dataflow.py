@@ -43,6 +43,8 @@ FORMS = {
     "static_rnn LSTMCell every option": (
         lambda: rm.static_rnn(rm.lstm(use_peepholes=True, num_proj=3, cell_clip=1.0, proj_clip=0.5)),
         {"BasicLSTMCell": S}),
+    # the sigmoid of the whole gates' sum taken before the split (an elementwise op and a split commute)
+    "LSTM by hand, sigmoid before the split": (rm.sigmoid_first_lstm, {"BasicLSTMCell": S}),
     "Keras 3 LSTM(unroll=True)": (lambda: rm.keras_rnn("keras", "LSTM"), {"BasicLSTMCell": S}),
     "Keras 3 GRU(unroll=True)": (lambda: rm.keras_rnn("keras", "GRU"), {"GRUCell": S}),
     "tf_keras LSTM(unroll=True)": (lambda: rm.keras_rnn("tf_keras", "LSTM"), {"BasicLSTMCell": S}),
@@ -282,6 +284,39 @@ def test_a_tf1_loop_look_alike_is_refused(form, edit, reason, fused):
     assert counts(result.fused_graph_def) == fused
     refused = _refusals(result, "ScopeDynamicRNNPass")
     assert any(r == f"rejected by the pass: {reason}" for r in refused), refused
+    assert_verifies(m, result)
+
+
+@pytest.mark.parametrize("kind, cell", [("LSTM", "BasicLSTMCell"), ("GRU", "GRUCell")])
+def test_sonnet_dynamic_unroll_with_sequence_length_is_refused_as_it_repeats_the_last_output(kind, cell):
+    """snt.dynamic_unroll given sequence_length keeps, past a sequence's end, the previous output
+    (``tf1.where(t >= sequence_length, prev_outputs, outputs)``: a Select picking rows, not a
+    broadcasting SelectV2, of a value the loop carries): each sequence's last output repeated, which
+    the original graph computes, not the zeros the loop op's seq_length writes.  The loop is refused
+    with that reason, and its cells (the step taken before the loop and the loop body's) are fused
+    each on its own."""
+    import numpy as np
+
+    from tests.models.activation_models import run
+    from tests.models.model_builders import FrozenModel
+
+    lengths = [1, 2]
+    m = sm.sonnet(kind, unroll="dynamic", sequence_length=lengths)
+    ops = {n.op for n in m.graph_def.node}
+    assert "Select" in ops and "SelectV2" not in ops  # tf1.where: rows picked, no broadcasting
+    x = np.random.default_rng(3).normal(size=m.input_shapes["x"]).astype(np.float32)
+    y = run(FrozenModel(m.graph_def, {"x:0": x}, m.outputs))[0]  # time-major [steps, batch, hidden]
+    for b, length in enumerate(lengths):
+        assert np.abs(y[length - 1, b]).min() > 0
+        np.testing.assert_array_equal(y[length:, b], np.broadcast_to(y[length - 1, b], y[length:, b].shape))
+    result = fuse(m)
+    assert counts(result.fused_graph_def) == {cell: 2}
+    refused = _refusals(result, "ScopeDynamicRNNPass")
+    reason = ("rejected by the pass: past a sequence's end the step's output is the loop's previous output ('while/"
+              "merge/_")
+    assert any(r.startswith(reason) and r.endswith("a value the loop carries: the sequence's last output repeated, "
+                                                   "as snt.dynamic_unroll writes it), where the fused op's seq_length "
+                                                   "writes zeros") for r in refused), refused
     assert_verifies(m, result)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ....core.graph.vocabulary import ADD_OPS as _ADD, CONTROL
+from .gate_parts import part_of_split
 from .ops import ACTIVATION_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,10 +73,20 @@ def _projection(scope: "Scope") -> str | None:
         first = index.inputs[i][0][0]
         if index.ops[first] != "Mul":
             continue
-        ops = [index.ops[t[0]] for t in index.inputs[first] if t[1] != CONTROL]
-        if len(ops) == 2 and "Sigmoid" in ops and all(o in ACTIVATION_NAMES for o in ops):
+        acts = [_activation(scope, t) for t in index.inputs[first] if t[1] != CONTROL]
+        if len(acts) == 2 and "Sigmoid" in acts and None not in acts:
             return index.names[i]
     return None
+
+
+def _activation(scope: "Scope", tensor: tuple[int, int]) -> str | None:
+    """The activation ``tensor`` is the output of: its own op, or the one applied before a split
+    it is a part of (:mod:`.gate_parts`); None: no activation."""
+    op_type = scope.graph.index.ops[tensor[0]]
+    if op_type in ACTIVATION_NAMES:
+        return op_type
+    part = part_of_split(scope.graph, tensor, tuple(ACTIVATION_NAMES))
+    return None if part is None else part[0]
 
 
 def _clip(scope: "Scope") -> str | None:

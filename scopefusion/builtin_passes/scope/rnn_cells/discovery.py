@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ....core.graph.matching import MatchFailure, PatternMatcher
-from .prefilter import could_match
+from .prefilter import first_look
 from .steps import STORAGE_OPS, CellForm, form_for_root
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,10 +43,12 @@ def step_scopes(sg: "ScopeGraph", forms: Iterable[CellForm]) -> list["Scope"]:
     found: dict[str, "Scope"] = {}
     for form in forms:
         matchers: dict[object, PatternMatcher] = {}
-        defs = form.defs()
+        look = first_look(form)
+        if not look.graph_may_hold(index):  # a graph without a Split, a Sigmoid ... holds no step
+            continue
         for root_type in form.roots:
             for i in index.nodes_of_type(root_type):
-                if not could_match(index, i, defs["out"], defs):
+                if not look.could_match(index, i):
                     continue
                 for variant in form_for_root(form, sg, i):
                     matcher = matchers.get(variant.order)
@@ -90,3 +92,18 @@ def split_scopes(sg: "ScopeGraph") -> list["Scope"]:
         if scope.parent is not None:
             found.setdefault(scope.name, scope)
     return list(found.values())
+
+
+def scopes_holding(sg: "ScopeGraph", op_types: Iterable[str]) -> list["Scope"]:
+    """The scopes (the root aside) holding a node of one of ``op_types``, directly or below, in the
+    graph's order of scopes: found from those nodes up, so a graph holding none gives none without
+    a look at any scope."""
+    node_scope = sg.tree.node_scope
+    names: set[str] = set()
+    for op_type in op_types:
+        for i in sg.index.nodes_of_type(op_type):
+            scope: "Scope | None" = node_scope[i]
+            while scope is not None and scope.parent is not None and scope.name not in names:
+                names.add(scope.name)
+                scope = scope.parent
+    return [s for s in sg.scopes() if s.name in names] if names else []

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....core.graph.pattern import Op, const, op
-from .lstm import ADD, ACTIVATIONS, AXIS_1, gates
+from ....core.graph.pattern import const, op
+from .gate_parts import activated_part
+from .lstm import ADD, ACTIVATIONS, gates
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
 
 
 def _gru_defs() -> dict[str, Any]:
-    def gate(k: int) -> Op:
-        return op("Split", AXIS_1, op("Sigmoid", "$gates"), port=k, num_split=2, label="split")
+    def gate(k: int) -> Any:  # the sigmoid before the split or after it (tflearn's GRUCell)
+        return activated_part("Sigmoid", "$gates", k, 2, split_label="split")
 
     return {
         "out": op(ADD, op("Mul", "$u", "$h"), op("Mul", op("Sub", const(1.0), "$u"), "$candidate")),

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .discovery import scopes_holding
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_PAIR_FORM
 from .keras_lstm import KERAS_LSTM_FORM
 
@@ -63,9 +64,7 @@ def loop_body_scopes(scope_graph: "ScopeGraph", *, has_sub: bool) -> list["Scope
     their own below it), a MatMul and a Split (and a Sub when ``has_sub``, a GRU's ``1 - z``; none
     for an LSTM) directly in the scope, not in a cell scope below it."""
     found = []
-    for scope in scope_graph.scopes():
-        if scope.parent is None:
-            continue
+    for scope in scopes_holding(scope_graph, ("TensorListGetItem",)):  # a body reads its input list
         if scope.count("MatMul") == 0 or scope.count("TensorListGetItem") == 0 or scope.count("TensorListSetItem") == 0:
             continue
         if _direct(scope, "MatMul") > 0 and _direct(scope, "Split") > 0 and (_direct(scope, "Sub") > 0) == has_sub:

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ....core.fusion.fused_ops import OPTIONAL_INPUTS_ATTR
-from ....core.graph.pattern import Op, op
+from ....core.graph.pattern import op
 from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from .cell_options import explain_by_dataflow
 from .gate_order import KERAS_ORDER, Order, lstm_gate_orders
-from .lstm import ADD, ACTIVATIONS, AXIS_1
+from .gate_parts import activated_part
+from .lstm import ADD, ACTIVATIONS
 from .steps import CellForm
 from .sums import products_plus_bias
 
@@ -43,17 +44,16 @@ DT_INT32 = 3
 def _keras_lstm_defs(biased: bool = True, order: Order = KERAS_ORDER, projected: bool = False) -> dict[str, Any]:
     """The step with its gates i, f, g, o at the split's ports ``order`` (Keras's: 0, 1, 2, 3);
     ``projected``: its output multiplied by a projection matrix (Sonnet's ``projection_size``)."""
-    def gate(k: int) -> Op:
-        return op("Split", AXIS_1, "$gates", port=order[k], num_split=4, label="split")
+    def gate(k: int, act: Any = "Sigmoid", label: str | None = None) -> Any:  # before or after the split
+        return activated_part(act, "$gates", order[k], 4, split_label="split", act_label=label)
 
     x_products = op("MatMul", "$x", "$kernel", transpose_a=False, transpose_b=False, label="x_matmul")
     h_products = op("MatMul", "$h", "$recurrent_kernel", transpose_a=False, transpose_b=False, label="h_matmul")
-    output = op("Mul", op("Sigmoid", gate(3)), op(ACTIVATIONS, "$c_out", label="act_c"))
+    output = op("Mul", gate(3), op(ACTIVATIONS, "$c_out", label="act_c"))
     return {
         "out": op("MatMul", output, "$proj", transpose_a=False, transpose_b=False, label="projection")
         if projected else output,
-        "c_out": op(ADD, op("Mul", op("Sigmoid", gate(1)), "$c"),
-                    op("Mul", op("Sigmoid", gate(0)), op(ACTIVATIONS, gate(2), label="act_j"))),
+        "c_out": op(ADD, op("Mul", gate(1), "$c"), op("Mul", gate(0), gate(2, ACTIVATIONS, "act_j"))),
         "gates": products_plus_bias(x_products, h_products, "$bias" if biased else None),
     }
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ....core.fusion.refusal import fail
 from ....core.graph.pattern import Op, const, one_of, op
 from .cell_options import explain_by_dataflow
+from .gate_parts import AXIS_1, activated_part
 from .ops import ACTIVATION_NAMES
 from .steps import CellForm
 from .sums import plus_bias
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ADD = ("Add", "AddV2")
 ACTIVATIONS = tuple(ACTIVATION_NAMES)
-AXIS_1 = const(where=lambda v: v.size == 1 and int(v.reshape(-1)[0]) in (1, -1), description="axis 1")
 
 
 def gates(x: str, h: str | Op, w: str, b: str, label: str) -> Any:
@@ -88,17 +88,21 @@ def _lstm_defs(options: LstmOptions | None = None) -> dict[str, Any]:
     def gate(k: int) -> Op:
         return op("Split", AXIS_1, "$gates", port=k, num_split=4, label="split")
 
+    def sigmoid(k: int) -> Any:  # the gate's sigmoid, before or after the split
+        return activated_part("Sigmoid", "$gates", k, 4, split_label="split")
+
     forget: Any = op(ADD, gate(2), const(label="forget_bias"))
-    i_gate, o_gate = gate(0), gate(3)
+    i_gate, o_gate = sigmoid(0), sigmoid(3)
     if options.peepholes:  # f + forget_bias + w_f * c in any grouping; i + w_i * c; o + w_o * c'
         peep_f = op("Mul", "$w_f_diag", "$c", label="w_f_diag_product")
         forget = one_of(op(ADD, forget, peep_f),
                         op(ADD, op(ADD, gate(2), peep_f), const(label="forget_bias")),
                         op(ADD, gate(2), op(ADD, const(label="forget_bias"), peep_f)))
-        i_gate, o_gate = _plus_peephole(i_gate, "w_i_diag", "$c"), _plus_peephole(o_gate, "w_o_diag", "$c_out")
+        i_gate = op("Sigmoid", _plus_peephole(gate(0), "w_i_diag", "$c"))
+        o_gate = op("Sigmoid", _plus_peephole(gate(3), "w_o_diag", "$c_out"))
     new_c = op(ADD, op("Mul", "$c", op("Sigmoid", forget)),
-               op("Mul", op("Sigmoid", i_gate), op(ACTIVATIONS, gate(1), label="act_j")))
-    output: Any = op("Mul", op(ACTIVATIONS, "$c_out", label="act_c"), op("Sigmoid", o_gate))
+               op("Mul", i_gate, activated_part(ACTIVATIONS, "$gates", 1, 4, split_label="split", act_label="act_j")))
+    output: Any = op("Mul", op(ACTIVATIONS, "$c_out", label="act_c"), o_gate)
     if options.projection:
         output = op("MatMul", output, "$proj", transpose_a=False, transpose_b=False, label="projection")
     if options.proj_clip:

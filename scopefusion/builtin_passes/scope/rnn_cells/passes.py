@@ -36,7 +36,7 @@ from .keras_gru import KERAS_GRU_FORM, KERAS_GRU_NO_BIAS_FORM
 from .keras_gru_reset_after import KERAS_GRU_RESET_AFTER_FORM, KERAS_GRU_RESET_AFTER_NO_BIAS_FORM
 from .keras_loops import KERAS_GRU_LOOP_FORM, KERAS_LSTM_LOOP_FORM, loop_body_scopes
 from .cell_options import option_scopes
-from .discovery import split_scopes, step_scopes, unrelated
+from .discovery import scopes_holding, split_scopes, step_scopes, unrelated
 from .keras_lstm import KERAS_LSTM_FORM, KERAS_LSTM_NO_BIAS_FORM, KERAS_LSTM_PROJECTED_FORMS
 from .lstm import LSTM_FORM, LSTM_OPTION_FORMS, lstm_attrs
 from .ops import BASIC_LSTM_CELL, GRU_CELL
@@ -92,7 +92,7 @@ class _CellScopePass(ScopeBasePass):
         MatMul and a Split, apart from every matched scope) are cell scopes too."""
         pattern = re.compile(rf"(?:{'|'.join(self.scope_names)})(?:_[0-9]+)+")
         found = []
-        for scope in scope_graph.scopes():
+        for scope in scopes_holding(scope_graph, ("Split",)):  # a cell scope holds its Split
             name = scope.name.rpartition("/")[2]
             if scope.parent is None or pattern.fullmatch(name) is None or not self._holds_cell_ops(scope):
                 continue

@@ -25,7 +25,8 @@ from ....core.graph.pattern import Op, const, op
 from ....core.fusion.refusal import fail
 from .keras_gru import column_slice, slice_columns
 from .keras_lstm import DT_INT32, int32_const
-from .lstm import ADD, ACTIVATIONS, AXIS_1
+from .gate_parts import activated_part
+from .lstm import ADD, ACTIVATIONS
 from .steps import CellForm, CellStep
 from .sums import products_plus_bias
 
@@ -42,8 +43,8 @@ def _vector_slice(source: Any, label: str) -> Op:
 def _defs(z_port: int, z_takes: bool) -> dict[str, Any]:
     xs = op("MatMul", "$x", "$w_i", transpose_a=False, transpose_b=False, label="x_matmul")
 
-    def gate(port: int) -> Op:
-        return op("Split", AXIS_1, op("Sigmoid", "$zr"), port=port, num_split=2, label="gate_split")
+    def gate(port: int) -> Any:
+        return activated_part("Sigmoid", "$zr", port, 2, split_label="gate_split")
 
     z, r = gate(z_port), gate(1 - z_port)
     keep = op("Sub", const(1.0), z) if z_takes else z

@@ -91,6 +91,11 @@ def _copy_output(frame: Frame, copy: CopyThrough[Tensor], written: Tensor, weigh
     kept = copy.selects.get(written, ((-1, 0), (-1, 0)))[0]
     if kept[0] < 0:
         fail("the step's output past a sequence's end is not brought in by an Enter (dynamic_rnn's zeros)")
+    carried = frame.var(kept)
+    if carried is not None and not frame.variables[carried].invariant:
+        fail(f"past a sequence's end the step's output is the loop's previous output "
+             f"({frame.index.names[frame.variables[carried].merge]!r}, a value the loop carries: the sequence's "
+             f"last output repeated, as snt.dynamic_unroll writes it), where the fused op's seq_length writes zeros")
     weights.append(frame.outer(kept, "zero output"))
     copy.zeros = len(weights) - 1
     new = copy.new_of(written, kept)

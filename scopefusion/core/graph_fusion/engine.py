@@ -114,6 +114,7 @@ class GraphFusionEngine:
                 reject_if_changed(spec.name, spec.origin, changed)
                 candidates.extend(found)
             pr.seconds = time.perf_counter() - started
+        view.note_tensorflow_shapes(context.report.warnings)
         return candidates
 
     def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:

@@ -228,9 +228,11 @@ def match_at(view: GraphView, pattern: OpPattern, root: int,
 
 
 def find_matches(view: GraphView, pattern: OpPattern,
-                 on_failure: Callable[[int, MatchFailure], None] | None = None) -> list[PatternMatch]:
+                 on_failure: Callable[[int, MatchFailure], None] | None = None,
+                 skip: Container[int] = ()) -> list[PatternMatch]:
     """Every match of ``pattern``, trying as roots only the nodes of its root types (by
-    the index's op-type table), in graph order; ``on_failure`` hears about the rest."""
+    the index's op-type table), in graph order, except those in ``skip`` (roots an earlier
+    pattern of the same pass matched); ``on_failure`` hears about the rest."""
     index = view.index
     roots: list[int] = []
     for t in pattern.root_types:
@@ -249,6 +251,8 @@ def find_matches(view: GraphView, pattern: OpPattern,
     first_look = root_filter(pattern)
     found = []
     for root in roots:
+        if root in skip:
+            continue
         own = index.ops[root] in wanted
         if not first_look.may_match(index, root) or not own and not any(
                 first_look.may_match_view(index, v) for v in rewrites(matcher, root, wanted)):

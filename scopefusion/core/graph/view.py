@@ -58,6 +58,10 @@ class GraphView:
         self._folder: ConstantFolder | None = None
         #: per node, the op types it can be seen as (:func:`.canonical.seen_as`)
         self.spelt_as: dict[int, frozenset[str]] = {}
+        #: per node, the node as it is (:func:`.canonical.direct_view`); per node and op types, the
+        #: node seen as one of them (:func:`.canonical.rewrites`)
+        self.node_views: dict[int, Any] = {}
+        self.rewritten_views: dict[tuple[int, frozenset[str]], tuple[Any, ...]] = {}
 
     @property
     def graph_def(self) -> "GraphDef":
@@ -218,7 +222,7 @@ class GraphView:
 
     def rank(self, tensor: str) -> int | None:
         """The rank of a tensor (``name`` or ``name:port``) when it can be told: by the cheap
-        local rules first, then by TensorFlow's shape inference (see :meth:`static_shape`)."""
+        local rules first, then by the shape propagation of :meth:`static_shape`."""
         local = self.rank_inference().rank(tensor)
         if local is not None:
             return local

@@ -122,9 +122,11 @@ class GraphFusionEngine:
         patterns = checked_patterns(instance.define_patterns())
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
+        matched: set[int] = set()  # a root an earlier pattern matched is that match (and tried no more)
         for pattern in patterns:
-            found = find_matches(view, pattern, partial(misses.add, pattern))
-            matches.extend(_not_seen(found, matches))
+            found = find_matches(view, pattern, partial(misses.add, pattern), skip=matched)
+            matches.extend(found)
+            matched.update(m.root for m in found)
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})
         pr.candidates = len(misses.tried | {m.root for m in matches})
@@ -210,12 +212,6 @@ def _inside_one(members: frozenset[int], owner: dict[int, int]) -> bool:
             return False
         first = known
     return first is not None
-
-
-def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) -> list[PatternMatch]:
-    """Matches of a later pattern at a root an earlier pattern already matched are the same match."""
-    roots = {m.root for m in earlier}
-    return [m for m in found if m.root not in roots]
 
 
 class _NearMisses:

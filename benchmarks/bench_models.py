@@ -23,7 +23,7 @@ directory, as an installed package has it):
   least any fusion tool written in Python does.
 
 It prints per model the node count, both medians, the ratio of the medians, and whether the run
-imported TensorFlow (``-X importtime`` of one more run); and the median and the largest ratio
+imported TensorFlow (one more run, asked of ``sys.modules``); and the median and the largest ratio
 over the models.
 
 Usage::
@@ -33,6 +33,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -151,11 +152,19 @@ def time_process(argv: Sequence[str], repeat: int, env: dict[str, str]) -> list[
     return times
 
 
-def imports_tensorflow(argv: Sequence[str], env: dict[str, str]) -> bool:
-    """Whether the command imports TensorFlow (read from ``-X importtime``)."""
-    run = subprocess.run([sys.executable, "-X", "importtime", *argv[1:]], capture_output=True, text=True,
-                         timeout=900, env=env)
-    return any(line.split("|")[-1].strip() == "tensorflow" for line in run.stderr.splitlines())
+#: Runs the command line and writes whether TensorFlow got imported to the file ``sys.argv[1]``.
+_SEEN = ("import json, sys\n"
+         "from scopefusion.cli import main\n"
+         "main(json.loads(sys.argv[2]))\n"
+         "open(sys.argv[1], 'w').write(str('tensorflow' in sys.modules))\n")
+
+
+def imports_tensorflow(args: Sequence[str], env: dict[str, str], folder: Path) -> bool:
+    """Whether ``scopefusion ARGS`` imports TensorFlow (one more run, asked of ``sys.modules``)."""
+    seen = folder / "seen.txt"
+    subprocess.run([sys.executable, "-c", _SEEN, str(seen), json.dumps(list(args))], capture_output=True, text=True,
+                   timeout=900, env=env, check=True)
+    return seen.read_text() == "True"
 
 
 def node_count(path: Path) -> int:
@@ -184,15 +193,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         env = child_environment(Path(tmp) / "bytecode")
         for name in names:
             out = Path(tmp) / f"{name}_fused.pb"
-            run = [sys.executable, "-m", "scopefusion", "run", str(paths[name]), "-o", str(out), "-q"]
+            args = ["run", str(paths[name]), "-o", str(out), "-q"]
+            run = [sys.executable, "-m", "scopefusion", *args]
             floor = [sys.executable, "-c", FLOOR, str(paths[name])]
             runs = time_process(run, args.repeat, env)
             floors = time_process(floor, args.repeat, env)
             ratio = statistics.median(runs) / statistics.median(floors)
             ratios.append(ratio)
+            tensorflow = "yes" if imports_tensorflow(args, env, Path(tmp)) else "no"
             print(f"{name:<20} {node_count(paths[name]):>6} {statistics.median(runs):>7.3f} {max(runs):>7.3f} "
-                  f"{statistics.median(floors):>7.3f} {ratio:>6.1f}  {'yes' if imports_tensorflow(run, env) else 'no'}",
-                  flush=True)
+                  f"{statistics.median(floors):>7.3f} {ratio:>6.1f}  {tensorflow}", flush=True)
     print(f"ratio to the Python floor over {len(ratios)} models: median {statistics.median(ratios):.1f}x, "
           f"largest {max(ratios):.1f}x")
 

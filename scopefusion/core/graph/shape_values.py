@@ -145,7 +145,16 @@ def _squeeze_value(ctx: OpContext, port: int) -> Value:
     return (True, value[1]) if value is not None and not value[0] and len(value[1]) == 1 else None
 
 
+def _range_value(ctx: OpContext, port: int) -> Value:
+    start, limit, delta = ctx.ints(0), ctx.ints(1), ctx.ints(2)
+    if start is None or limit is None or delta is None or delta[0] == 0:
+        return None
+    items = range(start[0], limit[0], delta[0])
+    return None if len(items) > 64 else (False, tuple(items))
+
+
 VALUE_RULES: dict[str, ValueRule] = {
+    "Range": _range_value,
     "Shape": _shape_value, "ShapeN": _shape_value, "Size": _size_value, "Rank": _size_value,
     "Pack": _pack_value, "ConcatV2": _concat_value, "StridedSlice": _strided_value,
     "Gather": _gather_value, "GatherV2": _gather_value,

@@ -119,7 +119,7 @@ class GraphFusionEngine:
 
     def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:
         instance = spec.cls()
-        patterns = checked_patterns(instance.define_patterns())
+        patterns = _patterns_of(spec, instance)
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
         matched: set[int] = set()  # a root an earlier pattern matched is that match (and tried no more)
@@ -164,6 +164,24 @@ def _switch_text(decision: SwitchDecision) -> str:
     if decision.overridden:
         return "on (forbidden_close: the switch file's off is overridden)"
     return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" ({decision.source})")
+
+
+#: The checked patterns of built-in passes, per class and ``define_patterns`` function: made once per
+#: process, so that what matching works out once per pattern (compiled steps, first looks, required
+#: op types) is not worked out again on every run.
+_BUILT_IN_PATTERNS: dict[tuple[type, Any], list[OpPattern]] = {}
+
+
+def _patterns_of(spec: PassSpec, instance: Any) -> list[OpPattern]:
+    """``instance.define_patterns()``, checked; a built-in pass's once per process (patterns are
+    immutable), a plugin's on every run."""
+    if spec.origin != "built-in":
+        return checked_patterns(instance.define_patterns())
+    key = (spec.cls, getattr(spec.cls, "define_patterns", None))
+    known = _BUILT_IN_PATTERNS.get(key)
+    if known is None:
+        known = _BUILT_IN_PATTERNS[key] = checked_patterns(instance.define_patterns())
+    return list(known)
 
 
 def checked_patterns(value: Any) -> list[OpPattern]:

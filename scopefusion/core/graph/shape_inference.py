@@ -1,8 +1,9 @@
 """Static shapes over a GraphDef by the project's own propagation, without TensorFlow.
 
 Each tensor's shape (a list of dimensions, None where unknown; None for the whole shape when
-not even the rank is known) follows from its producer's rule (:mod:`.shape_rules`, :mod:`.shape_rules_nn`) and the
-shapes, and for shape-like integer tensors the values, of what that producer reads.  Values are
+not even the rank is known) follows from its producer's rule (:mod:`.shape_rules`,
+:mod:`.shape_rules_nn`) and the shapes, and for shape-like integer tensors the values
+(:mod:`.shape_values`), of what that producer reads.  Values are
 *partial*: a ``Pack`` of ``Shape(x)[0]`` and ``-1`` is known as ``[d, None]`` even when ``d`` is
 unknown, as TensorFlow's own shape inference reads the shape input of a ``Reshape``.
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_VALUE_DEPTH = 48
 #: Integer values longer than this are not tracked (they are not shapes).
 MAX_VALUE_LENGTH = 64
-_INT_DTYPES = frozenset({3, 9})  # DT_INT32, DT_INT64
 _NOTHING: frozenset[str] = frozenset()
 
 
@@ -49,8 +49,7 @@ class ShapeInference:
         self._shapes: dict[int, list[Dims]] = {}  # per node, per output port
         self._missing: dict[int, frozenset[str]] = {}  # per node: op types outside the table it depends on
         self._values: dict[tuple[int, int], Value] = {}
-        functions = {f.signature.name for f in index.graph_def.library.function}
-        self._functions = functions
+        self._functions = {f.signature.name for f in index.graph_def.library.function}
 
     # -- public ---------------------------------------------------------------
     def shape(self, node: int, port: int) -> Dims:

@@ -315,7 +315,8 @@ Identity Snapshot StopGradient PreventGradient CheckNumerics Cast Neg Abs Sign E
 Sqrt Rsqrt Square Reciprocal Inv Erf Erfc Tanh Sigmoid Relu Relu6 Elu Selu Softplus Softsign
 LeakyRelu Gelu Softmax LogSoftmax Floor Ceil Round Rint Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh
 Atanh IsNan IsFinite IsInf LogicalNot ZerosLike OnesLike Reverse ReverseV2 Roll ClipByValue Cumsum Cumprod
-LRN Enter RefEnter Exit RefExit NextIteration RefNextIteration Print MatrixBandPart
+LRN Enter RefEnter Exit RefExit NextIteration RefNextIteration Print MatrixBandPart MatrixSetDiag
+MatrixSetDiagV2 MatrixSetDiagV3
 FakeQuantWithMinMaxVars FakeQuantWithMinMaxArgs QuantizeAndDequantizeV2 QuantizeAndDequantizeV3
 QuantizeAndDequantizeV4 Relu6Grad Digamma Lgamma BesselI0e BesselI1e Invert DebugIdentity
 TensorScatterUpdate TensorScatterAdd RandomShuffle

@@ -93,6 +93,40 @@ def test_run_on_a_graph_file_imports_no_tensorflow_and_writes_the_same_bytes(
     assert result.passed, result.failures
 
 
+@pytest.fixture(scope="module")
+def shape_asking_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Frozen models on which passes ask for shapes the graph does not record: a transformers
+    ``TFBertModel`` (the scope layer-norm pass) and a tf_keras LSTM + GRU (a graph pass inside the
+    lowered loops), each written to a .pb."""
+    from tests.models.activation_models import transformers_bert
+    from tests.models.rnn_models import keras_lstm_gru
+
+    folder = tmp_path_factory.mktemp("shapes")
+    paths = {}
+    for name, model in (("transformers_bert", transformers_bert(num_layers=2)), ("lstm_gru", keras_lstm_gru())):
+        paths[name] = folder / f"{name}.pb"
+        paths[name].write_bytes(model.graph_def.SerializeToString())
+    return paths
+
+
+@pytest.mark.parametrize("model", ["transformers_bert", "lstm_gru"])
+def test_shapes_passes_ask_need_no_tensorflow(model: str, shape_asking_models: dict[str, Path], cache_dir: Path,
+                                              tmp_path: Path) -> None:
+    """The passes' shape questions on these models are answered by scopefusion's own shape
+    propagation: the run imports no TensorFlow, says nothing of TensorFlow's shape inference and
+    writes what it writes with TensorFlow loaded."""
+    outputs, printed = {}, {}
+    for first in (False, True):
+        out = tmp_path / f"fused-{first}.pb"
+        seen, printed[first] = _cli(["run", str(shape_asking_models[model]), "-o", str(out)], tmp_path, cache_dir,
+                                    tensorflow_first=first)
+        assert seen == {"code": 0, "tensorflow": first}
+        outputs[first] = out.read_bytes()
+    assert outputs[False] == outputs[True]
+    assert "shape inference" not in printed[False]
+    assert "fused by" in printed[False]  # the passes did run and fuse
+
+
 def test_list_partition_and_config_check_import_no_tensorflow(cache_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "session.pbtxt"
     config.write_text('graph_options { rewrite_options { custom_optimizers { name: "NpuOptimizer" '

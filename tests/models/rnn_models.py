@@ -177,3 +177,20 @@ def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, se
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
     graph_def, outputs, _ = freeze_function(lambda x: layer(x), {"x": spec})
     return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs, info={"weights": weights})
+
+
+def keras_lstm_gru(library: str = "tf_keras", *, inputs: int = 8, steps: int = 10, seed: int = 0) -> RnnModel:
+    """A Keras ``Sequential`` of an ``LSTM`` returning sequences and a ``GRU`` (not unrolled: their
+    loops lowered to TF1 control flow when frozen), every weight random."""
+    import numpy as np
+    import tensorflow as tf
+
+    lib = __import__(library)
+    lib.utils.set_random_seed(seed)
+    model = lib.Sequential([lib.layers.LSTM(HIDDEN, return_sequences=True), lib.layers.GRU(HIDDEN)])
+    model.build((BATCH, steps, inputs))
+    rng = np.random.default_rng(seed)
+    model.set_weights([rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in model.get_weights()])
+    spec = tf.TensorSpec([BATCH, steps, inputs], tf.float32, name="x")
+    graph_def, outputs, _ = freeze_function(lambda x: model(x), {"x": spec})
+    return RnnModel(graph_def, {"x": [BATCH, steps, inputs]}, outputs)

@@ -1,12 +1,8 @@
 """Static shapes for passes of the ``UBFusion`` stage, through the fused ops of earlier stages.
 
-TensorFlow's shape inference imports a fused op it does not know as a tensor of unknown shape
-(or, with ``same_shape``, as its input), so a shape downstream of a graph-stage
-``MatMulBiasAdd`` is lost, and with it every shape computed from it; and asking it at all
-imports TensorFlow, which a fusion run should not need.  :func:`static_shape` therefore
-first reads what the graph records (constants, placeholders, ``_output_shapes``) and works
-shapes out from the producer's inputs for the ops through which a transformer block's shapes
-flow, and asks TensorFlow only when that does not tell:
+:func:`static_shape` first reads what the graph records (constants, placeholders,
+``_output_shapes``) and works shapes out from the producer's inputs for the ops through which a
+transformer block's shapes flow, each tensor once per view:
 
 * ``MatMulBiasAdd`` / ``MatMulBiasAddActivation``, ``MatMul``, ``BatchMatMulV2``: ``[..., M, N]``
   from the operands and the transposes (batch dimensions broadcast);
@@ -15,7 +11,8 @@ flow, and asks TensorFlow only when that does not tell:
 * element-wise binary ops: the broadcast of the operands' shapes;
 * ``Reshape`` to a constant shape (one ``-1`` resolved from the input's size).
 
-Anything else is left to TensorFlow, and when it cannot tell either, the asking pass says so.
+When that leaves a dimension unknown, the graph view's own shape propagation over the whole graph
+(:meth:`GraphView.static_shape`) is asked, and when neither can tell, the asking pass says so.
 """
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ MAX_DEPTH = 32
 
 def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
     """The static shape of ``tensor`` (unknown dimensions as None), or None when not even its rank
-    can be told: from the graph and the rules above first, from TensorFlow's shape inference when
+    can be told: from the graph and the rules above first, from the view's shape propagation when
     they leave it or one of its dimensions unknown (a recorded ``_output_shapes`` may say less than
     inference does)."""
     shape = _local(view, tensor, MAX_DEPTH)
@@ -148,7 +145,7 @@ def unequal_shapes(match: Any, names: tuple[str, str], unknown: str) -> str | tu
     local = [_local(match.view, match.tensor(name), MAX_DEPTH) for name in names]
     if local[0] is not None and local[1] is not None and len(local[0]) == len(local[1]):
         # the graph's own shapes decide when each axis is known alike or unknown in both (as below),
-        # so TensorFlow's shape inference is asked only when they do not
+        # so the whole graph's shape propagation is asked only when they do not
         if all(a == b for a, b in zip(local[0], local[1], strict=True)):
             return None
         if all(a is not None and b is not None for a, b in zip(local[0], local[1], strict=True)):

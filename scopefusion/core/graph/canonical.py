@@ -58,7 +58,7 @@ class Virtual:
 Term = Union[tuple[int, int], Virtual]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A node (or virtual op) as a pattern sees it: op type, input terms, where each input is
     read (consumer name, slot; for messages), the nodes it covers and the anchor."""
@@ -112,10 +112,14 @@ def scalar_constant(m: "PatternMatcher", tensor: tuple[int, int]) -> tuple[float
 
 
 def direct_view(m: "PatternMatcher", node: int) -> NodeView:
-    """Node ``node`` as it is."""
-    name = m.index.names[node]
-    data = _data(m, node)
-    return NodeView(m.index.ops[node], tuple(data), tuple((name, k) for k in range(len(data))), (node,), node)
+    """Node ``node`` as it is (made once per node and graph view: views are immutable)."""
+    known = m.view.node_views.get(node)
+    if known is None:
+        name = m.index.names[node]
+        data = _data(m, node)
+        known = m.view.node_views[node] = NodeView(m.index.ops[node], tuple(data),
+                                                   tuple((name, k) for k in range(len(data))), (node,), node)
+    return known
 
 
 def virtual_view(m: "PatternMatcher", v: Virtual) -> NodeView:
@@ -135,10 +139,19 @@ def producer(m: "PatternMatcher", term: Term, *types: str) -> tuple[int, list[in
 
 
 def rewrites(m: "PatternMatcher", node: int, types: frozenset[str]) -> Iterator[NodeView]:
-    """Views of ``node`` as one of ``types``, by the declared equivalences (:data:`RULES`)."""
-    for targets, rule, _ in RULES.get(m.index.ops[node], ()):
-        if targets & types:
-            yield from rule(m, node, types)
+    """Views of ``node`` as one of ``types``, by the declared equivalences (:data:`RULES`); made
+    once per node, types and graph view when the matcher may use every node (views are immutable)."""
+    rules = RULES.get(m.index.ops[node], ())
+    if not rules:
+        return iter(())
+    if m.inside is not None:
+        return (view for targets, rule, _ in rules if targets & types for view in rule(m, node, types))
+    key = (node, types)
+    known = m.view.rewritten_views.get(key)
+    if known is None:
+        known = m.view.rewritten_views[key] = tuple(
+            view for targets, rule, _ in rules if targets & types for view in rule(m, node, types))
+    return iter(known)
 
 
 Rule = Callable[["PatternMatcher", int, frozenset[str]], Iterator[NodeView]]

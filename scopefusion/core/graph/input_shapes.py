@@ -3,7 +3,7 @@
 A graph exported with inputs of unknown shape leaves passes unable to tell ranks
 and dimensions.  Declaring the inputs' shapes (``data:-1,128,768``: -1 is a
 dimension left dynamic) writes them into the placeholders' ``shape`` attributes
-before fusing, so the cheap rank rules and TensorFlow's shape inference both see
+before fusing, so the cheap rank rules and the shape propagation both see
 them.  The fused graph keeps the declared shapes: whatever was fused on the
 strength of a declared shape is only valid for inputs of that shape, and
 TensorFlow then refuses other feeds instead of computing something else.

@@ -134,8 +134,9 @@ def _alt_step(expr: Alt) -> Step:
         inner = m._best
         if not produced and inner is not None and inner.progress <= start:
             # no alternative got anywhere: say so, with the first one's reason
-            inner = FurthestFailure(start, inner.where, f"{m._tname(tensor)} matches none of the expected "
-                                                        f"forms ({inner.message})")
+            first = inner
+            inner = FurthestFailure(start, inner.where, lambda: f"{m._tname(tensor)} matches none of the expected "
+                                                                f"forms ({first.message})")
         m._best = before
         if inner is not None and (before is None or inner.progress > before.progress):
             m._best = inner

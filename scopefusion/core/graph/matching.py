@@ -104,8 +104,8 @@ class PatternMatcher:
         self._best = None
         if step_of(as_var(expr))(self, tensor, _whole):
             return
-        best = self._best or FurthestFailure(self._progress, None, f"{self._tname(tensor)} does not match")
-        raise MatchFailure(best.text(), best.progress)
+        best = self._best or FurthestFailure(self._progress, None, lambda: f"{self._tname(tensor)} does not match")
+        raise MatchFailure(best.text, best.progress)
 
     def match_pattern(self, pattern: OpPattern, root: int) -> PatternMatch:
         """Match a whole pattern with its root at node ``root``, from a clean state."""
@@ -146,9 +146,9 @@ class PatternMatcher:
 
     def _fail(self, message: Callable[[], str]) -> None:
         """Record a failure; the one that got furthest (the first of equals) is reported.  The
-        message is only written for a failure that is (so far) the one to report."""
+        message is only written when the failure is shown."""
         if self._best is None or self._progress > self._best.progress:
-            self._best = FurthestFailure(self._progress, self._where[-1] if self._where else None, message())
+            self._best = FurthestFailure(self._progress, self._where[-1] if self._where else None, message)
 
     # -- machinery ------------------------------------------------------------------
     def _forward(self, tensor: Tensor, keep: tuple[str, ...] = ()) -> tuple[Tensor, list[int]]:
@@ -228,9 +228,11 @@ def match_at(view: GraphView, pattern: OpPattern, root: int,
 
 
 def find_matches(view: GraphView, pattern: OpPattern,
-                 on_failure: Callable[[int, MatchFailure], None] | None = None) -> list[PatternMatch]:
+                 on_failure: Callable[[int, MatchFailure], None] | None = None,
+                 skip: Container[int] = ()) -> list[PatternMatch]:
     """Every match of ``pattern``, trying as roots only the nodes of its root types (by
-    the index's op-type table), in graph order; ``on_failure`` hears about the rest."""
+    the index's op-type table), in graph order, except those in ``skip`` (roots an earlier
+    pattern of the same pass matched); ``on_failure`` hears about the rest."""
     index = view.index
     roots: list[int] = []
     for t in pattern.root_types:
@@ -249,6 +251,8 @@ def find_matches(view: GraphView, pattern: OpPattern,
     first_look = root_filter(pattern)
     found = []
     for root in roots:
+        if root in skip:
+            continue
         own = index.ops[root] in wanted
         if not first_look.may_match(index, root) or not own and not any(
                 first_look.may_match_view(index, v) for v in rewrites(matcher, root, wanted)):

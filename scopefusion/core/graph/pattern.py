@@ -261,7 +261,7 @@ class OpPattern:
         object.__setattr__(self, "_root_port", roots[0].port)  # asked at every match
         for key, expr in self.defs.items():
             _check_expr(expr, f"pattern {self.name}: definition of ${key}")
-        labels = self.labels()
+        labels = self.labels() if self.outputs else set()
         for label in self.outputs:
             if label not in labels:
                 raise PatternDefinitionError(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .constant_eval import ConstantFolder
 from .constants import declared_shape, tensor_value
 from .index import GraphIndex
+from .shape_inference import ShapeInference
 from .shapes import RankInference
 from .tf_shapes import Shape, ShapeRules, TensorFlowShapes
 from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype, parse_input
@@ -49,11 +50,18 @@ class GraphView:
         self._ranks: RankInference | None = None
         self._ledger: dict[int, bytes] | None = None
         self._tf_shapes: TensorFlowShapes | None = None
+        self._shapes: ShapeInference | None = None
+        #: op types outside the shape table for which TensorFlow's shape inference was asked
+        self.tensorflow_shape_ops: set[str] = set()
         self._const_values: dict[int, Any] = {}
         self._small_values: dict[bytes, Any] = {}  # decoded small TensorProtos by their bytes
         self._folder: ConstantFolder | None = None
         #: per node, the op types it can be seen as (:func:`.canonical.seen_as`)
         self.spelt_as: dict[int, frozenset[str]] = {}
+        #: per node, the node as it is (:func:`.canonical.direct_view`); per node and op types, the
+        #: node seen as one of them (:func:`.canonical.rewrites`)
+        self.node_views: dict[int, Any] = {}
+        self.rewritten_views: dict[tuple[int, frozenset[str]], tuple[Any, ...]] = {}
 
     @property
     def graph_def(self) -> "GraphDef":
@@ -214,7 +222,7 @@ class GraphView:
 
     def rank(self, tensor: str) -> int | None:
         """The rank of a tensor (``name`` or ``name:port``) when it can be told: by the cheap
-        local rules first, then by TensorFlow's shape inference (see :meth:`static_shape`)."""
+        local rules first, then by the shape propagation of :meth:`static_shape`."""
         local = self.rank_inference().rank(tensor)
         if local is not None:
             return local
@@ -225,11 +233,26 @@ class GraphView:
         shape = self.static_shape((i, port))
         return None if shape is None else len(shape)
 
+    def shape_inference(self) -> ShapeInference:
+        """The project's own shape propagation over the whole graph (:mod:`.shape_inference`)."""
+        if self._shapes is None:
+            self._shapes = ShapeInference(self.index, self.same_shape, self._folded_value)
+        return self._shapes
+
+    def _folded_value(self, i: int) -> "np.ndarray | None":
+        value = self.const_value_of(i)
+        if value is None:
+            folded = self.folded_constant(i)
+            value = None if folded is None else folded[0]
+        return value
+
     def static_shape(self, tensor: tuple[int, int], *, infer: bool = True) -> Shape | None:
         """The static shape of a tensor ``(node, port)`` (unknown dimensions as None), from a
         constant's value, the graph's recorded ``_output_shapes`` or a placeholder's shape;
-        failing those (and with ``infer``), from TensorFlow's shape inference over the whole
-        graph, run once per view.  None when not even the rank is known."""
+        failing those (and with ``infer``), from the project's own shape propagation
+        (:meth:`shape_inference`), and only when that is left short by an op outside its table,
+        from TensorFlow's shape inference (the op types noted in :attr:`tensorflow_shape_ops`).
+        None when not even the rank is known."""
         node, port = tensor
         chain = self.constant_chain(node) if port == 0 else None
         if chain is not None and "value" in self.index.nodes[chain[-1]].attr:
@@ -247,6 +270,26 @@ class GraphView:
                 return [d.size if d.size >= 0 else None for d in shape.dim]
         if not infer:
             return None
+        inference = self.shape_inference()
+        ours = inference.shape(node, port)
+        if ours is not None and None not in ours:
+            return ours
+        missing = inference.missing(node)
+        if not missing:
+            return ours
+        self.tensorflow_shape_ops.update(missing)
         if self._tf_shapes is None:
             self._tf_shapes = TensorFlowShapes(self.index, self.same_shape)
-        return self._tf_shapes.shape(node, port)
+        theirs = self._tf_shapes.shape(node, port)
+        if theirs is None or (ours is not None and theirs.count(None) >= ours.count(None)):
+            return ours
+        return theirs
+
+    def note_tensorflow_shapes(self, warnings: list[str]) -> None:
+        """Add to ``warnings`` one line per op type outside the shape table for which TensorFlow's
+        shape inference was asked (once per run)."""
+        for op in sorted(self.tensorflow_shape_ops):
+            line = (f"a pass needed a shape past {op} nodes, outside scopefusion's shape table: TensorFlow's "
+                    f"shape inference was asked (and TensorFlow imported)")
+            if line not in warnings:
+                warnings.append(line)

@@ -121,16 +121,19 @@ class GraphFusionEngine:
                 reject_if_changed(spec.name, spec.origin, changed)
                 candidates.extend(found)
             pr.seconds = time.perf_counter() - started
+        view.note_tensorflow_shapes(context.report.warnings)
         return candidates
 
     def _run_pass(self, order: int, spec: PassSpec, view: GraphView, pr: PassReport) -> list[FusionCandidate]:
         instance = spec.cls()
-        patterns = checked_patterns(instance.define_patterns())
+        patterns = _patterns_of(spec, instance)
         matches: list[PatternMatch] = []
         misses = _NearMisses(view)
+        matched: set[int] = set()  # a root an earlier pattern matched is that match (and tried no more)
         for pattern in patterns:
-            found = find_matches(view, pattern, partial(misses.add, pattern))
-            matches.extend(_not_seen(found, matches))
+            found = find_matches(view, pattern, partial(misses.add, pattern), skip=matched)
+            matches.extend(found)
+            matched.update(m.root for m in found)
         matches = _outermost(matches)
         misses.settle({m.root for m in matches})
         pr.candidates = len(misses.tried | {m.root for m in matches})
@@ -168,6 +171,24 @@ def _switch_text(decision: SwitchDecision) -> str:
     if decision.overridden:
         return "on (forbidden_close: the switch file's off is overridden)"
     return ("on" if decision.on else "off") + ("" if decision.source == "default" else f" ({decision.source})")
+
+
+#: The checked patterns of built-in passes, per class and ``define_patterns`` function: made once per
+#: process, so that what matching works out once per pattern (compiled steps, first looks, required
+#: op types) is not worked out again on every run.
+_BUILT_IN_PATTERNS: dict[tuple[type, Any], list[OpPattern]] = {}
+
+
+def _patterns_of(spec: PassSpec, instance: Any) -> list[OpPattern]:
+    """``instance.define_patterns()``, checked; a built-in pass's once per process (patterns are
+    immutable), a plugin's on every run."""
+    if spec.origin != "built-in":
+        return checked_patterns(instance.define_patterns())
+    key = (spec.cls, getattr(spec.cls, "define_patterns", None))
+    known = _BUILT_IN_PATTERNS.get(key)
+    if known is None:
+        known = _BUILT_IN_PATTERNS[key] = checked_patterns(instance.define_patterns())
+    return list(known)
 
 
 def checked_patterns(value: Any) -> list[OpPattern]:
@@ -216,12 +237,6 @@ def _inside_one(members: frozenset[int], owner: dict[int, int]) -> bool:
             return False
         first = known
     return first is not None
-
-
-def _not_seen(found: Sequence[PatternMatch], earlier: Sequence[PatternMatch]) -> list[PatternMatch]:
-    """Matches of a later pattern at a root an earlier pattern already matched are the same match."""
-    roots = {m.root for m in earlier}
-    return [m for m in found if m.root not in roots]
 
 
 class _NearMisses:

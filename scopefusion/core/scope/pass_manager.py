@@ -93,6 +93,7 @@ class ScopePassManager:
                 pr.seconds = time.perf_counter() - started
         finally:
             scope_graph.close()
+            scope_graph.note_tensorflow_shapes(context.report.warnings)
         return candidates
 
     def _run_pass(self, order: int, spec: PassSpec, scope_graph: ScopeGraph,

@@ -1,0 +1,186 @@
+"""Static shapes over a GraphDef by the project's own propagation, without TensorFlow.
+
+Each tensor's shape (a list of dimensions, None where unknown; None for the whole shape when
+not even the rank is known) follows from its producer's rule (:mod:`.shape_rules`,
+:mod:`.shape_rules_nn`) and the shapes, and for shape-like integer tensors the values
+(:mod:`.shape_values`), of what that producer reads.  Values are
+*partial*: a ``Pack`` of ``Shape(x)[0]`` and ``-1`` is known as ``[d, None]`` even when ``d`` is
+unknown, as TensorFlow's own shape inference reads the shape input of a ``Reshape``.
+
+The rules cover the op types real models use; a node of any other type TensorFlow knows is
+*outside the table*: its shapes are unknown here, and every shape left incomplete because of one
+carries that op type (:meth:`ShapeInference.missing`), so that a caller that really needs such a
+shape can say so and ask TensorFlow.  An op TensorFlow does not know either (a fused op of an
+earlier stage) has the shape its ``same_shape`` rule gives or none.
+
+Each node's shapes are inferred once, after its producers' (an iterative walk: no recursion over
+the graph's depth); a loop's back edge reads as unknown, as it does while TensorFlow imports.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .shape_context import Dims, OpContext, Value, merge_dims
+from .shape_rules import RULES
+from .shape_values import VALUE_RULES
+from .tf_ops import is_tensorflow_op
+from .vocabulary import CONST_OPS, CONTROL
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .index import GraphIndex
+
+#: How many producers a partial value is followed through.
+MAX_VALUE_DEPTH = 48
+#: Integer values longer than this are not tracked (they are not shapes).
+MAX_VALUE_LENGTH = 64
+_NOTHING: frozenset[str] = frozenset()
+
+
+class ShapeInference:
+    """Memoised shapes of the tensors of one indexed graph (see the module's docstring)."""
+
+    def __init__(self, index: "GraphIndex", same_shape: Mapping[str, Mapping[int, int]] | None = None,
+                 constant: Callable[[int], "np.ndarray | None"] | None = None) -> None:
+        self.index = index
+        self.same_shape = same_shape or {}
+        self._constant = constant  # a node's folded constant value (numpy), if any
+        self._shapes: dict[int, list[Dims]] = {}  # per node, per output port
+        self._missing: dict[int, frozenset[str]] = {}  # per node: op types outside the table it depends on
+        self._values: dict[tuple[int, int], Value] = {}
+        self._functions = {f.signature.name for f in index.graph_def.library.function}
+
+    # -- public ---------------------------------------------------------------
+    def shape(self, node: int, port: int) -> Dims:
+        """The shape of output ``port`` of ``node`` (a fresh list), None when the rank is unknown."""
+        shapes = self._node_shapes(node)
+        found = shapes[port] if 0 <= port < len(shapes) else None
+        return None if found is None else list(found)
+
+    def missing(self, node: int) -> frozenset[str]:
+        """The op types outside the table whose unknown shapes the shapes of ``node`` depend on."""
+        self._node_shapes(node)
+        return self._missing.get(node, _NOTHING)
+
+    def value(self, node: int, port: int) -> Value:
+        """The partial value of a small integer tensor (scalar: a one-element tuple with
+        ``scalar`` set; see :data:`.shape_context.Value`), None when not known at all."""
+        return self._value((node, port), MAX_VALUE_DEPTH)
+
+    # -- walking --------------------------------------------------------------
+    def _data(self, i: int) -> list[tuple[int, int]]:
+        return [t for t in self.index.inputs[i] if t[1] != CONTROL]
+
+    def _node_shapes(self, node: int) -> list[Dims]:
+        shapes = self._shapes
+        known = shapes.get(node)
+        if known is not None:
+            return known
+        active: set[int] = set()
+        stack: list[tuple[int, bool]] = [(node, False)]
+        inputs = self.index.inputs
+        while stack:
+            top, expanded = stack.pop()
+            if expanded:
+                active.discard(top)
+                if top not in shapes:
+                    self._infer(top, active)
+                continue
+            if top in shapes or top in active:
+                continue
+            active.add(top)
+            stack.append((top, True))
+            for p, port in inputs[top]:
+                if port != CONTROL and p not in shapes and p not in active:
+                    stack.append((p, False))
+        return shapes[node]
+
+    def _infer(self, i: int, active: set[int]) -> None:
+        """Node ``i``'s shapes, its producers' known (those on the current path, a loop's back
+        edge, read as unknown)."""
+        index = self.index
+        op = index.ops[i]
+        data = self._data(i)
+        missing: frozenset[str] = _NOTHING
+        for p, _ in data:
+            if p not in active:
+                missing = missing | self._missing.get(p, _NOTHING)
+        ctx = OpContext(self, i, op, index.nodes[i], data)
+        rule = RULES.get(op)
+        found = rule(ctx) if rule is not None else self._unlisted(ctx)
+        if found is None:  # an op TensorFlow knows but the table does not
+            found = []
+            missing = missing | {op}
+        outputs: list[Dims] = found
+        outputs = _with_recorded(index.nodes[i], list(outputs))
+        self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
+        if missing and all(s is not None and None not in s for s in outputs) and outputs:
+            missing = _NOTHING  # fully known whatever was missing upstream
+        if missing:
+            self._missing[i] = missing
+
+    def _unlisted(self, ctx: OpContext) -> list[Dims] | None:
+        """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, a function
+        called by name (unknown, TensorFlow would need its body too), an op TensorFlow does not
+        know (unknown); None for an op TensorFlow knows (outside the table)."""
+        rules = self.same_shape.get(ctx.op)
+        if rules is not None:
+            outputs: list[Dims] = []
+            for port in range(max(rules, default=-1) + 1):
+                source = rules.get(port)
+                outputs.append(ctx.shape(source) if source is not None and source < len(ctx.data) else None)
+            return outputs
+        if ctx.op in self._functions or not is_tensorflow_op(ctx.op):
+            return []
+        return None
+
+    # -- partial values -------------------------------------------------------
+    def _value(self, tensor: tuple[int, int], depth: int) -> Value:
+        values = self._values
+        if tensor in values:
+            return values[tensor]
+        found = self._compute_value(tensor, depth) if depth > 0 else None
+        if found is not None and len(found[1]) > MAX_VALUE_LENGTH:
+            found = None
+        values[tensor] = found
+        return found
+
+    def _compute_value(self, tensor: tuple[int, int], depth: int) -> Value:
+        i, port = tensor
+        index = self.index
+        op = index.ops[i]
+        if port == 0 and self._constant is not None:
+            constant = self._constant(i)
+            if constant is not None:
+                return _int_value(constant)
+        rule = None if op in CONST_OPS else VALUE_RULES.get(op)
+        if rule is None:
+            return None
+        data = self._data(i)
+        ctx = OpContext(self, i, op, index.nodes[i], data, depth - 1)
+        return rule(ctx, port)
+
+    def input_value(self, data: Sequence[tuple[int, int]], k: int, depth: int) -> Value:
+        return self._value(data[k], depth) if k < len(data) else None
+
+
+def _int_value(constant: "np.ndarray") -> Value:
+    if constant.dtype.kind not in "iu" or constant.ndim > 1 or constant.size > MAX_VALUE_LENGTH:
+        return None
+    return (constant.ndim == 0, tuple(int(v) for v in constant.reshape(-1)))
+
+
+def _with_recorded(node: Any, outputs: list[Dims]) -> list[Dims]:
+    """The shapes a rule gave, with what the graph records (``_output_shapes``) merged in."""
+    if "_output_shapes" not in node.attr:
+        return outputs
+    recorded = node.attr["_output_shapes"].list.shape
+    merged: list[Dims] = list(outputs) + [None] * (len(recorded) - len(outputs))
+    for port, proto in enumerate(recorded):
+        if proto.unknown_rank:
+            continue
+        dims: list[Optional[int]] = [d.size if d.size >= 0 else None for d in proto.dim]
+        mine = merged[port]
+        merged[port] = dims if mine is None or len(mine) != len(dims) else merge_dims(mine, dims)
+    return merged

@@ -80,3 +80,34 @@ def test_the_op_pattern_examples_match_a_hard_swish_in_each_spelling():
             matches = scopefusion.core.graph.matching.find_matches(view, namespace["HARD_SWISH"])
             assert len(matches) == 1, (page, form)
             assert matches[0].tensor_name("x") == "x"
+
+
+def test_the_pass_table_names_every_built_in_pass_once():
+    """The README's pass table has one row per built-in pass, and no row for a pass that does not exist."""
+    from scopefusion.builtin_passes import BUILTIN_GRAPH_PASSES, BUILTIN_PASSES
+
+    text = README.read_text()
+    table = text[text.index("| pass | kind | fused op | proven on |"):]
+    table = table[:table.index("\n\n")]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("| `")]
+    named = [re.match(r"\| `(\w+)`", row).group(1) for row in rows]  # type: ignore[union-attr]
+    built_in = sorted(p.__name__ for p in (*BUILTIN_PASSES, *BUILTIN_GRAPH_PASSES))
+    assert sorted(named) == built_in
+
+
+def test_the_output_blocks_are_text_as_printed():
+    """Output copied into the README is the text a terminal shows, not an escaped string."""
+    blocks, fence = [], None
+    for line in README.read_text().splitlines():
+        if line.startswith("```"):
+            if fence is None:
+                fence = (line[3:].strip(), [])
+            else:
+                blocks.append(fence)
+                fence = None
+        elif fence is not None:
+            fence[1].append(line)
+    outputs = [lines for lang, lines in blocks if lang in ("", "text")]
+    assert outputs, "the README shows real output"
+    for lines in outputs:
+        assert not any("\\n" in line for line in lines), lines[:3]

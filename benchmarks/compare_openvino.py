@@ -20,6 +20,7 @@ Usage::
 
     python benchmarks/compare_openvino.py
     python benchmarks/compare_openvino.py --models transformers_bert,keras_mha_causal
+    python benchmarks/compare_openvino.py --models all
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ SDPA = "ScaledDotProductAttention"
 
 
 def builders() -> dict[str, Callable[[], Any]]:
+    """The default set (six model codes), then every real model code of the attention tests (``--models all``)."""
     from tests.models import attention_models as atm
 
     return {
@@ -50,6 +52,23 @@ def builders() -> dict[str, Callable[[], Any]]:
         "keras_mha": lambda: atm.keras_mha("none"),
         "keras_mha_causal": lambda: atm.keras_mha("causal"),
     }
+
+
+def all_builders() -> dict[str, Callable[[], Any]]:
+    """Every real model code the attention tests build (not the hand-written forms; TF Model Garden
+    where it is importable)."""
+    from tests.models import attention_backbones as atb
+    from tests.models import attention_models as atm
+
+    real = {k: v for k, v in atm.ATTENTION_FORMS.items() if not k.startswith("hand_written")}
+    real.update({"transformers_swin": atm.transformers_swin, **atb.BACKBONE_FORMS})
+    try:
+        import official.nlp.modeling  # noqa: F401  (TF Model Garden, when installed)
+    except ImportError:
+        pass
+    else:
+        real.update(atb.MODEL_GARDEN_FORMS)
+    return real
 
 
 def with_scopefusion(model: Any, registry: Any) -> dict[str, Any]:
@@ -90,14 +109,16 @@ def _count(model: Any, type_name: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    parser.add_argument("--models", default="",
+                        help="comma-separated model names, or 'all' for every real model code of the attention "
+                             "tests (default: six of them)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     from scopefusion import __version__, load_registry
 
-    known = builders()
-    names = [n for n in args.models.split(",") if n] or list(known)
+    known = all_builders() if args.models == "all" else builders()
+    names = [n for n in args.models.split(",") if n and n != "all"] or list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")

@@ -96,6 +96,39 @@ def tf_keras_fused_tape(epsilon: float = 1e-3, dynamic: bool = False, seed: int 
     return PassModel.of(model, 1, forward=0, epsilon=epsilon)
 
 
+def twice_tape(library: str, epsilon: float, same_input: bool = False, seed: int = 0) -> PassModel:
+    """One ``LayerNormalization`` called twice inside a ``GradientTape``: ``ln(tanh(ln(x * 2)) * 3)``, or with
+    ``same_input`` ``ln(h) + 0.5 * ln(h)``.  tf_keras puts both calls in the layer's one name scope
+    (``layer_normalization/batchnorm`` and ``batchnorm_1``, or two ``FusedBatchNormV3``), so both
+    gradients lie in ``gradient_tape/layer_normalization``; Keras 3 numbers the calls' scopes.  Chained
+    calls are two pieces of that scope's dataflow, each with its own normaliser gradient: both fused.
+    Calls of one input read the same x and the same dy: refused with the reason."""
+    import tensorflow as tf
+
+    lib = __import__(library)
+    layer = lib.layers.LayerNormalization(epsilon=epsilon)
+    layer.build(SHAPE)
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(1.0 if "gamma" in weight.name else 0.0, 0.5, weight.shape).astype(np.float32))
+    w = tf.constant(rng.normal(size=SHAPE[-1]).astype(np.float32))
+
+    def fn(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            h = x * 2.0
+            y = layer(h) + 0.5 * layer(h) if same_input else layer(tf.tanh(layer(h)) * 3.0)
+            loss = tf.reduce_sum(tf.tanh(y) * w)
+        return tape.gradient(loss, [x, *layer.trainable_variables])
+
+    signature = ("FusedBatchNormGradV3",) if epsilon >= 1.001e-5 and library == "tf_keras" else ("RsqrtGrad",)
+    model = am._traced(f"{library}_twice_tape[epsilon={epsilon:g}, same_input={same_input}]", fn,
+                       {"x": am._spec(SHAPE)}, rng, signature=signature)
+    if same_input:
+        return PassModel.of(model, 0, forward=0, reason="calls of a layer that read the same tensor")
+    return PassModel.of(model, 2, forward=2 if signature == ("RsqrtGrad",) else 0, epsilon=epsilon)
+
+
 def batch_norm_tape(trick: bool, seed: int = 0) -> PassModel:
     """Look-alikes of the fused path's gradient: ``tf.compat.v1.nn.fused_batch_norm`` in training mode
     under a name scope, with a learnt scale and offset, differentiated with ``GradientTape``.  With
@@ -161,10 +194,14 @@ GRAD_FORMS: dict[str, Callable[[], PassModel]] = {
     "keras_tape": functools.partial(keras_tape, "keras"),
     "tf_keras_fused_tape": tf_keras_fused_tape,
     "tf_keras_fused_tape_dynamic_batch": functools.partial(tf_keras_fused_tape, dynamic=True),
+    "tf_keras_twice_tape": functools.partial(twice_tape, "tf_keras", 1e-6),
+    "tf_keras_fused_twice_tape": functools.partial(twice_tape, "tf_keras", 1e-3),
+    "keras_twice_tape": functools.partial(twice_tape, "keras", 1e-6),
 }
 GRAD_LOOK_ALIKES: dict[str, Callable[[], PassModel]] = {
     "keras_rms_tape": keras_rms_tape,
     "inference": inference,
     "batch_norm_trick_tape": functools.partial(batch_norm_tape, True),
     "batch_norm_nhwc_tape": functools.partial(batch_norm_tape, False),
+    "tf_keras_twice_same_input_tape": functools.partial(twice_tape, "tf_keras", 1e-6, True),
 }

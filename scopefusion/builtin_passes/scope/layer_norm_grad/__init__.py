@@ -31,8 +31,12 @@ stage has no form for it).
 The pass runs where a gradient is: its pattern needs a ``RsqrtGrad`` or ``FusedBatchNormGradV3`` op,
 which only a gradient function makes; in an inference graph it finds nothing.  ``graph_run_mode`` does
 not switch it: the reference's scope passes run when the graph is parsed, which the run mode does not
-steer, and a graph holding gradients computes them in either mode.  Not handled: a layer called more
-than once in one scope (their gradients share a scope).
+steer, and a graph holding gradients computes them in either mode.
+
+A layer called more than once in one scope (tf_keras does that: both calls' ops, and both
+gradients, in one scope) has each call's gradient fused on its own, told apart by dataflow
+(:mod:`.calls`), each fused op named like its ``pd_x``; calls the dataflow does not separate (of one
+input, reading the same x and dy) are refused with the reason.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import CONTROL, DT_INT32
 from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .op import LAYER_NORM_GRAD, layer_norm_grad_reference
@@ -75,7 +80,7 @@ class ScopeLayerNormGradPass(ScopeBasePass):
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
         """One result per ``RsqrtGrad`` or ``FusedBatchNormGradV3`` under the matched scopes, in the
         gradient scope it lies in."""
-        self._regions: dict[str, GradRegion | str] = {}
+        self._regions: dict[tuple[str, tuple[int, ...]], GradRegion | str] = {}
         results: list[ScopesResult] = []
         index = scope_graph.index
         for scope in self.matched_scopes(scope_graph):
@@ -84,17 +89,26 @@ class ScopeLayerNormGradPass(ScopeBasePass):
                     continue
                 found = _region_or_reason(scope_graph, index.names[i], index.ops[i])
                 home = found.scope if isinstance(found, GradRegion) else scope
-                if home.name in self._regions:  # another RsqrtGrad of the same scope: refused once
+                part = home if isinstance(home, ScopePart) else None
+                key = _key(home.name, part)
+                if key in self._regions:  # another normaliser gradient of the same scope: refused once
                     continue
-                self._regions[home.name] = found
-                results.append(ScopesResult([home], found.extra if isinstance(found, GradRegion) else []))
+                self._regions[key] = found
+                results.append(ScopesResult([part.scope if part is not None else home],  # type: ignore[list-item]
+                                            found.extra if isinstance(found, GradRegion) else [], part=part))
         return results
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
-        region = self._regions[scopes[0].name]
+        region = self._regions[_key(scopes[0].name, result.part)]
         if isinstance(region, str):
             fail(region)
+        if result.part is not None:  # one of several calls' gradients in the scope: named like its dx
+            result.set_name(region.dx[0])
         _describe(scopes[0].graph, region, result)
+
+
+def _key(scope: str, part: ScopePart | None) -> tuple[str, tuple[int, ...]]:
+    return scope, tuple(part.indices) if part is not None else ()
 
 
 def _region_or_reason(sg: "ScopeGraph", grad: str, op: str) -> GradRegion | str:

@@ -28,6 +28,7 @@ from ....core.graph.vocabulary import CONTROL
 from ..layer_norm.algebra import Evaluator, data_consumers, symbol
 from ..layer_norm.common import Tensor, static_shape
 from ..layer_norm.fused_batch_norm import FUSED_BATCH_NORM, KERAS_TRICK, _filled, _rank, _squeezed_shape
+from .calls import forward_call
 from .region import Forward, GradRegion, check_forward, common_scope, gradient_region, gradient_scope, own_members
 from .region import _downstream, _sums
 
@@ -71,7 +72,7 @@ def _differentiated(sg: "ScopeGraph", grad: str) -> str:
 
 def _region(sg: "ScopeGraph", grad: str, fbn: str) -> GradRegion:
     squeeze = sg.producer(fbn, 0)[0]
-    forward = common_scope(sg, (fbn, squeeze))
+    forward = forward_call(sg, common_scope(sg, (fbn, squeeze)), fbn, frozenset({FUSED_BATCH_NORM}))
     inside = set(forward.node_names())
     if sg.op_of(squeeze) != "Reshape" or squeeze not in inside:
         fail(f"{fbn!r} does not normalise a reshaped input")
@@ -84,8 +85,7 @@ def _region(sg: "ScopeGraph", grad: str, fbn: str) -> GradRegion:
     rank = _rank(sg, shape, x)
     if rank is None or not 0 <= begin < rank:
         fail(f"the normalised axes start at {begin}, outside the input's rank ({rank})")
-    scope = gradient_scope(sg, grad, forward)
-    members = own_members(sg, scope)
+    scope, members = own_members(sg, gradient_scope(sg, grad, forward), grad)
     fwd = set(forward.all_node_indices())
     gamma, gamma_side = _scale(sg, restores[0], fwd)
     extra = _sums(sg, members)

@@ -31,8 +31,10 @@ from ..layer_norm.common import (
     GRADIENT_ROOT, Tensor, norm_axis, scale_and_offset, see_through_reshape, static_shape,
 )
 from ..layer_norm.moments import _axes, _keeps_dims, _mean_and_input, _variance_plus_epsilon
+from .calls import forward_call, gradient_call
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 DY, FORWARD, GAMMA = 1, 2, 4
@@ -50,8 +52,8 @@ class GradRegion:
     """A layer norm's gradient: its scope, the nodes outside it that belong to it, and what it reads
     and gives in the fused op's terms."""
 
-    scope: "Scope"
-    forward: "Scope"
+    scope: "Scope | ScopePart"
+    forward: "Scope | ScopePart"
     extra: list[str]
     dy: Tensor
     x: Tensor
@@ -85,9 +87,9 @@ def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
     axes = _axes(sg, mean)
     if _axes(sg, variance) != axes:
         fail("the mean and the variance reduce different axes")
-    forward = common_scope(sg, (rsqrt, mean, variance))
-    scope = gradient_scope(sg, rsqrt_grad, forward)
-    members = own_members(sg, scope)
+    forward_scope = common_scope(sg, (rsqrt, mean, variance))
+    scope, members = own_members(sg, gradient_scope(sg, rsqrt_grad, forward_scope), rsqrt_grad)
+    forward = forward_call(sg, forward_scope, rsqrt, frozenset({"Rsqrt"}))
     fwd = set(forward.all_node_indices())
     gamma, gamma_side = _scale(sg, rsqrt, fwd)
     extra = _sums(sg, members)
@@ -107,7 +109,7 @@ NORMALISER_GRADIENTS = frozenset({"RsqrtGrad", "FusedBatchNormGradV3"})
 class Forward:
     """What the gradient needs of the forward layer norm."""
 
-    scope: "Scope"
+    scope: "Scope | ScopePart"
     x: Tensor
     gamma: Tensor  # as the forward multiplies by it
     gamma_side: set[int]  # the forward nodes that depend on gamma (and gamma's own)
@@ -116,16 +118,18 @@ class Forward:
     begin_norm_axis: int
 
 
-def own_members(sg: "ScopeGraph", scope: "Scope") -> set[int]:
-    """The nodes of gradient scope ``scope``, which must hold one layer norm's gradient."""
-    members = set(scope.all_node_indices())
-    found = [i for i in members if sg.index.ops[i] in NORMALISER_GRADIENTS]
-    if len(found) != 1:
-        fail(f"{scope.name!r} holds the gradients of several layer norms (a layer called more than once)")
-    return members
+def own_members(sg: "ScopeGraph", scope: "Scope", grad: str) -> tuple["Scope | ScopePart", set[int]]:
+    """The gradient in scope ``scope`` that holds the normaliser gradient ``grad``: the scope, or the
+    piece of it that is one call's gradient when it holds several (:mod:`.calls`), and its nodes."""
+    index = sg.index
+    grads = [i for i in scope.all_node_indices() if index.ops[i] in NORMALISER_GRADIENTS]
+    if len(grads) == 1:
+        return scope, set(scope.all_node_indices())
+    part = gradient_call(sg, scope, index.index[grad], grads)
+    return part, set(part.all_node_indices())
 
 
-def gradient_region(sg: "ScopeGraph", grad: str, forward: Forward, scope: "Scope", members: set[int],
+def gradient_region(sg: "ScopeGraph", grad: str, forward: Forward, scope: "Scope | ScopePart", members: set[int],
                     extra: set[int], *, reads_x: bool) -> GradRegion:
     """The region of gradient scope ``scope`` (its ``members`` and the sums ``extra``), whose normaliser's
     gradient is ``grad``, told apart by what each tensor leaving it depends on."""
@@ -168,7 +172,7 @@ def common_scope(sg: "ScopeGraph", names: tuple[str, ...]) -> "Scope":
     return scope
 
 
-def gradient_scope(sg: "ScopeGraph", rsqrt_grad: str, forward: "Scope") -> "Scope":
+def gradient_scope(sg: "ScopeGraph", rsqrt_grad: str, forward: "Scope | ScopePart") -> "Scope":
     """``<gradient root>/<forward scope>``, the scope holding ``rsqrt_grad``."""
     parts, own = rsqrt_grad.split("/"), forward.name.split("/")
     for k in range(1, len(parts) - len(own)):
@@ -319,7 +323,7 @@ def _outputs(sg: "ScopeGraph", members: set[int], flags: dict[int, int], extra: 
     return tensor(partials[0]), dgamma, dbeta, terms
 
 
-def check_forward(sg: "ScopeGraph", forward: "Scope", evaluator: Evaluator, statistics: tuple[str, ...],
+def check_forward(sg: "ScopeGraph", forward: "Scope | ScopePart", evaluator: Evaluator, statistics: tuple[str, ...],
                   gradient: set[int], lead: str, base: Poly) -> None:
     """The forward output, the one normalised tensor read outside the forward scope and its gradient,
     must be ``base * gamma + beta`` (``base``: the normalised x in the evaluator's symbols)."""

@@ -87,6 +87,8 @@ def test_fused_path_gradient_reads_x_and_gamma_not_the_batch_statistics():
     assert readers and all(not i.startswith(fbn.name + ":") for i in readers)  # y only: no batch statistics
     (record,) = pass_report(result, PASS).fused
     assert "6 inner tensors the gradient read recomputed from x" in record.description, record.description
+    (refusal,) = pass_report(result, "ScopeLayerNormPass").refused  # the forward, while its gradient read it
+    assert "(its batch statistics) is read by its gradient (a training graph)" in refusal.reason, refusal.reason
 
 
 def test_residual_gradient_is_summed_in_the_fused_op():

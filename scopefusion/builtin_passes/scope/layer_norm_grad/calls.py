@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Union
 
 from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
-from ....core.scope.instances import ScopePart, _constant_nodes, split_instances
+from ....core.scope.instances import ScopePart, constant_nodes, split_instances
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -30,7 +30,7 @@ def gradient_call(sg: "ScopeGraph", scope: "Scope", grad: int, grads: list[int])
     index = sg.index
     members = scope.all_node_indices()
     inside = set(members)
-    constant = _constant_nodes(index, members, inside)
+    constant = constant_nodes(index, members, inside)
     parent = {i: i for i in members if i not in constant}
 
     def find(i: int) -> int:

@@ -72,7 +72,7 @@ class ScopePart:
         return self.scope.suffix_of(node_name)
 
 
-def _constant_nodes(index: "GraphIndex", members: list[int], inside: set[int]) -> set[int]:
+def constant_nodes(index: "GraphIndex", members: list[int], inside: set[int]) -> set[int]:
     """Members computed from constants alone (no data input from anything else)."""
     position = index.position
     constant: set[int] = set()
@@ -90,7 +90,7 @@ def split_instances(scope: "Scope", anchors: Iterable[int]) -> list[ScopePart] |
     index = scope.graph.index
     members = scope.all_node_indices()
     inside = set(members)
-    constant = _constant_nodes(index, members, inside)
+    constant = constant_nodes(index, members, inside)
     parent = {i: i for i in members if i not in constant}
 
     def find(i: int) -> int:

@@ -46,7 +46,10 @@ def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
         fail(f"{fbn!r} scales or shifts by more than ones and zeros: a batch norm")
     stats = sorted({p for _, p in data_consumers(sg, fbn) if p != 0})
     if stats:
-        fail(f"output {stats[0]} of {fbn!r} (its batch statistics) is read")
+        gradient = any(p != 0 and sg.op_of(c) == "FusedBatchNormGradV3" for c, p in data_consumers(sg, fbn))
+        fail(f"output {stats[0]} of {fbn!r} (its batch statistics) is read" + (
+            " by its gradient (a training graph): ScopeLayerNormGradPass fuses the gradient, the forward stays "
+            "as it is" if gradient else ""))
 
     squeeze = sg.producer(fbn, 0)[0]
     if squeeze not in inside or sg.op_of(squeeze) != "Reshape":

@@ -22,12 +22,21 @@ tensors the gradient no longer reads, becomes a ``LayerNorm`` in the graph stage
 (``LayerNormFusionPass``), in the same run.  (In the scope
 stage, the scope pass sees the gradient still reading its inner tensors and leaves it.)
 
-The pass runs only on training graphs: its pattern needs a ``RsqrtGrad`` op, which only the
-gradient of an ``Rsqrt`` makes; in an inference graph (``graph_run_mode`` 0, or none built by
-a gradient function) it finds nothing.  Not handled: tf_keras' ``LayerNormalization`` with
-epsilon of 1.001e-5 or more (its forward is a ``FusedBatchNormV3`` trick, its gradient a
-``FusedBatchNormGradV3``), a layer called more than once in one scope (their gradients share a
-scope).
+tf_keras' ``LayerNormalization`` at an epsilon of 1.001e-5 or more computes its forward with a
+``FusedBatchNormV3`` trick and its gradient with a ``FusedBatchNormGradV3`` between reshapes
+(:mod:`.fused_batch_norm`): that gradient becomes the same ``LayerNormGrad``, and the forward stays as
+it is (the scope stage refuses it while its gradient reads the op's batch statistics, and the graph
+stage has no form for it).
+
+The pass runs where a gradient is: its pattern needs a ``RsqrtGrad`` or ``FusedBatchNormGradV3`` op,
+which only a gradient function makes; in an inference graph it finds nothing.  ``graph_run_mode`` does
+not switch it: the reference's scope passes run when the graph is parsed, which the run mode does not
+steer, and a graph holding gradients computes them in either mode.
+
+A layer called more than once in one scope (tf_keras does that: both calls' ops, and both
+gradients, in one scope) has each call's gradient fused on its own, told apart by dataflow
+(:mod:`.calls`), each fused op named like its ``pd_x``; calls the dataflow does not separate (of one
+input, reading the same x and dy) are refused with the reason.
 """
 from __future__ import annotations
 
@@ -40,10 +49,12 @@ from ....core.graph.protos import message_class
 from ....core.graph.tensor_codec import make_tensor_proto
 from ....core.graph.vocabulary import CONTROL, DT_INT32
 from ....core.scope.base_pass import ScopeBasePass
+from ....core.scope.instances import ScopePart
 from ....core.scope.patterns import PatternSet, ScopePattern
 from ....core.scope.results import FusionScopesResult, ScopesResult
 from .op import LAYER_NORM_GRAD, layer_norm_grad_reference
-from .region import GradRegion, find_region
+from .fused_batch_norm import FUSED_BATCH_NORM_GRAD, find_fused_region
+from .region import NORMALISER_GRADIENTS, GradRegion, find_region
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -60,40 +71,51 @@ class ScopeLayerNormGradPass(ScopeBasePass):
                    "tf_keras, Keras 3) -> LayerNormGrad(dy, x, variance, mean, gamma)")
 
     def define_patterns(self) -> list[PatternSet]:
-        return [[[ScopePattern("LayerNormGrad").add_node_op_type_feature("RsqrtGrad", 0, 1)]]]
+        return [[[ScopePattern("LayerNormGrad").add_node_op_type_feature("RsqrtGrad", 0, 1),
+                  ScopePattern("LayerNormGrad").add_node_op_type_feature(FUSED_BATCH_NORM_GRAD, 0, 1)]]]
 
     def may_fuse(self, op_types: AbstractSet[str]) -> bool:
-        return "RsqrtGrad" in op_types
+        return not NORMALISER_GRADIENTS.isdisjoint(op_types)
 
     def last_match_scopes_and_ops(self, scope_graph: "ScopeGraph") -> list[ScopesResult]:
-        """One result per ``RsqrtGrad`` under the matched scopes, in the gradient scope it lies in."""
-        self._regions: dict[str, GradRegion | str] = {}
+        """One result per ``RsqrtGrad`` or ``FusedBatchNormGradV3`` under the matched scopes, in the
+        gradient scope it lies in."""
+        self._regions: dict[tuple[str, tuple[int, ...]], GradRegion | str] = {}
         results: list[ScopesResult] = []
         index = scope_graph.index
         for scope in self.matched_scopes(scope_graph):
             for i in scope.all_node_indices():
-                if index.ops[i] != "RsqrtGrad":
+                if index.ops[i] not in NORMALISER_GRADIENTS:
                     continue
-                found = _region_or_reason(scope_graph, index.names[i])
+                found = _region_or_reason(scope_graph, index.names[i], index.ops[i])
                 home = found.scope if isinstance(found, GradRegion) else scope
-                if home.name in self._regions:  # another RsqrtGrad of the same scope: refused once
+                part = home if isinstance(home, ScopePart) else None
+                key = _key(home.name, part)
+                if key in self._regions:  # another normaliser gradient of the same scope: refused once
                     continue
-                self._regions[home.name] = found
-                results.append(ScopesResult([home], found.extra if isinstance(found, GradRegion) else []))
+                self._regions[key] = found
+                results.append(ScopesResult([part.scope if part is not None else home],  # type: ignore[list-item]
+                                            found.extra if isinstance(found, GradRegion) else [], part=part))
         return results
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
-        region = self._regions[scopes[0].name]
+        region = self._regions[_key(scopes[0].name, result.part)]
         if isinstance(region, str):
             fail(region)
+        if result.part is not None:  # one of several calls' gradients in the scope: named like its dx
+            result.set_name(region.dx[0])
         _describe(scopes[0].graph, region, result)
 
 
-def _region_or_reason(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion | str:
+def _key(scope: str, part: ScopePart | None) -> tuple[str, tuple[int, ...]]:
+    return scope, tuple(part.indices) if part is not None else ()
+
+
+def _region_or_reason(sg: "ScopeGraph", grad: str, op: str) -> GradRegion | str:
     try:
-        return find_region(sg, rsqrt_grad)
+        return find_fused_region(sg, grad) if op == FUSED_BATCH_NORM_GRAD else find_region(sg, grad)
     except Refused as why:
-        return f"{rsqrt_grad!r}: {why.reason}"
+        return f"{grad!r}: {why.reason}"
 
 
 def _describe(sg: "ScopeGraph", region: GradRegion, result: FusionScopesResult) -> None:
@@ -108,6 +130,7 @@ def _describe(sg: "ScopeGraph", region: GradRegion, result: FusionScopesResult) 
                               else ""))
     tensors = list(dict.fromkeys([region.dy, region.x, region.gamma, *region.extra_terms]))  # dy may be a term too
     _map_inputs(sg, region, result, tensors)
+    result.insert_input_tensor(1, *region.x)  # x, which the gradient may read reshaped only (tf_keras' fused path)
     result.insert_input_tensor(2, *region.gamma)  # the parameter, which the gradient may read reshaped
     for name, port in region.recomputed:  # the forward's rsqrt(variance + epsilon), mean, gamma * rsqrt, ...
         if (name, port) != region.gamma:

@@ -26,13 +26,15 @@ from typing import TYPE_CHECKING
 
 from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
-from ..layer_norm.algebra import Evaluator, add, mul, symbol
+from ..layer_norm.algebra import Evaluator, Poly, add, mul, symbol
 from ..layer_norm.common import (
     GRADIENT_ROOT, Tensor, norm_axis, scale_and_offset, see_through_reshape, static_shape,
 )
 from ..layer_norm.moments import _axes, _keeps_dims, _mean_and_input, _variance_plus_epsilon
+from .calls import forward_call, gradient_call
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ....core.scope.instances import ScopePart
     from ....core.scope.scope_graph import Scope, ScopeGraph
 
 DY, FORWARD, GAMMA = 1, 2, 4
@@ -50,8 +52,8 @@ class GradRegion:
     """A layer norm's gradient: its scope, the nodes outside it that belong to it, and what it reads
     and gives in the fused op's terms."""
 
-    scope: "Scope"
-    forward: "Scope"
+    scope: "Scope | ScopePart"
+    forward: "Scope | ScopePart"
     extra: list[str]
     dy: Tensor
     x: Tensor
@@ -73,7 +75,6 @@ class GradRegion:
 
 def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
     """The gradient region of the layer norm whose normaliser ``rsqrt_grad`` differentiates."""
-    index = sg.index
     rsqrt = sg.resolve_forwarding(sg.producer(rsqrt_grad, 0)[0])
     if sg.op_of(rsqrt) != "Rsqrt":
         fail(f"{rsqrt_grad!r} differentiates {sg.op_of(rsqrt)} {rsqrt!r}, not a layer norm's Rsqrt")
@@ -86,38 +87,78 @@ def find_region(sg: "ScopeGraph", rsqrt_grad: str) -> GradRegion:
     axes = _axes(sg, mean)
     if _axes(sg, variance) != axes:
         fail("the mean and the variance reduce different axes")
-    forward = _common_scope(sg, (rsqrt, mean, variance))
-    scope = _gradient_scope(sg, rsqrt_grad, forward)
-    members = set(scope.all_node_indices())
-    if sum(index.ops[i] == "RsqrtGrad" for i in members) != 1:
-        fail(f"{scope.name!r} holds the gradients of several layer norms (a layer called more than once)")
+    forward_scope = common_scope(sg, (rsqrt, mean, variance))
+    scope, members = own_members(sg, gradient_scope(sg, rsqrt_grad, forward_scope), rsqrt_grad)
+    forward = forward_call(sg, forward_scope, rsqrt, frozenset({"Rsqrt"}))
     fwd = set(forward.all_node_indices())
     gamma, gamma_side = _scale(sg, rsqrt, fwd)
     extra = _sums(sg, members)
-    _check_forward(sg, forward, rsqrt, mean, x, members)
+    evaluator = Evaluator(sg, set(forward.node_names()),
+                          {x: symbol("x"), (mean, 0): symbol("mean"), (rsqrt, 0): symbol("rstd")})
+    base = add(mul(symbol("x"), symbol("rstd")), mul(symbol("mean"), symbol("rstd")), -1.0)
+    check_forward(sg, forward, evaluator, (mean, rsqrt), members, "x", base)
+    found = Forward(forward, x, gamma, gamma_side, axes, epsilon, norm_axis(sg, x, axes))
+    return gradient_region(sg, rsqrt_grad, found, scope, members, extra, reads_x=True)
+
+
+#: The ops whose gradient is a layer norm's normaliser's: one per layer norm gradient.
+NORMALISER_GRADIENTS = frozenset({"RsqrtGrad", "FusedBatchNormGradV3"})
+
+
+@dataclass
+class Forward:
+    """What the gradient needs of the forward layer norm."""
+
+    scope: "Scope | ScopePart"
+    x: Tensor
+    gamma: Tensor  # as the forward multiplies by it
+    gamma_side: set[int]  # the forward nodes that depend on gamma (and gamma's own)
+    axes: list[int]
+    epsilon: float
+    begin_norm_axis: int
+
+
+def own_members(sg: "ScopeGraph", scope: "Scope", grad: str) -> tuple["Scope | ScopePart", set[int]]:
+    """The gradient in scope ``scope`` that holds the normaliser gradient ``grad``: the scope, or the
+    piece of it that is one call's gradient when it holds several (:mod:`.calls`), and its nodes."""
+    index = sg.index
+    grads = [i for i in scope.all_node_indices() if index.ops[i] in NORMALISER_GRADIENTS]
+    if len(grads) == 1:
+        return scope, set(scope.all_node_indices())
+    part = gradient_call(sg, scope, index.index[grad], grads)
+    return part, set(part.all_node_indices())
+
+
+def gradient_region(sg: "ScopeGraph", grad: str, forward: Forward, scope: "Scope | ScopePart", members: set[int],
+                    extra: set[int], *, reads_x: bool) -> GradRegion:
+    """The region of gradient scope ``scope`` (its ``members`` and the sums ``extra``), whose normaliser's
+    gradient is ``grad``, told apart by what each tensor leaving it depends on."""
+    index = sg.index
+    x, gamma, gamma_side = forward.x, forward.gamma, forward.gamma_side
+    fwd = set(forward.scope.all_node_indices())
     entering = _entering(sg, members)
     x_i, gamma_i = (index.index[x[0]], x[1]), (index.index[gamma[0]], gamma[1])
-    dy = _dy(sg, entering, fwd, x_i, gamma_i, gamma_side)
+    dy = _dy(sg, entering, fwd, x_i if reads_x else None, gamma_i, gamma_side)
     recomputed = sorted(t for t in entering if t not in (x_i, dy) and sg.constant_chain(t[0]) is None)
-    param = see_through_reshape(sg, set(forward.node_names()), gamma)
+    param = see_through_reshape(sg, set(forward.scope.node_names()), gamma)
     for t in recomputed:
         _check_of_x_and_gamma(sg, t, fwd, x_i, (index.index[param[0]], param[1]))
     flags = _dependence(sg, members, {dy: DY, x_i: FORWARD, gamma_i: GAMMA}, fwd, gamma_side)
     dx, dgamma, dbeta, terms = _outputs(sg, members, flags, extra)
-    dtype = sg.node(rsqrt_grad).attr["T"].type
+    dtype = sg.node(grad).attr["T"].type
     params = static_shape(sg, param)
     if params is None or None in params or not params:
         fail(f"cannot tell the shape gamma {gamma[0]!r} spans")
     names = index.names
     return GradRegion(
-        scope=scope, forward=forward, extra=[names[i] for i in sorted(extra)],
+        scope=scope, forward=forward.scope, extra=[names[i] for i in sorted(extra)],
         dy=(names[dy[0]], dy[1]), x=x, gamma=param, gamma_read=gamma, dx=dx, dgamma=dgamma, dbeta=dbeta,
-        axes=axes, epsilon=epsilon,
-        begin_norm_axis=norm_axis(sg, x, axes), begin_params_axis=-len(params), dtype=dtype, extra_terms=terms,
+        axes=forward.axes, epsilon=forward.epsilon, begin_norm_axis=forward.begin_norm_axis,
+        begin_params_axis=-len(params), dtype=dtype, extra_terms=terms,
         recomputed=[(names[t[0]], t[1]) for t in recomputed])
 
 
-def _common_scope(sg: "ScopeGraph", names: tuple[str, ...]) -> "Scope":
+def common_scope(sg: "ScopeGraph", names: tuple[str, ...]) -> "Scope":
     """The deepest scope holding every one of ``names``."""
     paths = [n.split("/")[:-1] for n in names]
     common: list[str] = []
@@ -131,7 +172,7 @@ def _common_scope(sg: "ScopeGraph", names: tuple[str, ...]) -> "Scope":
     return scope
 
 
-def _gradient_scope(sg: "ScopeGraph", rsqrt_grad: str, forward: "Scope") -> "Scope":
+def gradient_scope(sg: "ScopeGraph", rsqrt_grad: str, forward: "Scope | ScopePart") -> "Scope":
     """``<gradient root>/<forward scope>``, the scope holding ``rsqrt_grad``."""
     parts, own = rsqrt_grad.split("/"), forward.name.split("/")
     for k in range(1, len(parts) - len(own)):
@@ -189,10 +230,11 @@ def _entering(sg: "ScopeGraph", members: set[int]) -> set[tuple[int, int]]:
     return {t for m in members for t in inputs[m] if t[1] != CONTROL and t[0] not in members}
 
 
-def _dy(sg: "ScopeGraph", entering: set[tuple[int, int]], fwd: set[int], x: tuple[int, int],
+def _dy(sg: "ScopeGraph", entering: set[tuple[int, int]], fwd: set[int], x: tuple[int, int] | None,
         gamma: tuple[int, int], gamma_side: set[int]) -> tuple[int, int]:
-    """The one entering tensor that is neither x, gamma, a forward tensor nor a constant."""
-    if x not in entering:
+    """The one entering tensor that is neither x, gamma, a forward tensor nor a constant (x, unless None,
+    must be read)."""
+    if x is not None and x not in entering:
         fail(f"the gradient does not read x {sg.index.names[x[0]]!r}")
     if gamma not in entering:
         fail(f"the gradient does not read gamma {sg.index.names[gamma[0]]!r}")
@@ -281,18 +323,17 @@ def _outputs(sg: "ScopeGraph", members: set[int], flags: dict[int, int], extra: 
     return tensor(partials[0]), dgamma, dbeta, terms
 
 
-def _check_forward(sg: "ScopeGraph", forward: "Scope", rsqrt: str, mean: str, x: Tensor, gradient: set[int]) -> None:
+def check_forward(sg: "ScopeGraph", forward: "Scope | ScopePart", evaluator: Evaluator, statistics: tuple[str, ...],
+                  gradient: set[int], lead: str, base: Poly) -> None:
     """The forward output, the one normalised tensor read outside the forward scope and its gradient,
-    must be ``(x - mean) * rsqrt(variance + epsilon) * gamma + beta``."""
+    must be ``base * gamma + beta`` (``base``: the normalised x in the evaluator's symbols)."""
     index = sg.index
     inside = set(forward.node_names())
-    evaluator = Evaluator(sg, inside, {x: symbol("x"), (mean, 0): symbol("mean"), (rsqrt, 0): symbol("rstd")})
     leaving = [n for n in forward.node_names()
                if any(c not in gradient and index.names[c] not in inside and port >= 0
                       for c, port, _ in index.consumers[index.index[n]])
-               and n not in (mean, rsqrt) and evaluator.depends((n, 0))]
+               and n not in statistics and evaluator.depends((n, 0))]
     if len(leaving) != 1:
         fail(f"{len(leaving)} normalised tensors leave the forward scope {forward.name!r} besides its gradient; "
              "a layer norm has one output y")
-    base = add(mul(symbol("x"), symbol("rstd")), mul(symbol("mean"), symbol("rstd")), -1.0)
-    scale_and_offset(forward, evaluator, evaluator.value((leaving[0], 0)), "x", base)
+    scale_and_offset(forward, evaluator, evaluator.value((leaving[0], 0)), lead, base)

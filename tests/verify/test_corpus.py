@@ -23,11 +23,13 @@ from scopefusion.core.verify.verify import VerifyResult, verify
 
 
 def _fuse(graph_def, registry, emit: str = "fused", switch=None):
-    """All general passes (nothing enabled by name): the scope pass, then the graph passes
-    (those ``switch`` leaves on)."""
+    """All general passes (nothing enabled by name): the scope passes (the layer norm's and its
+    gradient's, which finds nothing in these inference graphs), then the graph passes (those
+    ``switch`` leaves on)."""
     result = scopefusion.fuse(graph_def, registry=registry, emit=emit, fusion_switch_file=switch)
     report = result.report
-    assert [p.name for p in _scope_passes(report)] == ["ScopeLayerNormPass"]
+    assert [p.name for p in _scope_passes(report)] == ["ScopeLayerNormPass", "ScopeLayerNormGradPass"]
+    assert report.pass_report("ScopeLayerNormGradPass").matched_scopes == []
     assert all(p.general and p.error is None for p in report.passes)
     GraphIndex(result.graph_def)  # a valid graph
     return result
@@ -51,7 +53,7 @@ def _scope_refusals(report):
 def _assert_nothing_matched(report) -> None:
     """No scope was even a candidate: the scope pass matched, fused and refused nothing
     (graph passes may still fuse, e.g. a classifier's MatMul + BiasAdd)."""
-    assert [p.matched_scopes for p in _scope_passes(report)] == [[]]
+    assert [p.matched_scopes for p in _scope_passes(report)] == [[], []]
     assert report.fused_count("LayerNorm") == 0
     assert _scope_refusals(report) == []
 

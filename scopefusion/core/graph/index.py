@@ -196,17 +196,15 @@ class GraphIndex:
         return order
 
     def _drop_loop_back_edges(self, readers: list[Sequence[tuple[int, int, int]]], indegree: list[int]) -> None:
-        """Take every loop's back edge (NextIteration -> Merge, the only cycle allowed) out of
-        ``readers`` (a copy of the consumers list; the lists changed are replaced) and ``indegree``."""
-        ops = self.ops
+        """Count a loop's ``Merge`` (one a back edge, NextIteration -> Merge, enters: the only cycle
+        allowed) as TensorFlow's import does: ready once its control inputs and any one data input are,
+        the back edge included.  A cycle closed through a Merge that no input outside the cycle reaches
+        then stays a cycle, as TensorFlow refuses it.  ``readers`` is left as it is."""
+        ops, inputs = self.ops, self.inputs
         for i in compress(count(), map(LOOP_BACK_OPS.__contains__, ops)):
-            edges = readers[i]
-            kept = [e for e in edges if e[1] == CONTROL or ops[e[0]] not in LOOP_MERGE_OPS]
-            if len(kept) < len(edges):
-                for c, port, _ in edges:
-                    if port != CONTROL and ops[c] in LOOP_MERGE_OPS:
-                        indegree[c] -= 1
-                readers[i] = kept
+            for c, port, _ in readers[i]:
+                if port != CONTROL and ops[c] in LOOP_MERGE_OPS:
+                    indegree[c] = 1 + sum(1 for _, p in inputs[c] if p == CONTROL)
 
     def release_tables(self, *, keep_consumers: bool = False) -> None:
         """Let go of the tables built on use (consumers, op table, order, positions); a later

@@ -23,7 +23,8 @@ file run as a script in a process of its own (:func:`build_graphs`)::
 
 Each model is ``model_builder.build(config, is_training=False)`` with random weights (its
 initializers, under a fixed seed), exported as the OD API's exporter does,
-``postprocess(predict(preprocess(images)), true_image_shapes)`` in one ``tf.function``, and frozen.
+``postprocess(predict(preprocess(images)), true_image_shapes)`` in one ``tf.function``, and frozen
+(the Faster R-CNN for images of any size).
 """
 from __future__ import annotations
 
@@ -96,9 +97,11 @@ FASTER_RCNN_CONFIG = """faster_rcnn {
 SSD_SOFT_NMS_CONFIG = SSD_CONFIG.replace("max_total_detections: 10 }",
                                          "max_total_detections: 10 soft_nms_sigma: 0.5 }")
 
-#: name -> (config, image shape)
-MODELS = {"ssd": (SSD_CONFIG, [1, 64, 64, 3]), "ssd_soft_nms": (SSD_SOFT_NMS_CONFIG, [1, 64, 64, 3]),
-          "faster_rcnn": (FASTER_RCNN_CONFIG, [1, 48, 60, 3])}
+#: name -> (config, the exported function's image shape, the shape of the images fed to it); the
+#: Faster R-CNN takes images of any size (its resizer computes the new size in the graph)
+MODELS = {"ssd": (SSD_CONFIG, [1, 64, 64, 3], [1, 64, 64, 3]),
+          "ssd_soft_nms": (SSD_SOFT_NMS_CONFIG, [1, 64, 64, 3], [1, 64, 64, 3]),
+          "faster_rcnn": (FASTER_RCNN_CONFIG, [1, None, None, 3], [1, 48, 60, 3])}
 
 
 @dataclass
@@ -213,10 +216,10 @@ def main(out_dir: str) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     listed = {}
-    for name, (config_text, shape) in MODELS.items():
+    for name, (config_text, shape, feed_shape) in MODELS.items():
         graph_def, inputs, outputs = _build_one(config_text, shape)
         (out / f"{name}.pb").write_bytes(graph_def.SerializeToString())
-        listed[name] = {"input": inputs[0], "shape": shape, "outputs": outputs}
+        listed[name] = {"input": inputs[0], "shape": feed_shape, "outputs": outputs}
     (out / "models.json").write_text(json.dumps(listed, indent=1))
 
 

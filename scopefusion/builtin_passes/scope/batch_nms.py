@@ -30,7 +30,9 @@ The pass finds the inputs by following the data back from the ``NonMaxSuppressio
 apart by what they are computed from, and reads every attribute from the graph.  It refuses, with
 the reason, the variants the fused op does not represent: ``num_valid_boxes``, ``masks`` or
 ``additional_fields`` given (more inputs or outputs), ``NonMaxSuppressionV4``/``V5`` nodes (the
-padded NMS of TF 1 graphs, soft NMS), a dynamic batch built with TF2 control flow (a ``While`` op
+padded NMS of TF 1 graphs, soft NMS: a ``V5`` whose ``soft_nms_sigma`` is the constant 0 and that
+does not pad is hard NMS, ``tf.image.non_max_suppression_with_scores`` as the TF2-era OD API calls
+it, and is read like ``NonMaxSuppressionV3``), a dynamic batch built with TF2 control flow (a ``While`` op
 whose body function holds the NMS), per-class NMS nodes that disagree on thresholds, and anything
 it cannot trace.
 """
@@ -141,18 +143,32 @@ class _Analysis:
                 f"({self.scope.suffix_of(loops[0])}), which the pass does not look into; freeze the model "
                 "with TF1 control flow or a static batch size")
         raw = [n.name for op in PADDED_NMS_OPS for n in self.scope.nodes_by_op(op)]
-        if raw:
+        hard = [name for name in raw if self._hard_nms_with_scores(name)]
+        refused = [name for name in raw if name not in hard]
+        if refused:
             fail(
-                f"{self.sg.op_of(raw[0])} ({self.scope.suffix_of(raw[0])}) is not supported: the padded "
-                "per-class NMS of TF 1 graphs or soft NMS")
+                f"{self.sg.op_of(refused[0])} ({self.scope.suffix_of(refused[0])}) is not supported: the "
+                "padded per-class NMS of TF 1 graphs or soft NMS (a soft_nms_sigma that is not the constant 0)")
         padded = [n.name for n in self.scope.nodes_by_op("PartitionedCall")
                   if PADDED_NMS_FUNCTION in n.attr["f"].func.name]
-        plain = [n.name for n in self.scope.nodes_by_op("NonMaxSuppressionV3")]
+        plain = [n.name for n in self.scope.nodes_by_op("NonMaxSuppressionV3")] + hard
         if padded and plain:
             fail("both padded and unpadded per-class NMS nodes")
         if not padded and not plain:
             fail("no NonMaxSuppressionV3 node")
         return padded or plain
+
+    def _hard_nms_with_scores(self, name: str) -> bool:
+        """``tf.image.non_max_suppression_with_scores`` with ``soft_nms_sigma=0`` (the OD API's
+        per-class NMS since 2019): a ``NonMaxSuppressionV5`` that does not pad, whose sigma is the
+        constant 0. It selects what ``NonMaxSuppressionV3`` selects, the selected scores being
+        the input scores at the selected indices; its first five inputs are V3's."""
+        sg = self.sg
+        if sg.op_of(name) != "NonMaxSuppressionV5" or sg.node(name).attr["pad_to_max_output_size"].b:
+            return False
+        sigma = sg.producer(name, 5)
+        value = sg.const_value(sigma[0]) if sigma[1] == 0 else None
+        return value is not None and value.size == 1 and float(value.reshape(-1)[0]) == 0.0
 
     def static_shapes(self, nms: list[str]) -> bool:
         return self.sg.op_of(nms[0]) == "PartitionedCall"
@@ -223,10 +239,7 @@ class _Analysis:
         for scope in self.scope.all_sub_scopes():
             if scope.last_name != "ClipToWindow":
                 continue
-            unpacks = scope.nodes_by_op("Unpack", direct=True)
-            if len(unpacks) != 1:
-                fail(f"{scope.name!r} does not unstack one window")
-            windows.add(self.batch_source(sg.producer(unpacks[0].name, 0)))
+            windows.add(self.batch_source(self._clip_window_of(scope)))
         for label, found in (("boxes", boxes), ("scores", scores), ("clip window", windows)):
             if len(found) != 1:
                 fail(f"the {label} of the per-image NMS come from {len(found)} different tensors")
@@ -252,6 +265,37 @@ class _Analysis:
                 fail(f"{len(counts)} tensors of valid box counts read from outside, not one (num_valid_boxes)")
             tensors.append(counts.pop())
         return tensors
+
+    def _clip_window_of(self, scope: "Scope") -> Tensor:
+        """The [4] window a ``ClipToWindow`` scope reads: ``tf.unstack(window)`` (one ``Unpack``)
+        or ``window[0]`` ... ``window[3]`` (four element ``StridedSlice`` nodes of one tensor)."""
+        sg = self.sg
+        unpacks = scope.nodes_by_op("Unpack", direct=True)
+        if len(unpacks) == 1:
+            return sg.producer(unpacks[0].name, 0)
+        elements: dict[Tensor, set[int]] = {}
+        for node in scope.nodes_by_op("StridedSlice", direct=True):
+            index = self._element_index(node.name)
+            if index is not None:
+                elements.setdefault(sg.producer(node.name, 0), set()).add(index)
+        if not unpacks and len(elements) == 1:
+            (window, indices), = elements.items()
+            if indices == {0, 1, 2, 3}:
+                return window
+        fail(f"{scope.name!r} does not unstack one window nor take its four elements")
+
+    def _element_index(self, name: str) -> int | None:
+        """k for a ``StridedSlice`` that is ``x[k]`` of a vector (begin k, end k + 1, stride 1,
+        the axis shrunk), else None."""
+        sg = self.sg
+        node = sg.node(name)
+        if node.attr["shrink_axis_mask"].i != 1 or node.attr["ellipsis_mask"].i or node.attr["new_axis_mask"].i:
+            return None
+        begin, end, stride = (sg.const_value(sg.producer(name, k)[0]) for k in (1, 2, 3))
+        if begin is None or end is None or stride is None or begin.size != 1 or stride.size != 1:
+            return None
+        k = int(begin.reshape(-1)[0])
+        return k if int(stride.reshape(-1)[0]) == 1 and 0 <= k < 4 else None
 
     def _splits_counts(self, name: str, slot: int) -> bool:
         """``name`` splits an int32 batch of counts per image (``unstack``, or ``tf.map_fn``'s

@@ -9,7 +9,7 @@ where and why.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 
 import numpy as np
@@ -41,6 +41,9 @@ class PatternMatch:
     tensors: dict[str, Tensor]
     consts: dict[str, "np.ndarray"]
     members: frozenset[int]
+    #: which variable each data input slot ``(consumer node, slot)`` reads, as the pattern declares
+    #: it (the slots where a variable was met): two variables bound to one tensor are told apart here
+    reads: dict[Tensor, str] = field(default_factory=dict)
 
     def name(self, label: str) -> str:
         """The name of the node bound to ``label``."""
@@ -89,6 +92,8 @@ class PatternMatcher:
         self.tensors: dict[str, Tensor] = {}
         self.consts: dict[str, Any] = {}
         self.members: set[int] = set()
+        #: (consumer node, data input slot) -> the variable the pattern reads there
+        self.reads: dict[Tensor, str] = {}
         self._label_exprs: dict[str, Op] = {}  # the expression each label was first matched by
         self._trail: list[tuple[Any, Any]] = []
         self._progress = 0
@@ -114,11 +119,12 @@ class PatternMatcher:
             self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
-                            frozenset(self.members))
+                            frozenset(self.members), dict(self.reads))
 
     def reset(self) -> None:
         """Forget every binding."""
         self.nodes, self.tensors, self.consts, self.members = {}, {}, {}, set()
+        self.reads = {}
         self._label_exprs = {}
         self._trail, self._progress, self._where = [], 0, []
 
@@ -126,7 +132,7 @@ class PatternMatcher:
         return self.index.names[i]
 
     # -- trail and failures -----------------------------------------------------------
-    def _bind(self, table: dict[str, Any], key: str, value: Any) -> None:
+    def _bind(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         table[key] = value
         self._trail.append((table, key))
 

@@ -215,7 +215,6 @@ def keras_mha(mask: str = "none", library: str = "keras", seed: int = 0, layers:
 def keras_dot_attention(library: str = "keras") -> AttentionModel:
     """Keras 3 or tf_keras ``layers.Attention()([query, value])`` (Luong dot-product attention, no
     projections), whose key defaults to the value: one tensor is both k and v."""
-    import tensorflow as tf
 
     lib = __import__(library)
     layer = lib.layers.Attention()

@@ -69,7 +69,6 @@ def keras_layer_norm_merged_weights() -> NormModel:
     optimized by Grappler's ``common_subgraph_elimination``, which makes them one tensor (one
     constant, one Reshape) read as both."""
     import keras
-    import tensorflow as tf
 
     from tests.helpers.grappler import merge_common_subgraphs
 

@@ -99,8 +99,11 @@ def _var_step(name: str) -> Step:
         bound = m.tensors.get(name)
         if bound is not None:
             if m._forward(bound)[0] == m._forward(tensor)[0]:
+                where, read_at = m._where, m._read_at
+                if not where or where[-1] in read_at:
+                    return then()
                 mark = len(m._trail)
-                _note_read(m, tensor, name)
+                m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
                 return kept_if(m, mark, then())
             m._fail(lambda: f"{m._tname(tensor)} is not ${name} ({m._tname(bound)})")
             return False
@@ -114,25 +117,12 @@ def _var_step(name: str) -> Step:
         mark = len(trail)
         m.tensors[name] = tensor
         trail.append((m.tensors, name))
-        _note_read(m, tensor, name)
+        where, read_at = m._where, m._read_at
+        if where and where[-1] not in read_at:
+            m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
         return kept_if(m, mark, then())
     return step
 
-
-def _note_read(m: "PatternMatcher", tensor: Tensor, name: str) -> None:
-    """Record that the consumer slot the matcher stands at reads ``tensor`` as variable ``name``:
-    the pattern's own word on which variable a read is, which the graph cannot give when two
-    variables are one tensor.  Only a real slot that reads ``tensor`` itself counts (an operand of
-    an op seen through a view, e.g. the Neg of a Sub read as an Add, names no slot of its own)."""
-    if not m._where:
-        return
-    consumer, slot = m._where[-1]
-    node = m.index.index.get(consumer)
-    if node is None:
-        return
-    data = direct_view(m, node).inputs
-    if slot < len(data) and data[slot] == tensor and (node, slot) not in m.reads:
-        m._bind(m.reads, (node, slot), name)
 
 
 def _alt_step(expr: Alt) -> Step:

@@ -212,6 +212,21 @@ def keras_mha(mask: str = "none", library: str = "keras", seed: int = 0, layers:
     return traced(name, fn, specs, seed, int_range=(0, 2), attentions=layers, attrs=attrs)
 
 
+def keras_dot_attention(library: str = "keras") -> AttentionModel:
+    """Keras 3 or tf_keras ``layers.Attention()([query, value])`` (Luong dot-product attention, no
+    projections), whose key defaults to the value: one tensor is both k and v."""
+
+    lib = __import__(library)
+    layer = lib.layers.Attention()
+
+    def fn(q, v):
+        return layer([q, v])
+
+    specs = {"q": am._spec([2, 6, 8], "q"), "v": am._spec([2, 5, 8], "v")}
+    return traced(f"{library}_dot_attention", fn, specs, attentions=1,
+                  attrs={"scale": 1.0, "num_heads": 1, "num_kv_heads": 1, "is_causal": False})
+
+
 ATTENTION_FORMS: dict[str, Callable[[], AttentionModel]] = {
     "transformers_bert": transformers_bert,
     "transformers_gpt2": transformers_gpt2,

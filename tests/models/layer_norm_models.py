@@ -48,6 +48,40 @@ def hand_written_layer_norm(spelling: str, layers: int = 2, axis: int = -1, batc
                   input_shapes=None if batch else f"x:2,4,{HIDDEN}")
 
 
+def shared_scale_and_offset(layers: int = 2) -> NormModel:
+    """``tf.nn.moments`` + ``tf.nn.batch_normalization(x, mean, var, p, p, eps)``: one tensor ``p``
+    is both the offset and the scale (beta and gamma), ``layers`` times."""
+    import tensorflow as tf
+
+    def norm(x, i):
+        p = tf.constant(params(HIDDEN, 30 + i, 1.0), name=f"scale_and_offset_{i}")
+        mean, var = tf.nn.moments(x, [-1], keepdims=True)
+        return tf.nn.batch_normalization(x, mean, var, p, p, 1e-5)
+
+    fn, specs = encoder(norm, layers)
+    return traced("shared_scale_and_offset", fn, specs, graph_layer_norms=layers, layer_norms=layers,
+                  signature=("SquaredDifference", "Rsqrt", "Sub"),
+                  attrs={"begin_norm_axis": -1, "begin_params_axis": -1, "epsilon": 1e-5})
+
+
+def keras_layer_norm_merged_weights() -> NormModel:
+    """Keras 3 ``LayerNormalization`` whose gamma and beta hold the same values, frozen and then
+    optimized by Grappler's ``common_subgraph_elimination``, which makes them one tensor (one
+    constant, one Reshape) read as both."""
+    import keras
+
+    from tests.helpers.grappler import merge_common_subgraphs
+
+    layer = keras.layers.LayerNormalization(epsilon=1e-3)
+    layer.build((2, 4, HIDDEN))
+    p = params(HIDDEN, 40, 1.0)
+    layer.set_weights([p, p])
+    m = traced("keras_layer_norm_merged_weights", lambda x: layer(x), {"x": spec([2, 4, HIDDEN])},
+               graph_layer_norms=1, attrs={"begin_norm_axis": -1, "begin_params_axis": -1, "epsilon": 1e-3})
+    m.graph_def = merge_common_subgraphs(m.graph_def, m.outputs)
+    return m
+
+
 def transformers_functional_layernorm(layers: int = 2) -> NormModel:
     """``transformers.tf_utils.functional_layernorm(x, weight, bias, epsilon, axis=-1)``
     (``tf.nn.moments`` + ``tf.nn.batch_normalization``, no scope of its own), ``layers`` times."""

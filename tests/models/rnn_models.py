@@ -156,10 +156,10 @@ def keras_rnn(library: str, kind: str, *, inputs: int = 5, seed: int = 0, cell: 
 
 
 def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, seed: int = 0,
-                policy: str = "float32") -> RnnModel:
+                policy: str = "float32", call: Callable[[Any, Any], Any] | None = None) -> RnnModel:
     """``make(keras module)`` -> a layer or model, built under the dtype ``policy`` (e.g.
     ``mixed_float16``) with every weight random (kept in ``info["weights"]``, in the layer's
-    order), traced on a float32 input and frozen."""
+    order), traced on a float32 input (``call(layer, x)``, default ``layer(x)``) and frozen."""
     import numpy as np
     import tensorflow as tf
 
@@ -175,8 +175,37 @@ def keras_model(library: str, make: Callable[[Any], Any], *, inputs: int = 5, se
     weights = [rng.uniform(-0.8, 0.8, np.shape(w)).astype(np.float32) for w in layer.get_weights()]
     layer.set_weights(weights)
     spec = tf.TensorSpec([BATCH, STEPS, inputs], tf.float32, name="x")
-    graph_def, outputs, _ = freeze_function(lambda x: layer(x), {"x": spec})
+    graph_def, outputs, _ = freeze_function(lambda x: layer(x) if call is None else call(layer, x), {"x": spec})
     return RnnModel(graph_def, {"x": [BATCH, STEPS, inputs]}, outputs, info={"weights": weights})
+
+
+# --------------------------------------------------------------------------- one tensor for h and c
+def static_rnn_shared_state(make_cell: Callable[[], Any], *, inputs: int = 5) -> RnnModel:
+    """``static_rnn(cell, initial_state=LSTMStateTuple(z, z))``: the initial h and c are one
+    ``tf.zeros`` tensor (what merging identical constants makes of two zero states); outputs:
+    the stacked outputs and the final c and h."""
+    import tensorflow as tf
+
+    def build(x: Any) -> list[Any]:
+        zeros = tf.zeros([BATCH, HIDDEN], dtype=x.dtype)
+        state = rnn_cell_module().LSTMStateTuple(zeros, zeros)
+        outs, final = tf.compat.v1.nn.static_rnn(make_cell(), tf.unstack(x, axis=1), initial_state=state)
+        return [tf.stack(outs, axis=1), *tf.nest.flatten(final)]
+
+    return freeze(build, inputs=inputs)
+
+
+def keras_lstm_shared_state(library: str, *, inputs: int = 5) -> RnnModel:
+    """Keras 3 or tf_keras ``LSTM(unroll=True)`` called with ``initial_state=[z, z]``, one
+    ``tf.zeros`` tensor for h and c; returns the sequence and the final state."""
+    import tensorflow as tf
+
+    def call(layer: Any, x: Any) -> Any:
+        zeros = tf.zeros([BATCH, HIDDEN])
+        return layer(x, initial_state=[zeros, zeros])
+
+    return keras_model(library, lambda lib: lib.layers.LSTM(HIDDEN, unroll=True, return_sequences=True,
+                                                            return_state=True), inputs=inputs, call=call)
 
 
 def keras_lstm_gru(library: str = "tf_keras", *, inputs: int = 8, steps: int = 10, seed: int = 0) -> RnnModel:

@@ -99,7 +99,12 @@ def _var_step(name: str) -> Step:
         bound = m.tensors.get(name)
         if bound is not None:
             if m._forward(bound)[0] == m._forward(tensor)[0]:
-                return then()
+                where, read_at = m._where, m._read_at
+                if not where or where[-1] in read_at:
+                    return then()
+                mark = len(m._trail)
+                m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
+                return kept_if(m, mark, then())
             m._fail(lambda: f"{m._tname(tensor)} is not ${name} ({m._tname(bound)})")
             return False
         definition = m.defs.get(name)
@@ -112,8 +117,12 @@ def _var_step(name: str) -> Step:
         mark = len(trail)
         m.tensors[name] = tensor
         trail.append((m.tensors, name))
+        where, read_at = m._where, m._read_at
+        if where and where[-1] not in read_at:
+            m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
         return kept_if(m, mark, then())
     return step
+
 
 
 def _alt_step(expr: Alt) -> Step:

@@ -9,7 +9,7 @@ where and why.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container, Mapping
 
 import numpy as np
@@ -41,6 +41,9 @@ class PatternMatch:
     tensors: dict[str, Tensor]
     consts: dict[str, "np.ndarray"]
     members: frozenset[int]
+    #: which variable each data input slot ``(consumer node, slot)`` reads, as the pattern declares
+    #: it (the slots where a variable was met): two variables bound to one tensor are told apart here
+    reads: dict[Tensor, str] = field(default_factory=dict)
 
     def name(self, label: str) -> str:
         """The name of the node bound to ``label``."""
@@ -89,6 +92,8 @@ class PatternMatcher:
         self.tensors: dict[str, Tensor] = {}
         self.consts: dict[str, Any] = {}
         self.members: set[int] = set()
+        #: (consumer name, data input slot) -> the variable the pattern reads there (see :attr:`reads`)
+        self._read_at: dict[tuple[str, int], str] = {}
         self._label_exprs: dict[str, Op] = {}  # the expression each label was first matched by
         self._trail: list[tuple[Any, Any]] = []
         self._progress = 0
@@ -114,19 +119,36 @@ class PatternMatcher:
             self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
         return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
-                            frozenset(self.members))
+                            frozenset(self.members), self.reads)
 
     def reset(self) -> None:
         """Forget every binding."""
         self.nodes, self.tensors, self.consts, self.members = {}, {}, {}, set()
+        self._read_at = {}
         self._label_exprs = {}
         self._trail, self._progress, self._where = [], 0, []
 
     def name(self, i: int) -> str:
         return self.index.names[i]
 
+    @property
+    def reads(self) -> dict[Tensor, str]:
+        """Which variable each data input slot ``(consumer node, slot)`` of the match reads, as the
+        pattern declares it (recorded where the variable was met, checked here once: only a real
+        slot that reads the variable's tensor, or a copy of it, counts; an operand of an op seen
+        through a view, e.g. the Neg of a Sub read as an Add, is no slot of its own)."""
+        index, out = self.index, {}
+        for (consumer, slot), name in self._read_at.items():
+            node, bound = index.index.get(consumer), self.tensors.get(name)
+            if node is None or bound is None:
+                continue
+            data = [t for t in index.inputs[node] if t[1] != CONTROL]
+            if slot < len(data) and self._forward(data[slot])[0] == self._forward(bound)[0]:
+                out[(node, slot)] = name
+        return out
+
     # -- trail and failures -----------------------------------------------------------
-    def _bind(self, table: dict[str, Any], key: str, value: Any) -> None:
+    def _bind(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         table[key] = value
         self._trail.append((table, key))
 

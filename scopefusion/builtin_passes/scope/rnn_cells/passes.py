@@ -147,7 +147,7 @@ class _CellScopePass(ScopeBasePass):
         result.set_description(f"{form.library} step {t} -> {self.op_def.name} "
                                f"({', '.join(f'{k}={v}' for k, v in attrs.items())})")
         tensors = [step.tensors[name] for name in form.inputs]
-        for reader, slots in input_slots(sg, step.members, tensors).items():
+        for reader, slots in input_slots(sg, step.members, tensors, names=form.inputs, reads=step.reads).items():
             result.insert_inputs(reader, slots)
         names = sg.index.names
         for k, name in enumerate(form.outputs):

@@ -84,6 +84,8 @@ class CellStep:
     members: frozenset[int]
     time: int = 0
     after: list["CellStep"] = field(default_factory=list, repr=False)
+    #: which bound tensor each data input slot ``(node, slot)`` of the step reads, as the form declares
+    reads: dict[Tensor, str] = field(default_factory=dict, repr=False)
 
 
 def find_steps_of_any(scope: "Scope", forms: "tuple[CellForm, ...]") -> tuple[CellForm, list[CellStep]]:
@@ -165,7 +167,7 @@ def match_step_at(sg: "ScopeGraph", inside: Container[int], form: CellForm, root
     except MatchFailure:
         return None
     return CellStep(dict(matcher.tensors), {**matcher.nodes, "root": root}, dict(matcher.consts),
-                    frozenset(matcher.members))
+                    frozenset(matcher.members), reads=dict(matcher.reads))
 
 
 def _in_loop(scope: "Scope") -> str | None:
@@ -194,7 +196,8 @@ def _match_roots(sg: "ScopeGraph", inside: frozenset[int], form: CellForm) -> tu
             continue
         nodes = dict(matcher.nodes)
         nodes["root"] = i
-        steps.append(CellStep(dict(matcher.tensors), nodes, dict(matcher.consts), frozenset(matcher.members)))
+        steps.append(CellStep(dict(matcher.tensors), nodes, dict(matcher.consts), frozenset(matcher.members),
+                              reads=dict(matcher.reads)))
     return steps, best[1]
 
 

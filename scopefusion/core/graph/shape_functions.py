@@ -66,7 +66,7 @@ class _Body:
         graph = message_class("GraphDef")()
         signature = function.signature
         self.args = [arg.name for arg in signature.input_arg]
-        for arg in signature.input_arg:
+        for arg in signature.input_arg:  # shapes given per call (ShapeInference.assume)
             node = graph.node.add(name=arg.name, op="Placeholder")
             node.attr["dtype"].type = int(arg.type)
         layouts = {node.name: _layout(node, signatures) for node in function.node_def}
@@ -175,6 +175,10 @@ class FunctionShapes:
         self._memo[key] = answer
         return answer
 
+    def followed(self) -> list[tuple[str, Shapes]]:
+        """Each (function, input shapes) followed so far."""
+        return list(self._memo)
+
     def _body(self, name: str) -> _Body | None:
         if name not in self._bodies:
             function = self.functions.get(name)
@@ -184,17 +188,20 @@ class FunctionShapes:
                 self._bodies[name] = None
         return self._bodies[name]
 
-    def _follow(self, body: _Body, inputs: Sequence[Dims]) -> Answer:
-        graph = body.graph
-        for k, arg in enumerate(body.args):
-            shape = graph.node[k].attr["shape"].shape
-            shape.Clear()
-            given = inputs[k] if k < len(inputs) else None
-            if given is None:
-                shape.unknown_rank = True
-            for d in given or ():
-                shape.dim.add(size=-1 if d is None else d)
+    def body_inference(self, name: str, inputs: Sequence[Dims]) -> "ShapeInference | None":
+        """A fresh inference over function ``name``'s body (its index is ``.index``), its
+        arguments of these shapes; None when the body cannot be followed."""
+        body = self._body(name)
+        return None if body is None else self._inference(body, inputs)
+
+    def _inference(self, body: _Body, inputs: Sequence[Dims]) -> "ShapeInference":
         inference = self._make(body.index, body.constant, self)
+        for k in range(len(body.args)):  # the arguments' placeholders come first
+            inference.assume(k, [inputs[k] if k < len(inputs) else None])
+        return inference
+
+    def _follow(self, body: _Body, inputs: Sequence[Dims]) -> Answer:
+        inference = self._inference(body, inputs)
         missing: frozenset[str] = _NOTHING
         outputs: list[Dims] = []
         for node, port in body.results:

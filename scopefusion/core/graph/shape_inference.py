@@ -10,11 +10,15 @@ unknown, as TensorFlow's own shape inference reads the shape input of a ``Reshap
 The rules cover the op types real models use; a node of any other type TensorFlow knows is
 *outside the table*: its shapes are unknown here, and every shape left incomplete because of one
 carries that op type (:meth:`ShapeInference.missing`), so that a caller that really needs such a
-shape can say so and ask TensorFlow.  An op TensorFlow does not know either (a fused op of an
-earlier stage) has the shape its ``same_shape`` rule gives or none.
+shape can say so and ask TensorFlow.  So does a value a rule asks for (a ``Reshape``'s shape
+input, say) that is left unknown because its producer's op has no value rule.  An op TensorFlow
+does not know either (a fused op of an earlier stage) has the shape its ``same_shape`` rule gives
+or none.  A call of a library function, functional conditional or loop has the shapes its body
+gives (:mod:`.shape_functions`, :mod:`.shape_calls`).
 
 Each node's shapes are inferred once, after its producers' (an iterative walk: no recursion over
-the graph's depth); a loop's back edge reads as unknown, as it does while TensorFlow imports.
+the graph's depth).  A TF1 loop's ``Merge`` is relaxed over its back edge until it settles
+(:mod:`.shape_loops`); any other cycle's back edge reads as unknown.
 """
 from __future__ import annotations
 
@@ -77,6 +81,10 @@ class ShapeInference:
         ``scalar`` set; see :data:`.shape_context.Value`), None when not known at all."""
         return self._value((node, port), MAX_VALUE_DEPTH)
 
+    def assume(self, node: int, shapes: Sequence[Dims]) -> None:
+        """Take ``shapes`` as node ``node``'s output shapes (a function argument's, given by the call)."""
+        self._shapes[node] = [None if s is None else tuple(s) for s in shapes]  # type: ignore[misc]
+
     # -- walking --------------------------------------------------------------
     def _data(self, i: int) -> list[tuple[int, int]]:
         return [t for t in self.index.inputs[i] if t[1] != CONTROL]
@@ -100,11 +108,11 @@ class ShapeInference:
                 continue
             active.add(top)
             stack.append((top, True))
-            merge = self.index.ops[top] in LOOP_MERGE_OPS
+            merge = self.index.ops[top] in LOOP_MERGE_OPS  # its back edges: LoopMerges follows them
             for p, port in inputs[top]:
-                if port != CONTROL and p not in shapes and p not in active:
-                    if not (merge and self.index.ops[p] in LOOP_BACK_OPS):  # a back edge: LoopMerges follows it
-                        stack.append((p, False))
+                if port != CONTROL and p not in shapes and p not in active and not (
+                        merge and self.index.ops[p] in LOOP_BACK_OPS):
+                    stack.append((p, False))
         return shapes[node]
 
     def _infer(self, i: int, active: set[int]) -> None:
@@ -118,6 +126,7 @@ class ShapeInference:
             if p not in active:
                 missing = missing | self._missing.get(p, _NOTHING)
         ctx = OpContext(self, i, op, index.nodes[i], data)
+        found: list[Dims] | None
         self._gap_stack.append(set())
         try:
             if op in LOOP_MERGE_OPS and self.loops.is_loop_merge(i):
@@ -145,9 +154,8 @@ class ShapeInference:
             self._missing[i] = missing
 
     def _unlisted(self, ctx: OpContext) -> list[Dims] | None:
-        """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, a function
-        called by name (unknown, TensorFlow would need its body too), an op TensorFlow does not
-        know (unknown); None for an op TensorFlow knows (outside the table)."""
+        """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, an op
+        TensorFlow does not know (unknown); None for an op TensorFlow knows (outside the table)."""
         rules = self.same_shape.get(ctx.op)
         if rules is not None:
             outputs: list[Dims] = []

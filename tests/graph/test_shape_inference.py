@@ -110,3 +110,17 @@ def test_our_shapes_equal_tensorflows_inside_the_called_functions(name: str) -> 
     assert result.disagree == []
     assert result.outside == set()
     assert result.tf_knows_more == []
+
+
+@pytest.mark.parametrize("name", ["tf_keras_lstm_gru_loops"])  # lowered to TF1 loops (Merge, Switch ...)
+def test_every_tensor_of_a_tf1_loop_has_a_rank(name: str) -> None:
+    """A loop variable's Merge is relaxed over its back edge (TensorFlow's import leaves it, and
+    everything it feeds in the loop, without a rank)."""
+    from scopefusion.core.graph.index import GraphIndex
+    from scopefusion.core.graph.view import GraphView
+
+    index = GraphIndex(_builders()[name]().graph_def)
+    inference = GraphView(index).shape_inference()
+    loop = [i for i, op in enumerate(index.ops) if op in ("Merge", "Switch", "NextIteration", "Exit")]
+    assert any(index.ops[i] == "Merge" for i in loop)
+    assert [index.names[i] for i in loop if inference.shape(i, 0) is None] == []

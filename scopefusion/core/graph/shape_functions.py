@@ -80,8 +80,8 @@ class _Body:
         positions = self.index.index
         self.results: list[tuple[int, int]] = []
         for arg in signature.output_arg:
-            name, port = _graph_input(function.ret[arg.name], layouts).rpartition(":")[::2]
-            self.results.append((positions[name], int(port)) if name else (positions[port], 0))
+            node, _, port = _graph_input(function.ret[arg.name], layouts).partition(":")
+            self.results.append((positions[node], int(port or 0)))
         self.folder = ConstantFolder(self.index, self._decode)
 
     def _decode(self, i: int) -> "np.ndarray | None":

@@ -1,6 +1,8 @@
 """scopefusion's own shape propagation (``core/graph/shape_inference.py``) against TensorFlow's
 shape inference on the real models of the suite: wherever both tell a rank or a dimension, they
-tell the same; and on these models no op lies outside the shape table."""
+tell the same; and on these models no op lies outside the shape table.  Models whose layers run
+in library functions (functional loops, calls of a ``tf.function``) are compared inside the
+called bodies too, TensorFlow instantiating each body with the input shapes we followed it with."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -9,7 +11,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tests.helpers.shape_compare import ShapeComparison, compare_shapes  # noqa: E402
+from tests.helpers.shape_compare import ShapeComparison, compare_function_bodies, compare_shapes  # noqa: E402
 
 
 def _builders() -> dict[str, Callable[[], Any]]:
@@ -46,6 +48,23 @@ def _builders() -> dict[str, Callable[[], Any]]:
         "static_rnn_basic_lstm": lambda: rnn.static_rnn(rnn.basic_lstm()),
         "dynamic_rnn_basic_lstm_loops": lambda: loops.dynamic_rnn(rnn.basic_lstm()),
         "tf_keras_lstm_gru_loops": lambda: rnn.keras_lstm_gru(),
+        **_function_builders(),
+    }
+
+
+def _function_builders() -> dict[str, Callable[[], Any]]:
+    """Models with library functions (see ``tests/models/function_models.py``)."""
+    from tests.models import function_models as fm, rnn_models as rnn
+
+    return {
+        "keras_lstm_while": lambda: fm.keras_loop("keras", "LSTM"),
+        "tf_keras_gru_while": lambda: fm.keras_loop("tf_keras", "GRU"),
+        "keras_bidirectional_lstm_while": lambda: fm.keras_loop("keras", "LSTM", bidirectional=True,
+                                                                unknown_batch=True),
+        "dynamic_rnn_stateless_while": lambda: fm.dynamic_rnn(rnn.basic_lstm()),
+        "called_dense_gelu_layer_norm": lambda: fm.called_dense_gelu_layer_norm(),
+        "called_dynamic_rnn": lambda: fm.called_dynamic_rnn(rnn.basic_lstm()),
+        "static_rnn_sequence_length_if": lambda: rnn.static_rnn(rnn.basic_lstm(), sequence_length=[3] * rnn.BATCH),
     }
 
 
@@ -68,8 +87,8 @@ def compared() -> Callable[[str], ShapeComparison]:
 @pytest.mark.parametrize("name", BUILDERS)
 def test_our_shapes_equal_tensorflows_wherever_both_tell(name: str, compared: Callable[[str], ShapeComparison]) -> None:
     result = compared(name)
-    # (in TF1 loops a Merge's shape waits for its back edge: a third of those tensors have no rank here)
-    assert result.tensors > 20 and result.both > result.tensors // 3, (result.tensors, result.both)
+    # (TensorFlow leaves a TF1 loop's Merge, and what follows it, without a rank: half those tensors)
+    assert result.tensors > 4 and result.both > result.tensors // 3, (result.tensors, result.both)
     assert result.disagree == []
 
 
@@ -79,3 +98,29 @@ def test_no_op_of_a_real_model_is_outside_the_table(name: str, compared: Callabl
     assert result.outside == set()
     if not name.endswith("_loops"):  # TF1 loops: TensorFlow relaxes a Merge over its back edge
         assert result.tf_knows_more == []
+
+
+FUNCTION_BUILDERS = list(_function_builders())
+
+
+@pytest.mark.parametrize("name", FUNCTION_BUILDERS)
+def test_our_shapes_equal_tensorflows_inside_the_called_functions(name: str) -> None:
+    result, followed = compare_function_bodies(_function_builders()[name]().graph_def)
+    assert followed >= 1 and result.tensors > 30, (followed, result.tensors)
+    assert result.disagree == []
+    assert result.outside == set()
+    assert result.tf_knows_more == []
+
+
+@pytest.mark.parametrize("name", ["tf_keras_lstm_gru_loops"])  # lowered to TF1 loops (Merge, Switch ...)
+def test_every_tensor_of_a_tf1_loop_has_a_rank(name: str) -> None:
+    """A loop variable's Merge is relaxed over its back edge (TensorFlow's import leaves it, and
+    everything it feeds in the loop, without a rank)."""
+    from scopefusion.core.graph.index import GraphIndex
+    from scopefusion.core.graph.view import GraphView
+
+    index = GraphIndex(_builders()[name]().graph_def)
+    inference = GraphView(index).shape_inference()
+    loop = [i for i, op in enumerate(index.ops) if op in ("Merge", "Switch", "NextIteration", "Exit")]
+    assert any(index.ops[i] == "Merge" for i in loop)
+    assert [index.names[i] for i in loop if inference.shape(i, 0) is None] == []

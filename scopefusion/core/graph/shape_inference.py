@@ -10,11 +10,15 @@ unknown, as TensorFlow's own shape inference reads the shape input of a ``Reshap
 The rules cover the op types real models use; a node of any other type TensorFlow knows is
 *outside the table*: its shapes are unknown here, and every shape left incomplete because of one
 carries that op type (:meth:`ShapeInference.missing`), so that a caller that really needs such a
-shape can say so and ask TensorFlow.  An op TensorFlow does not know either (a fused op of an
-earlier stage) has the shape its ``same_shape`` rule gives or none.
+shape can say so and ask TensorFlow.  So does a value a rule asks for (a ``Reshape``'s shape
+input, say) that is left unknown because its producer's op has no value rule.  An op TensorFlow
+does not know either (a fused op of an earlier stage) has the shape its ``same_shape`` rule gives
+or none.  A call of a library function, functional conditional or loop has the shapes its body
+gives (:mod:`.shape_functions`, :mod:`.shape_calls`).
 
 Each node's shapes are inferred once, after its producers' (an iterative walk: no recursion over
-the graph's depth); a loop's back edge reads as unknown, as it does while TensorFlow imports.
+the graph's depth).  A TF1 loop's ``Merge`` is relaxed over its back edge until it settles
+(:mod:`.shape_loops`); any other cycle's back edge reads as unknown.
 """
 from __future__ import annotations
 
@@ -22,11 +26,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .shape_calls import call_shapes, is_call
 from .shape_context import Dims, OpContext, Value, merge_dims
+from .shape_functions import FunctionShapes
+from .shape_loops import LoopMerges
 from .shape_rules import RULES
-from .shape_values import VALUE_RULES
+from .shape_values import VALUE_RULES, valueless
 from .tf_ops import is_tensorflow_op
-from .vocabulary import CONST_OPS, CONTROL
+from .vocabulary import CONST_OPS, CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import GraphIndex
@@ -42,14 +49,20 @@ class ShapeInference:
     """Memoised shapes of the tensors of one indexed graph (see the module's docstring)."""
 
     def __init__(self, index: "GraphIndex", same_shape: Mapping[str, Mapping[int, int]] | None = None,
-                 constant: Callable[[int], "np.ndarray | None"] | None = None) -> None:
+                 constant: Callable[[int], "np.ndarray | None"] | None = None,
+                 functions: FunctionShapes | None = None) -> None:
         self.index = index
         self.same_shape = same_shape or {}
         self._constant = constant  # a node's folded constant value (numpy), if any
         self._shapes: dict[int, list[Dims]] = {}  # per node, per output port
         self._missing: dict[int, frozenset[str]] = {}  # per node: op types outside the table it depends on
         self._values: dict[tuple[int, int], Value] = {}
-        self._functions = {f.signature.name for f in index.graph_def.library.function}
+        #: per tensor whose value is not (fully) known: the op types without a value rule it depends on
+        self._value_gaps: dict[tuple[int, int], frozenset[str]] = {}
+        self._gap_stack: list[set[str]] = []
+        self.functions = functions if functions is not None else FunctionShapes(
+            index.graph_def.library, lambda i, c, f: ShapeInference(i, self.same_shape, c, f))
+        self.loops = LoopMerges(self)
 
     # -- public ---------------------------------------------------------------
     def shape(self, node: int, port: int) -> Dims:
@@ -67,6 +80,10 @@ class ShapeInference:
         """The partial value of a small integer tensor (scalar: a one-element tuple with
         ``scalar`` set; see :data:`.shape_context.Value`), None when not known at all."""
         return self._value((node, port), MAX_VALUE_DEPTH)
+
+    def assume(self, node: int, shapes: Sequence[Dims]) -> None:
+        """Take ``shapes`` as node ``node``'s output shapes (a function argument's, given by the call)."""
+        self._shapes[node] = [None if s is None else tuple(s) for s in shapes]  # type: ignore[misc]
 
     # -- walking --------------------------------------------------------------
     def _data(self, i: int) -> list[tuple[int, int]]:
@@ -91,8 +108,10 @@ class ShapeInference:
                 continue
             active.add(top)
             stack.append((top, True))
+            merge = self.index.ops[top] in LOOP_MERGE_OPS  # its back edges: LoopMerges follows them
             for p, port in inputs[top]:
-                if port != CONTROL and p not in shapes and p not in active:
+                if port != CONTROL and p not in shapes and p not in active and not (
+                        merge and self.index.ops[p] in LOOP_BACK_OPS):
                     stack.append((p, False))
         return shapes[node]
 
@@ -107,23 +126,36 @@ class ShapeInference:
             if p not in active:
                 missing = missing | self._missing.get(p, _NOTHING)
         ctx = OpContext(self, i, op, index.nodes[i], data)
-        rule = RULES.get(op)
-        found = rule(ctx) if rule is not None else self._unlisted(ctx)
+        found: list[Dims] | None
+        self._gap_stack.append(set())
+        try:
+            if op in LOOP_MERGE_OPS and self.loops.is_loop_merge(i):
+                found = self.loops.infer(i, ctx)
+            elif is_call(op, self.functions.functions):
+                answer = call_shapes(ctx, self.functions)
+                found, more = answer if answer is not None else (None, _NOTHING)
+                missing = missing | more
+            else:
+                rule = RULES.get(op)
+                found = rule(ctx) if rule is not None else self._unlisted(ctx)
+        finally:
+            gaps = self._gap_stack.pop()
+        missing = missing | gaps  # values a rule asked for that no value rule gives
         if found is None:  # an op TensorFlow knows but the table does not
             found = []
             missing = missing | {op}
         outputs: list[Dims] = found
         outputs = _with_recorded(index.nodes[i], list(outputs))
         self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
+        self.loops.inferred(i)
         if missing and all(s is not None and None not in s for s in outputs) and outputs:
             missing = _NOTHING  # fully known whatever was missing upstream
         if missing:
             self._missing[i] = missing
 
     def _unlisted(self, ctx: OpContext) -> list[Dims] | None:
-        """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, a function
-        called by name (unknown, TensorFlow would need its body too), an op TensorFlow does not
-        know (unknown); None for an op TensorFlow knows (outside the table)."""
+        """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, an op
+        TensorFlow does not know (unknown); None for an op TensorFlow knows (outside the table)."""
         rules = self.same_shape.get(ctx.op)
         if rules is not None:
             outputs: list[Dims] = []
@@ -131,19 +163,31 @@ class ShapeInference:
                 source = rules.get(port)
                 outputs.append(ctx.shape(source) if source is not None and source < len(ctx.data) else None)
             return outputs
-        if ctx.op in self._functions or not is_tensorflow_op(ctx.op):
+        if not is_tensorflow_op(ctx.op):
             return []
         return None
 
     # -- partial values -------------------------------------------------------
     def _value(self, tensor: tuple[int, int], depth: int) -> Value:
-        values = self._values
+        values, stack = self._values, self._gap_stack
         if tensor in values:
+            known = self._value_gaps.get(tensor)
+            if known and stack:
+                stack[-1].update(known)
             return values[tensor]
-        found = self._compute_value(tensor, depth) if depth > 0 else None
+        stack.append(set())
+        try:
+            found = self._compute_value(tensor, depth) if depth > 0 else None
+        finally:
+            gaps = stack.pop()
         if found is not None and len(found[1]) > MAX_VALUE_LENGTH:
             found = None
         values[tensor] = found
+        self.loops.valued(tensor)
+        if gaps:  # a value left unknown, or partly unknown, for want of a value rule
+            self._value_gaps[tensor] = frozenset(gaps)
+            if stack:
+                stack[-1].update(gaps)
         return found
 
     def _compute_value(self, tensor: tuple[int, int], depth: int) -> Value:
@@ -154,8 +198,12 @@ class ShapeInference:
             constant = self._constant(i)
             if constant is not None:
                 return _int_value(constant)
-        rule = None if op in CONST_OPS else VALUE_RULES.get(op)
+        if op in CONST_OPS:
+            return None
+        rule = VALUE_RULES.get(op)
         if rule is None:
+            if not valueless(op) and is_tensorflow_op(op):  # TensorFlow may know it: say so
+                self._gap_stack[-1].add(op)
             return None
         data = self._data(i)
         ctx = OpContext(self, i, op, index.nodes[i], data, depth - 1)

@@ -11,6 +11,23 @@ from .shape_rules import strided_dims
 
 ValueRule = Callable[[OpContext, int], Value]
 
+#: Op types whose values nothing can tell before the graph runs (fed, read from state, from
+#: loops and lists, or data-dependent), which TensorFlow's shape inference does not know
+#: either: a value asked of one is not missing a rule.
+_VALUELESS = frozenset("""
+Placeholder PlaceholderV2 PlaceholderWithDefault _Arg ReadVariableOp VarHandleOp VariableV2
+Enter RefEnter Merge RefMerge Switch RefSwitch Exit RefExit NextIteration RefNextIteration LoopCond
+TensorListLength TensorListGetItem TensorListPopBack TensorArraySizeV3 TensorArrayReadV3
+Where Unique UniqueV2 ArgMax ArgMin NonMaxSuppressionV3 NonMaxSuppressionV4 NonMaxSuppressionV5
+RandomUniform RandomUniformInt RandomStandardNormal TruncatedNormal Multinomial
+StatelessRandomUniformInt StatelessRandomUniformIntV2
+""".split())  # noqa: SIM905 - an op table reads best as a block of names
+
+
+def valueless(op: str) -> bool:
+    """Whether no value of an ``op`` node can be known before running (see :data:`_VALUELESS`)."""
+    return op in _VALUELESS
+
 
 def _shape_value(ctx: OpContext, port: int) -> Value:
     source = ctx.shape(port if ctx.op == "ShapeN" else 0)

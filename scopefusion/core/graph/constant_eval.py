@@ -292,9 +292,10 @@ class ConstantFolder:
         shape = self.shape_of(data[0]) if self.shape_of is not None and len(data) == 1 else None
         if dtype is None or shape is None or None in shape:
             return None
-        if int(np.prod(shape, dtype=np.int64)) > MAX_FOLDED_ELEMENTS:
+        sizes = [int(d) for d in shape if d is not None]
+        if int(np.prod(sizes, dtype=np.int64)) > MAX_FOLDED_ELEMENTS:
             return None
-        value = np.full([int(d) for d in shape if d is not None], FILLED_LIKE[node.op], dtype=dtype)
+        value = np.full(sizes, FILLED_LIKE[node.op], dtype=dtype)
         value.setflags(write=False)
         return value, (i,)
 

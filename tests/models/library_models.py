@@ -194,7 +194,8 @@ def load_graphs(directory: Path) -> dict[str, LibraryModel]:
 #: What each mode of ``library_graphs.py`` builds, by key.
 SUBPROCESS_KEYS: dict[str, tuple[str, ...]] = {
     "keras3": tuple(BUILDERS),
-    "legacy": ("keras-bert:bert_encoder", "deepctr:transformer", "keras-cv-attention-models:conv_norm_blocks",
+    "legacy": ("keras-bert:bert_encoder", "keras-bert:multi_head_dynamic_batch", "deepctr:transformer",
+               "keras-cv-attention-models:conv_norm_blocks",
                "keras-cv-attention-models:llama2", "keras-cv-attention-models:gelu_linear_evo_norm",
                "params-flow:layer_norm_gelus"),
     "tflearn": ("tflearn:lstm_static", "tflearn:gru_static"),

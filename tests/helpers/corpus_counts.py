@@ -9,16 +9,18 @@ from tests.models.library_models import FAMILIES, LibraryModel
 
 import scopefusion
 
-#: The graph stage only: the epilogue and residual-norm passes (UB fusion) would take fused norms
-#: and activations into larger ops; they are tested on their own.
-GRAPH_STAGE_ONLY = scopefusion.FusionSwitch.from_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
+#: The graph stage, and of the UB fusion stage the attention pass only: the epilogue and
+#: residual-norm passes would take fused norms and activations into larger ops; they are tested on
+#: their own.
+GRAPH_STAGE_ONLY = scopefusion.FusionSwitch.from_text(
+    '{"Switch": {"UBFusion": {"ALL": "off", "AttentionFusionPass": "on"}}}')
 CONV_BATCH_NORM_PASS = "ConvBatchnormFusionPass"
 #: The recurrent cells' scope passes are not general (a run names them): the corpus names them.
 RNN_PASSES = ["ScopeBasicLSTMCellPass", "ScopeGRUCellPass", "ScopeDynamicRNNPass"]
 
 
 def fuse(model: LibraryModel) -> Any:
-    """The built-in passes' fusion of ``model`` (graph stage only, the RNN cell passes enabled)."""
+    """The built-in passes' fusion of ``model`` (graph stage and attention, the RNN cell passes enabled)."""
     return scopefusion.fuse(model.graph_def, registry=REGISTRY, fusion_switch_file=GRAPH_STAGE_ONLY,
                             enable_scope_fusion_passes=RNN_PASSES)
 

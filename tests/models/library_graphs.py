@@ -6,7 +6,10 @@ in a process of their own and written to a directory::
 
 ``legacy`` (tf_keras as ``tf.keras``, chosen before TensorFlow is imported):
 
-* keras-bert ``get_model`` (Keras 3 cannot build it: it iterates over symbolic tensors);
+* keras-bert ``get_model`` (Keras 3 cannot build it: it iterates over symbolic tensors), its
+  attention keras-self-attention's ``ScaledDotProductAttention`` (scaled by ``K.sqrt`` of
+  ``K.shape(query)[-1]``, the mask subtracted: ``e - 1e4 * (1 - mask)``); keras-multi-head's
+  ``MultiHeadAttention`` alone, traced with a dynamic batch (its ``Shape`` ops stay);
 * deepctr's ``Transformer`` layer (it passes ``add_weight`` a positional name, which Keras 3
   refuses);
 * keras-cv-attention-models (it asks for tf_keras): its own convolution + batch norm + swish
@@ -74,12 +77,14 @@ class Writer:
         self.models: dict[str, dict[str, Any]] = {}
 
     def traced(self, library: str, name: str, call: Callable[[Any], Any], shape: list[int], dtype: str = "float32",
-               **known: Any) -> None:
-        """Trace ``call(x)`` over one input ``x`` and freeze it."""
+               traced_shape: list[int | None] | None = None, **known: Any) -> None:
+        """Trace ``call(x)`` over one input ``x`` (of ``traced_shape`` when given: a dynamic batch) and
+        freeze it; ``shape`` is the one the tests feed."""
         import tensorflow as tf
         from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-        concrete = tf.function(call, autograph=False).get_concrete_function(tf.TensorSpec(shape, dtype, name="x"))
+        spec = tf.TensorSpec(shape if traced_shape is None else traced_shape, dtype, name="x")
+        concrete = tf.function(call, autograph=False).get_concrete_function(spec)
         frozen = convert_variables_to_constants_v2(concrete)
         self.save(library, name, frozen.graph.as_graph_def(), shape, dtype, outputs=[t.name for t in frozen.outputs],
                   **known)
@@ -103,6 +108,7 @@ def keras_bert(w: Writer) -> None:
     import tf_keras as keras
     from keras_layer_normalization import LayerNormalization
     from keras_position_wise_feed_forward import FeedForward
+    from keras_multi_head import MultiHeadAttention
 
     keras.utils.set_random_seed(0)
     inputs, output = keras_bert.get_model(token_num=30, pos_num=8, seq_len=8, embed_dim=16, transformer_num=2,
@@ -112,7 +118,26 @@ def keras_bert(w: Writer) -> None:
     _randomize(model.weights, 0)
     w.traced("keras-bert", "bert_encoder", lambda x: model([x, x % 2], training=False), [BATCH, 8], "int32",
              int_range=[0, 30], signature=["Maximum", "Sqrt", "RealDiv", "Tanh"],
-             expected={"LayerNorm": _count(model, LayerNormalization), "Gelu": _count(model, FeedForward)})
+             expected={"LayerNorm": _count(model, LayerNormalization), "Gelu": _count(model, FeedForward),
+                       # keras-multi-head's MultiHeadAttention calls keras-self-attention's
+                       # ScaledDotProductAttention once (a layer it makes in its call, not tracked)
+                       "Attention": _count(model, MultiHeadAttention)})
+
+
+def keras_multi_head_dynamic_batch(w: Writer) -> None:
+    """keras-multi-head's ``MultiHeadAttention`` (2 heads, hidden 16) traced with a dynamic batch: its
+    head split and keras-self-attention's scale, ``K.sqrt(K.cast(K.shape(query)[-1]))``, keep their
+    ``Shape`` ops, whose static axes the shape propagation knows."""
+    import tf_keras as keras
+    from keras_multi_head import MultiHeadAttention
+
+    keras.utils.set_random_seed(6)
+    x = keras.Input((6, 16))
+    model = keras.Model(x, MultiHeadAttention(head_num=2, name="mha")(x))
+    _randomize(model.weights, 6)
+    w.traced("keras-bert", "multi_head_dynamic_batch", lambda x: model(x, training=False), [BATCH, 6, 16],
+             traced_shape=[None, 6, 16], signature=["Shape", "StridedSlice", "Maximum", "Sqrt", "Exp"],
+             expected={"Attention": _count(model, MultiHeadAttention)})
 
 
 def deepctr_transformer(w: Writer) -> None:
@@ -143,7 +168,8 @@ def deepctr_transformer(w: Writer) -> None:
     call(tf.zeros([BATCH, 6, 8]))  # builds the layers
     _randomize(first.weights + transformer.weights + last.weights, 1)
     # ln_0, ln_1, and the Transformer's: its query and key norms, and its ``ln`` called twice
-    calls = {"LayerNorm": 2 + len([transformer.att_ln_q, transformer.att_ln_k]) + 2}
+    calls = {"LayerNorm": 2 + len([transformer.att_ln_q, transformer.att_ln_k]) + 2,
+             "Attention": len([transformer])}  # every head in one product
     w.traced("deepctr", "transformer", call, [BATCH, 6, 8], expected=calls, signature=["Maximum", "Sqrt", "RealDiv"])
 
 
@@ -181,7 +207,7 @@ def kecam(w: Writer) -> None:
 def kecam_llama2(w: Writer) -> None:
     """keras-cv-attention-models' ``LLaMA2`` (2 blocks, hidden 16, 2 heads, vocabulary 50): its
     ``RMSNorm`` before each attention and feed-forward and at the end, and the feed-forward's swish
-    gate."""
+    gate, and each block's causal self-attention (its ``Softmax`` layer)."""
     import tf_keras as keras
     from keras_cv_attention_models.llama2.llama2 import LLaMA2, RMSNorm
 
@@ -193,7 +219,8 @@ def kecam_llama2(w: Writer) -> None:
                   for layer in model._flatten_layers(include_self=False))
     w.traced("keras-cv-attention-models", "llama2", lambda x: model(x, training=False), [BATCH, 8], "int64",
              int_range=[0, 50], signature=["Pow", "Rsqrt", "Mean", "Sigmoid"],
-             expected={"RMSNorm": _count(model, RMSNorm), "Swish": swishes})
+             expected={"RMSNorm": _count(model, RMSNorm), "Swish": swishes,
+                       "Attention": _count(model, keras.layers.Softmax)})
 
 
 def kecam_look_alikes(w: Writer) -> None:
@@ -289,7 +316,8 @@ def keras3_models(w: Writer) -> None:
 
 MODES: dict[str, list[Callable[[Writer], None]]] = {
     "keras3": [keras3_models],
-    "legacy": [keras_bert, deepctr_transformer, kecam, kecam_llama2, kecam_look_alikes, params_flow],
+    "legacy": [keras_bert, keras_multi_head_dynamic_batch, deepctr_transformer, kecam, kecam_llama2, kecam_look_alikes,
+               params_flow],
     "tflearn": [lambda w: tflearn_rnn(w, "lstm"), lambda w: tflearn_rnn(w, "gru")],
 }
 

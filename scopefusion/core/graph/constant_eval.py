@@ -16,6 +16,15 @@ output of a node from constants, the index arithmetic masks are built from as we
 (``constant_rules.INDEX_RULES``: ``Range``, ``StridedSlice``, comparisons, ``Select``, ``Cumsum``, a
 band part ...), a ``Shape`` from the static shape its caller tells, and values given for
 some tensors (a probe), saying why when a tensor is not computed from constants.
+
+Sizes are constants too where the graph's shapes know them: ``tf.shape(x)[-1]`` of an ``x``
+whose last dimension is static, ``tf.shape(x)[1] // heads``, the ``Shape`` of a fully known
+tensor.  The folder asks the project's own shape propagation (:mod:`.shape_values`: partial
+values of shape vectors) for such a node (an op it does not fold itself, ``Shape``,
+``StridedSlice``, ``FloorDiv`` ...) when every item of its value is known; its nodes then
+reach up to the ``Shape`` (``Size``, ``Rank``) that reads the tensor, and no further: the
+value depends on that tensor's static shape, not on its data.  So is ``tf.ones_like(x)``
+(``zeros_like``) of an ``x`` of static shape.
 """
 from __future__ import annotations
 
@@ -29,6 +38,8 @@ from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS, numpy_dtype
 if TYPE_CHECKING:  # pragma: no cover
     from .index import GraphIndex
     from .view import GraphView
+
+Tensor = tuple[int, int]
 
 #: A folded constant is computed from at most this many nodes.
 MAX_FOLDED_NODES = 32
@@ -163,20 +174,41 @@ def virtual_value(op: str, value: np.ndarray) -> "np.ndarray | None":
 
 #: Op types a folded constant may pass through.
 FOLDABLE_OPS = frozenset(FOLDING_RULES) | FORWARDING_OPS
+#: Op types that read a tensor for its shape only (a size told by the graph's shapes stops there).
+SHAPE_READING_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+#: Op types whose value is one number over the static shape of what they read (``tf.ones_like(x)``).
+FILLED_LIKE = {"OnesLike": 1, "ZerosLike": 0}
+#: The attributes that give the dtype of an integer op's output 0, in the order asked.
+_INT_DTYPE_ATTRS = ("out_type", "T", "Tparams", "Tidx", "DstT")
+
+
+def _integer_dtype(node: Any) -> "np.dtype | None":
+    for name in _INT_DTYPE_ATTRS:
+        if name in node.attr:
+            dtype = numpy_dtype(node.attr[name].type)
+            return dtype if dtype is not None and dtype.kind in "iu" else None
+    return np.dtype(np.int32) if node.op in SHAPE_READING_OPS else None  # out_type's default
 
 
 class ConstantFolder:
     """Folded values of one graph's nodes, each computed once.
 
     ``decode(i)`` gives the value of a ``Const`` node (the view's decoder, which shares the
-    values of small constants).  :meth:`fold` answers ``(value, nodes)`` - the value of node
-    ``i``'s output 0 and every node it was computed from, ``i`` first - or None.
+    values of small constants); ``sizes(i)``, when given, the items of node ``i``'s output 0 as
+    the graph's shapes tell them (None when one is unknown: see the module's docstring).
+    :meth:`fold` answers ``(value, nodes)`` - the value of node ``i``'s output 0 and every node
+    it was computed from, ``i`` first - or None.
     """
 
-    def __init__(self, index: "GraphIndex", decode: Callable[[int], "np.ndarray | None"]) -> None:
+    def __init__(self, index: "GraphIndex", decode: Callable[[int], "np.ndarray | None"],
+                 sizes: Callable[[int], "tuple[bool, tuple[int, ...]] | None"] | None = None,
+                 shape_of: Callable[[Tensor], "list[int | None] | None"] | None = None) -> None:
         self.index = index
         self.decode = decode
+        self.sizes = sizes
+        self.shape_of = shape_of
         self._known: dict[int, tuple[np.ndarray, tuple[int, ...]] | None] = {}
+        self._asking: set[int] = set()  # nodes whose sizes are being asked (the propagation asks back)
 
     def fold(self, i: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
         """Node ``i``'s output 0 as a folded constant, or None."""
@@ -195,9 +227,16 @@ class ConstantFolder:
             result: tuple[np.ndarray, tuple[int, ...]] | None = None if value is None else (value, (i,))
             self._known[i] = result
             return result
+        if op in FILLED_LIKE:
+            result = self._filled_like(i)
+            self._known[i] = result
+            return result
         if op not in FOLDABLE_OPS:
-            self._known[i] = None
-            return None
+            if self.sizes is not None and i in self._asking:
+                return None  # the propagation asking back while it computes this very value
+            result = self._from_shapes(i) if self.sizes is not None else None
+            self._known[i] = result
+            return result
         if depth >= MAX_FOLDED_NODES:  # too deep to be folded from here: not remembered, it may be from closer
             return None
         data = [t for t in self.index.inputs[i] if t[1] != CONTROL]
@@ -223,6 +262,59 @@ class ConstantFolder:
         result = (value, tuple(nodes))  # the node first, then what it is computed from
         self._known[i] = result
         return result
+
+    def _from_shapes(self, i: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+        """Node ``i``'s value as the graph's shapes tell it (every item known), with the nodes up to
+        the constants and the shape reads it is computed from; else None."""
+        assert self.sizes is not None
+        dtype = _integer_dtype(self.index.nodes[i])
+        if dtype is None:
+            return None
+        self._asking.add(i)
+        try:
+            told = self.sizes(i)
+        finally:
+            self._asking.discard(i)
+        nodes = None if told is None else self._shape_nodes(i)
+        if told is None or nodes is None:
+            return None
+        scalar, items = told
+        value = np.array(items[0] if scalar else list(items), dtype=dtype)
+        value.setflags(write=False)
+        return value, nodes
+
+    def _filled_like(self, i: int) -> tuple[np.ndarray, tuple[int, ...]] | None:
+        """``tf.ones_like(x)`` / ``tf.zeros_like(x)`` of an ``x`` whose shape is static: its one
+        number over that shape (the node reads ``x`` for its shape only, as a ``Shape`` does)."""
+        node = self.index.nodes[i]
+        data = [t for t in self.index.inputs[i] if t[1] != CONTROL]
+        dtype = numpy_dtype(node.attr["T"].type) if "T" in node.attr else None
+        shape = self.shape_of(data[0]) if self.shape_of is not None and len(data) == 1 else None
+        if dtype is None or shape is None or None in shape:
+            return None
+        sizes = [int(d) for d in shape if d is not None]
+        if int(np.prod(sizes, dtype=np.int64)) > MAX_FOLDED_ELEMENTS:
+            return None
+        value = np.full(sizes, FILLED_LIKE[node.op], dtype=dtype)
+        value.setflags(write=False)
+        return value, (i,)
+
+    def _shape_nodes(self, i: int) -> tuple[int, ...] | None:
+        """``i`` and its producers up to constants and shape reads (``Shape`` of ``x``: ``x`` is not
+        among them), ``i`` first; None past :data:`MAX_FOLDED_NODES`."""
+        index = self.index
+        seen, stack = {i: None}, [i]
+        while stack:
+            node = stack.pop()
+            if index.ops[node] in CONST_OPS or index.ops[node] in SHAPE_READING_OPS:
+                continue
+            for p, port in index.inputs[node]:
+                if port != CONTROL and p not in seen:
+                    seen[p] = None
+                    stack.append(p)
+            if len(seen) > MAX_FOLDED_NODES:
+                return None
+        return tuple(seen)
 
     def _apply(self, i: int, op: str, values: list[np.ndarray]) -> "np.ndarray | None":
         if op in FORWARDING_OPS:
@@ -251,8 +343,6 @@ class DeadBranch(NotConstant):
 
 #: Every op :class:`TensorEvaluator` computes (besides forwarding ops and ``Shape``).
 EVALUATION_RULES: dict[str, Callable[..., Any]] = {**FOLDING_RULES, **INDEX_RULES}
-
-Tensor = tuple[int, int]
 
 
 class TensorEvaluator:

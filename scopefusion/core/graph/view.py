@@ -193,8 +193,23 @@ class GraphView:
         once in numpy: ``(value, nodes it is computed from, i first)``, else None."""
         folder = self._folder
         if folder is None:
-            folder = self._folder = ConstantFolder(self.index, self._const_node_value)
+            folder = self._folder = ConstantFolder(self.index, self._const_node_value, self._known_sizes,
+                                                          self._known_shape)
         return folder.fold(i)
+
+    def _known_shape(self, tensor: tuple[int, int]) -> "Shape | None":
+        """A tensor's shape by the project's own propagation (never TensorFlow's)."""
+        return self.shape_inference().shape(*tensor)
+
+    def _known_sizes(self, i: int) -> "tuple[bool, tuple[int, ...]] | None":
+        """Node ``i``'s output 0 as the project's shape propagation tells it (sizes of static
+        dimensions, ``tf.shape(x)[-1]``), when every item is known; never TensorFlow's."""
+        inference = self.shape_inference()
+        inference.shape(i, 0)  # its producers' shapes first: a value reads them
+        value = inference.value(i, 0)
+        if value is None or any(v is None for v in value[1]):
+            return None
+        return value  # type: ignore[return-value]
 
     def _const_node_value(self, i: int) -> "np.ndarray | None":
         node = self.index.nodes[i]

@@ -8,10 +8,11 @@ The forms (see :mod:`.patterns`, :mod:`.products` and :mod:`.masking`):
 * ``BatchMatMul`` / ``MatMul`` with k transposed by the product (``adj_y``,
   ``transpose_b``) or by a ``Transpose``, or ``Einsum`` (Keras 3 and tf_keras
   ``MultiHeadAttention``, layout ``BSNH``), either operand first;
-* additive masks and biases, a mask added per window (Swin's shifted windows), boolean
-  masks applied by ``Select``/``SelectV2`` (Keras' masked softmax), GPT-2's
-  ``w * b - c * (1 - b)``; a mask computed from constants that is exactly causal becomes
-  ``is_causal`` (unless other nodes read what it is computed from: it then stays an input);
+* additive masks and biases, a float mask subtracted (keras-self-attention), a mask added
+  per window (Swin's shifted windows), boolean masks applied by ``Select``/``SelectV2``
+  (Keras' masked softmax), GPT-2's ``w * b - c * (1 - b)``; a mask computed from constants
+  that is exactly causal becomes ``is_causal`` (unless other nodes read what it is computed
+  from: it then stays an input);
 * grouped-query attention as Keras computes its grouped einsum: each kv head's query heads
   stacked along the rows of q, the scores viewed per group for the masks and the softmax
   (``query_groups``, :mod:`.views`);
@@ -92,6 +93,8 @@ def _attention(match: PatternMatch) -> FusedOp:
         fail(f"a bias added in {dtype_name(softmax_dtype)} to {dtype_name(dtype)} products")
     if masks.fill is not None:
         attrs["mask_fill"] = masks.fill
+    if masks.mask_subtracted:
+        attrs["subtract_mask"] = True
     if masks.zero_dropped:
         attrs["zero_dropped"] = True
     if masks.windows:

@@ -1,7 +1,8 @@
 """What the scale and the masking steps of an attention match amount to: the ``scale``,
 the optional ``bias`` and ``mask`` inputs, ``is_causal`` and ``mask_fill``.
 
-The steps between the scaled scores and the softmax, innermost first, are additive terms,
+The steps between the scaled scores and the softmax, innermost first, are additive terms
+(or a subtracted one, keras-self-attention's ``x - 1e4 * (1 - keep)``: the mask, subtracted),
 selections ``where(keep, x, fill)`` and GPT-2's ``x * b - c * (1 - b)`` (which is
 ``where(b, x, -c)`` for a 0/1 band ``b``).  A scalar constant added to every score
 changes no softmax (transformers' "stable softmax" adds 1e-9) and is dropped.  A keep
@@ -35,6 +36,7 @@ class Masking:
     mask_is_bool: bool = False
     is_causal: bool = False
     fill: float | None = None
+    mask_subtracted: bool = False  # the float mask is subtracted from the scores, not added
     zero_dropped: bool = False  # the probabilities of dropped keys are zeroed after the softmax
     windows: int = 0  # the mask is added to the scores viewed per window (Swin)
     view_shapes: set[tuple[int, int]] = field(default_factory=set)  # the shapes of those views
@@ -117,7 +119,7 @@ def masking(match: PatternMatch) -> Masking:
                 continue
             steps.append(("add", f"term{n}"))
         elif step in ("Select", "SelectV2"):
-            fills.append(float(match.consts[f"fill{n}"].reshape(-1)[0]))
+            fills.append(_fill_value(match, n))
             causal = _causal_nodes(match, f"keep{n}")
             if causal is not None:
                 out.absorbed |= causal
@@ -126,6 +128,15 @@ def masking(match: PatternMatch) -> Masking:
             else:
                 steps.append(("select", f"keep{n}"))
                 keeps["mask"] = f"keep{n}"
+        elif step == "Sub" and f"band_c{n}" not in match.consts:  # x - term
+            term = match.tensor(f"term{n}")
+            value = match.view.const_value_of(term[0]) if term[1] == 0 else None
+            row_max = _row_max(match, n)
+            if (value is not None and value.size == 1) or row_max is not None:
+                out.dropped.append(match.tensor_name(f"term{n}"))  # no softmax changes
+                out.absorbed |= row_max or set()
+                continue
+            steps.append(("sub", f"term{n}"))
         elif step == "Sub":
             causal = _causal_nodes(match, f"band{n}", why=True)
             fills.append(-float(match.consts[f"band_c{n}"].reshape(-1)[0]))
@@ -146,6 +157,40 @@ def masking(match: PatternMatch) -> Masking:
     if "zero_dropped" in match.nodes:
         _zeroed_after(match, out, keeps)
     return out
+
+
+def _fill_value(match: PatternMatch, n: int) -> float:
+    """What selection step ``n`` gives the dropped scores: its fill, a scalar or one number over a
+    shape that adds no axis to the scores (``tf.ones_like(scores) * c``)."""
+    fill = match.consts[f"fill{n}"]
+    if fill.size != 1:
+        scores = shape(match.view, (match.nodes[f"step{n}"], 0))
+        if scores is None or len(scores) < fill.ndim or list(fill.shape) != scores[len(scores) - fill.ndim:]:
+            fail(f"the dropped scores are filled from a constant of shape {list(fill.shape)}, the scores are "
+                 f"{scores}")
+    return float(fill.reshape(-1)[0])
+
+
+def _row_max(match: PatternMatch, n: int) -> set[int] | None:
+    """When step ``n`` is ``x - max(x, axis=-1, keepdims=True)`` (the shift a softmax written by hand
+    takes, which changes no softmax): the nodes of the max (only the step reads it), else None."""
+    view, index = match.view, match.view.index
+    step = match.nodes[f"step{n}"]
+    term = match.tensor(f"term{n}")
+    node = term[0]
+    data = [t for t in index.inputs[node] if t[1] != CONTROL]
+    x = [t for t in index.inputs[step] if t[1] != CONTROL][0]
+    if term[1] != 0 or index.ops[node] != "Max" or len(data) != 2 or data[0] != x:
+        return None
+    axes = view.const_value_of(data[1][0])
+    rank = len(shape(view, x) or [])
+    attrs = index.nodes[node].attr
+    if axes is None or axes.size != 1 or int(axes.reshape(-1)[0]) not in (-1, rank - 1) or \
+            "keep_dims" not in attrs or not attrs["keep_dims"].b:
+        return None
+    if any(c != step for c, _, _ in index.consumers[node]):
+        return None
+    return {node, *(view.constant_chain(data[1][0]) or [data[1][0]])}
 
 
 def _zeroed_after(match: PatternMatch, out: Masking, keeps: dict[str, str]) -> None:
@@ -206,12 +251,12 @@ def _assign(steps: list[tuple[str, str | None]], out: Masking) -> None:
         before, after = [], steps
     if len(before) > 1 or len(after) > 1 or any(k != "add" for k, _ in before):
         fail(f"the scores are masked by {' then '.join(kinds)}: the op applies at most a "
-             f"{order}, in this order")
+             f"{order}, in this order (a subtracted term only as the mask)")
     if before:
         out.bias = before[0][1]
     if after:
         kind, name = after[0]
-        out.mask, out.mask_is_bool = name, kind == "select"
+        out.mask, out.mask_is_bool, out.mask_subtracted = name, kind == "select", kind == "sub"
 
 
 def _causal_nodes(match: PatternMatch, name: str, why: bool = False) -> set[int] | None:

@@ -13,7 +13,7 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
                         is_causal: bool, mask_fill: float, zero_dropped: bool, num_heads: int,
                         num_kv_heads: int, layout: str, transpose_q: bool, transpose_k: bool, T: Any,
                         Tmask: Any, softmax_dtype: Any, mask_windows: int = 0,
-                        query_groups: int = 0) -> tuple[Any]:
+                        query_groups: int = 0, subtract_mask: bool = False) -> tuple[Any]:
     """``softmax(mask(causal(scale * q @ k^T + bias))) @ v`` over the keys, in ``layout``."""
     import tensorflow as tf  # deferred: TensorFlow runs the reference only, never the fusion path
 
@@ -48,7 +48,10 @@ def attention_reference(q: Any, k: Any, v: Any, mask: Any = None, bias: Any = No
         seen = tf.range(cols)[None, :] <= tf.range(rows)[:, None] + (cols - rows)
         scores = tf.where(seen, scores, fill)
     if mask is not None:
-        scores = tf.where(mask, scores, fill) if mask.dtype == tf.bool else scores + mask
+        if mask.dtype == tf.bool:
+            scores = tf.where(mask, scores, fill)
+        else:
+            scores = scores - mask if subtract_mask else scores + mask
     probs = tf.nn.softmax(scores, axis=-1)
     if zero_dropped and mask is not None and mask.dtype == tf.bool:
         probs = tf.where(mask, probs, tf.zeros_like(probs))
@@ -103,6 +106,9 @@ ATTENTION = FusedOpDef(
                             "[batch, num_kv_heads, query_groups * q_len, size] (head k * query_groups + g, "
                             "layout BNSH), and y likewise; the mask and bias broadcast to the scores viewed "
                             "[batch, num_kv_heads, query_groups, q_len, k_len]"),
+        AttrDef("subtract_mask", "bool", default=False,
+                description="a float mask is subtracted from the scores instead of added "
+                            "(keras-self-attention: scores - 1e4 * (1 - keep))"),
     ),
     same_shape={},
     reference=attention_reference,

@@ -36,6 +36,11 @@ def _scalar(value: np.ndarray) -> bool:
     return value.size == 1
 
 
+def _uniform(value: np.ndarray) -> bool:
+    """One number, as a scalar or over a whole shape (``tf.ones_like(scores) * c``)."""
+    return value.size >= 1 and bool((value == value.reshape(-1)[0]).all())
+
+
 # Labels: the alternatives of one step share their op's label (``<prefix>_scale``, ``step<n>``) and
 # the pass tells them apart by the op's type; a label only one alternative had would make every
 # alternative below it a different case when the pattern's smallest match is counted.
@@ -73,7 +78,7 @@ SCORES = one_of(op("Reshape", _SCALED, ANY, label="rows_split"), _SCALED)
 
 def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
     """``scores`` after up to ``steps`` masking steps (the op labelled ``step<n>``, step ``n`` the
-    outermost): an added term (``$term<n>``), a selection ``where(keep, x, fill)``, GPT-2's
+    outermost): an added or subtracted term (``$term<n>``), a selection ``where(keep, x, fill)``, GPT-2's
     ``x * band - c * (1 - band)`` or a term added to the scores viewed per window."""
     if steps == 0:
         return scores
@@ -88,9 +93,12 @@ def logits(scores: Any, steps: int = MAX_STEPS) -> Any:
                                 label=f"step{n}"), ANY, label=f"window_merge{n}")
     return one_of(
         op(ADD, inner, f"$term{n}", label=f"step{n}"),
-        op(SELECT, f"$keep{n}", inner, const(where=_scalar, label=f"fill{n}"), label=f"step{n}"),
+        op(SELECT, f"$keep{n}", inner, const(where=_uniform, label=f"fill{n}"), label=f"step{n}"),
         band,
         windowed,
+        # a term subtracted (keras-self-attention: x - 1e4 * (1 - keep)); after the band, which
+        # is a Sub too
+        op("Sub", inner, f"$term{n}", label=f"step{n}"),
         inner,
     )
 

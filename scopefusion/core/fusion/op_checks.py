@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
+from ..graph.attrs import make_attr_value
 from ..graph.node_checks import NodeJudge
 from ..graph.protos import message_class
 from ..graph.tf_ops import is_tensorflow_op
@@ -95,6 +96,9 @@ class OpChecks:
     def __init__(self, fused_ops: Mapping[str, FusedOpDef]) -> None:
         self.fused_ops = fused_ops
         self._answers: dict[tuple, CheckedOp | str] = {}  # a refusal by its reason
+        #: attribute sets with a description added, by the checked sets' identity and the description
+        #: (each entry holds the checked list it was made from, which keeps that identity its own)
+        self._described: dict[tuple, tuple[list, list[dict[str, Any]]]] = {}
 
     def check(self, candidate: FusionCandidate) -> CheckedOp:
         """:func:`check_op` of ``candidate``, shared with earlier candidates alike."""
@@ -114,6 +118,19 @@ class OpChecks:
             _check_stock_op(candidate.type, answer.attr_values[0], candidate.num_inputs())
             return answer._replace(n_inputs=candidate.num_inputs())
         return answer
+
+    def described(self, attr_values: list[dict[str, Any]], count: int, name: str,
+                  description: str) -> list[dict[str, Any]]:
+        """New dicts of ``attr_values`` (or of ``count`` empty ones) with ``name`` set to ``description``
+        (a string attribute): made once per checked list and description, so that candidates alike
+        share their attribute messages and the rewrite serializes each set once."""
+        key = (id(attr_values), 0 if attr_values else count, description)
+        known = self._described.get(key)
+        if known is None or known[0] is not attr_values:
+            value = make_attr_value(description, "string")
+            made = [{**values, name: value} for values in attr_values or [{}] * count]
+            known = self._described[key] = (attr_values, made)
+        return known[1]
 
 
 _SCALAR_KINDS = frozenset({bool, int, float, str, bytes})

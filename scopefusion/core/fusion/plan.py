@@ -126,9 +126,12 @@ def make_plan(
         raise Refused("the result holds no nodes")
     op_def, attr_values, n_inputs = ops.check(candidate) if ops is not None else check_op(candidate, fused_ops)
     if candidate.description:  # new dicts: the checked values may be shared by candidates alike
-        described = make_attr_value(candidate.description, "string")
-        attr_values = [{**values, DESCRIPTION_ATTR: described}
-                       for values in attr_values or [{}] * max(1, len(candidate.inner_nodes))]
+        count = max(1, len(candidate.inner_nodes))
+        if ops is not None:
+            attr_values = ops.described(attr_values, count, DESCRIPTION_ATTR, candidate.description)
+        else:
+            described = make_attr_value(candidate.description, "string")
+            attr_values = [{**values, DESCRIPTION_ATTR: described} for values in attr_values or [{}] * count]
     inputs = _checked_inputs(index, candidate, op_def, n_inputs)
     kept = _kept_nodes(index, candidate.members, inputs)
     removed_set = candidate.members - kept if kept else candidate.members

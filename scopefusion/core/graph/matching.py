@@ -265,7 +265,7 @@ def find_matches(view: GraphView, pattern: OpPattern,
     # and nodes spelt otherwise that can be seen as a root type (a RealDiv as a Mul ...)
     wanted, plain = frozenset(pattern.root_types), len(roots)
     for t in sorted(spellings(wanted) - wanted):
-        roots.extend(i for i in index.nodes_of_type(t) if not seen_as(matcher, i).isdisjoint(wanted))
+        roots.extend(i for i in index.nodes_of_type(t) if i not in skip and not seen_as(matcher, i).isdisjoint(wanted))
     if not roots:
         return []
     if len(pattern.root_types) > 1 or len(roots) > plain:

@@ -13,6 +13,7 @@ would (so it is never a near miss), whatever order the matcher would have tried.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Mapping
 
 from .canonical import NodeView, Virtual, spellings
@@ -55,7 +56,7 @@ class RootFilter:
         if wanted is None:
             return True
         types, through, needs = wanted
-        if needs and _most_operands(index, root, through, needs) < needs:
+        if needs and _chain_operands(index, root, through, needs) < needs:
             return False  # every form is a chain of more operands than this one can be cut into
         return bool(types) and _reads_any(index, root, types, through)
 
@@ -173,6 +174,40 @@ def _reads_any_of(index: GraphIndex, producers: list[int], types: frozenset[str]
     return False
 
 
+def _forwarded(ops: list[str], inputs: list, p: int) -> tuple[int, str]:
+    """The node a forwarding op ``p`` reads through its chain of forwarding ops (at most
+    :data:`MAX_FORWARDING` of them, as the matcher follows) and its op."""
+    for _ in range(MAX_FORWARDING):
+        op = ops[p]
+        if op not in FORWARDING_OPS:
+            return p, op
+        data = [t for t in inputs[p] if t[1] != CONTROL]
+        if not data:
+            return p, op
+        p = data[0][0]
+    return p, ops[p]
+
+
+#: per graph index, what :func:`_most_operands` told, by ``(through, enough)`` and node: the patterns of
+#: one pass (GELU's erf and tanh forms) ask the same of the same nodes
+_TOLD: "weakref.WeakKeyDictionary[GraphIndex, dict[tuple[frozenset[str], int], dict[int, int]]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
+    """:func:`_most_operands`, told once per index, node, ``through`` and ``enough``."""
+    told = _TOLD.get(index)
+    if told is None:
+        told = _TOLD[index] = {}
+    known = told.get((through, enough))
+    if known is None:
+        known = told[(through, enough)] = {}
+    count = known.get(node)
+    if count is None:
+        count = known[node] = _most_operands(index, node, through, enough)
+    return count
+
+
 #: Nodes that split into several copies of their input's operands (a square, a power): their
 #: count is not bounded here.
 _REPEATING = frozenset({"Square", "Pow"})
@@ -186,20 +221,14 @@ def _most_operands(index: GraphIndex, node: int, through: frozenset[str], enough
     count = opened = 0
     while stack and count < enough:
         p = stack.pop()
-        for _ in range(MAX_FORWARDING):
-            if ops[p] not in FORWARDING_OPS:
-                break
-            data = [t for t in inputs[p] if t[1] != CONTROL]
-            if not data:
-                break
-            p = data[0][0]
         op = ops[p]
+        if op in FORWARDING_OPS:
+            p, op = _forwarded(ops, inputs, p)
         if op in through and opened < MAX_CHAIN_NODES:
             opened += 1
             if op in _REPEATING:
                 return enough
-            else:
-                stack.extend(q for q, port in inputs[p] if port != CONTROL)
+            stack.extend(q for q, port in inputs[p] if port != CONTROL)
         else:
             count += 1
     return count + len(stack)

@@ -17,7 +17,7 @@ piece and are not split.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..graph.vocabulary import CONTROL
 
@@ -83,6 +83,32 @@ def constant_nodes(index: "GraphIndex", members: list[int], inside: set[int]) ->
     return constant
 
 
+class DisjointSets:
+    """Node indices joined into pieces (union-find, path halving): ``join`` two, ``find`` a piece's
+    representative."""
+
+    def __init__(self, items: Iterable[int]) -> None:
+        self.parent = {i: i for i in items}
+
+    def __contains__(self, i: int) -> bool:
+        return i in self.parent
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.parent)
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
 def split_instances(scope: "Scope", anchors: Iterable[int]) -> list[ScopePart] | None:
     """The calls of a layer in ``scope``, one per anchor node (e.g. each call's
     ``FusedBatchNormV3``), in graph order; None when the scope does not split into
@@ -91,20 +117,12 @@ def split_instances(scope: "Scope", anchors: Iterable[int]) -> list[ScopePart] |
     members = scope.all_node_indices()
     inside = set(members)
     constant = constant_nodes(index, members, inside)
-    parent = {i: i for i in members if i not in constant}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i in parent:
+    sets = DisjointSets(i for i in members if i not in constant)
+    find = sets.find
+    for i in sets:
         for p, port in index.inputs[i]:
-            if port != CONTROL and p in parent:
-                a, b = find(i), find(p)
-                if a != b:
-                    parent[a] = b
+            if port != CONTROL and p in sets:
+                sets.join(i, p)
     anchor_of: dict[int, int] = {}
     for a in anchors:
         root = find(a)
@@ -114,7 +132,7 @@ def split_instances(scope: "Scope", anchors: Iterable[int]) -> list[ScopePart] |
     if len(anchor_of) < 2:
         return None
     pieces: dict[int, set[int]] = {root: set() for root in anchor_of}
-    for i in parent:
+    for i in sets:
         root = find(i)
         if root in pieces:
             pieces[root].add(i)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Union
 
 from ....core.fusion.refusal import fail
 from ....core.graph.vocabulary import CONTROL
-from ....core.scope.instances import ScopePart, constant_nodes, split_instances
+from ....core.scope.instances import DisjointSets, ScopePart, constant_nodes, split_instances
 
 if TYPE_CHECKING:  # pragma: no cover
     from ....core.scope.scope_graph import Scope, ScopeGraph
@@ -31,25 +31,15 @@ def gradient_call(sg: "ScopeGraph", scope: "Scope", grad: int, grads: list[int])
     members = scope.all_node_indices()
     inside = set(members)
     constant = constant_nodes(index, members, inside)
-    parent = {i: i for i in members if i not in constant}
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def join(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
+    sets = DisjointSets(i for i in members if i not in constant)
+    find, join = sets.find, sets.join
 
     shared: dict[tuple[int, int], list[int]] = {}
-    for i in parent:
+    for i in sets:
         for p, port in index.inputs[i]:
             if port == CONTROL:
                 continue
-            if p in parent:
+            if p in sets:
                 join(i, p)
             elif p not in inside and sg.constant_chain(p) is None:  # dy, a forward tensor: not gamma
                 shared.setdefault((p, port), []).append(i)
@@ -65,12 +55,12 @@ def gradient_call(sg: "ScopeGraph", scope: "Scope", grad: int, grads: list[int])
         for r in readers[1:]:
             join(r, readers[0])
     roots = [find(g) for g in grads]
-    stray = sorted((i for i in parent if find(i) not in roots), key=index.position.__getitem__)
+    stray = sorted((i for i in sets if find(i) not in roots), key=index.position.__getitem__)
     if stray:
         fail(f"{scope.name!r} holds the gradients of {len(grads)} calls of a layer, and {index.names[stray[0]]!r} "
              "belongs to none of them")
     own = find(grad)
-    piece = {i for i in parent if find(i) == own}
+    piece = {i for i in sets if find(i) == own}
     for c in sorted(constant, key=index.position.__getitem__, reverse=True):  # readers before producers
         read_by = {r for r, _, _ in index.consumers[c] if r in inside}
         if read_by and read_by <= piece:

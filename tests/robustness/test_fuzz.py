@@ -39,6 +39,8 @@ from scopefusion.core.graph.vocabulary import parse_input, tensor_name
 from scopefusion.plugins.registry import NO_AUTOLOAD_ENV, load_registry
 from scopefusion.testing import graph_from_function
 
+pytestmark = pytest.mark.slow  # these take minutes
+
 SEED = 20240917
 CASES_PER_CATEGORY = 25
 SUBPROCESS_CASES = 6

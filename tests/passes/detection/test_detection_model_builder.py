@@ -16,6 +16,8 @@ from tests.models.detection_model_builder import build_graphs, install_model_bui
 import scopefusion
 from scopefusion.testing import assert_fused
 
+pytestmark = pytest.mark.slow  # these take minutes
+
 DETECTION = ["ScopeDecodeBboxV2Pass", "ScopeClipBoxesPass", "ScopeBatchMultiClassNMSPass", "ScopeNormalizeBBoxPass",
              "ScopeToAbsoluteBBoxPass", "ScopeROIAlignPass", "ScopeRpnProposalsPass", "ScopeFastrcnnPredictionsPass",
              "ScopeKeepRatioResizeBilinearPass"]

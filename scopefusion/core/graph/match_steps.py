@@ -25,7 +25,7 @@ from .constant_eval import virtual_value
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
 from .view_steps import (
-    ViewInputs, at_input, chain_inputs, clip_inputs, kept_if, orders_of, rewritten, single,
+    ViewInputs, at_input, chain_inputs, clip_inputs, kept_if, orders_of, rewritten,
     view_inputs as view_inputs_of,
     view_step,
 )
@@ -309,7 +309,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
             if len(actual) != 1 and count_problem(m, node, actual):
                 return False
-            return single(m, (m.index.names[node], 0), actual[0], steps[0], then)
+            return at_input(m, (m.index.names[node], 0), steps[0], actual[0], then)
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps
@@ -320,8 +320,8 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             if len(actual) != 2 and count_problem(m, node, actual):
                 return False
             at0, at1 = (m.index.names[node], 0), (m.index.names[node], 1)
-            return single(m, at0, actual[0], first, lambda: single(m, at1, actual[1], second, then)) or (
-                swapped and single(m, at1, actual[1], first, lambda: single(m, at0, actual[0], second, then)))
+            return at_input(m, at0, first, actual[0], lambda: at_input(m, at1, second, actual[1], then)) or (
+                swapped and at_input(m, at1, first, actual[1], lambda: at_input(m, at0, second, actual[0], then)))
         return two
 
     def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:

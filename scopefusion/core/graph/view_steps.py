@@ -1,7 +1,7 @@
 """The steps that match an op expression through a view of a node (:mod:`.canonical`): another
 spelling of the node, a virtual op, the operands of an associative chain (:mod:`.chains`) or
 a square root's clip; and the small parts every op step shares (:func:`kept_if`,
-:func:`single`, :func:`orders_of`).  See :mod:`.match_steps` for how steps work."""
+:func:`at_input`, :func:`orders_of`).  See :mod:`.match_steps` for how steps work."""
 from __future__ import annotations
 
 import itertools
@@ -28,23 +28,6 @@ def kept_if(m: "PatternMatcher", mark: int, matched: bool) -> bool:
         m._undo(mark)
     return matched
 
-
-
-def single(m: "PatternMatcher", entry: tuple[str, int], tensor: Tensor, step: Step, then: Then) -> bool:
-    """:func:`_sequence` of one input, written out (two inputs are one within the other)."""
-    where = m._where
-
-    def last() -> bool:
-        where.pop()
-        if then():
-            return True
-        where.append(entry)
-        return False
-    where.append(entry)
-    if step(m, tensor, last):
-        return True
-    where.pop()
-    return False
 
 
 
@@ -233,7 +216,7 @@ def clip_inputs(expr: Op, step: Step) -> ViewInputs:
             for i in nodes:
                 if m.inside is None or i in m.inside:
                     m._add_member(i)
-            if single(m, view.wheres[0], term, step, then):
+            if at_input(m, view.wheres[0], step, term, then):
                 return True
             m._undo(mark)
         return plain(m, view, then)

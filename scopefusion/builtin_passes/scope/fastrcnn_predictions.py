@@ -30,13 +30,13 @@ from ...core.fusion.refusal import fail
 from ...core.graph.matching import MatchFailure, PatternMatcher
 from ...core.graph.pattern import const, one_of, op
 from ...core.scope.base_pass import ScopeBasePass
-from ...core.scope.patterns import PatternSet, ScopePattern
+from ...core.scope.patterns import PatternSet
 from ...core.scope.port_maps import input_slots, unmatched_nodes
 from ...core.scope.results import FusionScopesResult
 from .batch_nms import ScopeBatchMultiClassNMSPass
 from .batch_nms_op import batch_multiclass_nms_reference
 from .decode_bbox import ScopeDecodeBboxV2Pass, decode_bbox_v2_reference
-from .stage_parts import read_part, sub_scopes
+from .stage_parts import read_part, stage_patterns, sub_scopes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...core.scope.scope_graph import Scope
@@ -146,14 +146,7 @@ class ScopeFastrcnnPredictionsPass(ScopeBasePass):
                    "-> FastrcnnPredictions")
 
     def define_patterns(self) -> list[PatternSet]:
-        pattern = (
-            ScopePattern("FastrcnnPredictions")
-            .add_scope_feature(suffix=SCOPE)
-            .add_node_op_type_feature("Softmax", 1)
-            .add_node_op_type_feature("Exp", 2)
-            .add_node_op_type_feature("TopKV2", 0, 1)
-        )
-        return [[[pattern]]]
+        return stage_patterns("FastrcnnPredictions", SCOPE)
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
         scope = scopes[0]

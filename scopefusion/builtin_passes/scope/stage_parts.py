@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.fusion.refusal import Refused, fail
 from ...core.graph.vocabulary import CONTROL
 from ...core.scope.base_pass import ScopeBasePass
+from ...core.scope.patterns import PatternSet, ScopePattern
 from ...core.scope.results import FusionScopesResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,3 +67,16 @@ def sub_scopes(scope: "Scope", name: str) -> list["Scope"]:
         if named and not any(f.is_ancestor_of(sub) for f in found):
             found.append(sub)
     return found
+
+
+def stage_patterns(name: str, scope_suffix: str) -> list[PatternSet]:
+    """The scope of a detection post-processing stage (``scope_suffix``, its result called ``name``):
+    one score softmax, the box decode's two Exp, at most one TopKV2."""
+    pattern = (
+        ScopePattern(name)
+        .add_scope_feature(suffix=scope_suffix)
+        .add_node_op_type_feature("Softmax", 1)
+        .add_node_op_type_feature("Exp", 2)
+        .add_node_op_type_feature("TopKV2", 0, 1)
+    )
+    return [[[pattern]]]

@@ -17,12 +17,10 @@ A function may use the name ``tf`` without importing TensorFlow: tracing binds i
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import importlib
 import inspect
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ScopeFusionError
-from .op_cache import cache_dir, cache_key
+from .op_cache import cache_dir, cache_key, write_cache_file
 from .protos import message_class
 
 #: ``(shape or None for any, dtype name)`` of one argument.
@@ -98,7 +96,7 @@ def traced_graph(fn: Callable[..., Any], specs: list[Spec]) -> TracedFunction:
         where = None if "tensorflow" in sys.modules else _import_name(fn)
         traced = trace_here(fn, specs) if where is None else _trace_in_child(fn, where, specs)
         if path is not None:
-            _write_atomically(path, json.dumps(traced.to_json()))
+            write_cache_file(path, json.dumps(traced.to_json()).encode())
     _TRACED[key] = traced
     return traced
 
@@ -223,18 +221,3 @@ def _read(path: Path) -> TracedFunction | None:
         return TracedFunction.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Store a trace; a directory that cannot be written only means it is traced again next time."""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".trace-", dir=path.parent)
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise

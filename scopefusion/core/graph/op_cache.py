@@ -102,7 +102,7 @@ def cached_op_defs() -> dict[str, Any]:
         op_list = _parse(data)
         if op_list is None:
             raise OpCacheError("TensorFlow's op list could not be read back from the child process")
-        _write_atomically(path, data)
+        write_cache_file(path, data)
     return {op_def.name: op_def for op_def in op_list.op}
 
 
@@ -138,8 +138,9 @@ def _dump_op_list() -> bytes:
     raise OpCacheError(f"TensorFlow's op list could not be produced (importing TensorFlow failed): {last[0]}")
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Store the cache; a directory that cannot be written only means it is built again next time."""
+def write_cache_file(path: Path, data: bytes) -> None:
+    """Store a cache file whole or not at all; a directory that cannot be written only means the
+    cached thing is made again next time."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=".ops-", dir=path.parent)

@@ -49,6 +49,7 @@ REQUIREMENTS = (
     "cycler==0.12.1",
     "fonttools==4.69.1",
     "kiwisolver==1.5.1",
+    "pyparsing==3.3.2",  # matplotlib's too; a fresh environment has not got it
 )
 
 HYPERPARAMS = """conv_hyperparams { activation: RELU_6 regularizer { l2_regularizer {} }

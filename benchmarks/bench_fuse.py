@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import math
 import os
 import platform
@@ -252,6 +253,7 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
     for _ in range(repeats):
         runs.append(fuse_once(src, dest, registry, scopes, expected))
         gc.collect()
+    print(f"   sha256 of the fused {gen.kind} graph ({n_nodes} nodes): {hashlib.sha256(dest.read_bytes()).hexdigest()}")
     result = Result(
         kind=gen.kind, nodes=n_nodes, units=units, unit_name=gen.unit_name, expected=expected,
         file_bytes=src.stat().st_size, gen_seconds=gen_seconds, index_check_seconds=index_seconds,
@@ -312,8 +314,6 @@ def profile_run(gen: Generator, nodes: int, workdir: Path, registry, what: str, 
 def source_fingerprint() -> str:
     """A digest of the installed scopefusion sources and the time the newest was changed, so
     that a table can be tied to the code that produced it (the tree may hold uncommitted work)."""
-    import hashlib
-
     import scopefusion
 
     root = Path(scopefusion.__file__).resolve().parent

@@ -1,0 +1,39 @@
+"""The graph core's native parts: C extensions built from this folder's ``_*.c`` sources by
+``pip install`` (``setup.py``), each with a pure-Python equivalent giving the same results.
+
+:func:`native_module` hands out an extension module, or ``None`` when it was not built (no C
+compiler at install time) or when the environment variable :data:`PURE_PYTHON_ENV` is set to
+anything but ``0`` or nothing, which forces the pure-Python path (the tests run both).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+#: set to ``1`` to use the pure-Python path even where the C extensions are built
+PURE_PYTHON_ENV = "SCOPEFUSION_PURE_PYTHON"
+
+
+def pure_python_forced() -> bool:
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
+@cache
+def native_module(name: str) -> ModuleType | None:
+    """The extension module ``name`` (``_scan``, ``_edges`` ...) of this package, or ``None`` to
+    use the pure-Python path.  Read once per process."""
+    if pure_python_forced():
+        return None
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ImportError:
+        return None
+
+
+def native_status() -> dict[str, bool]:
+    """Which extension modules this process uses (by module name), for ``--version`` and reports."""
+    names = sorted(p.stem for p in Path(__file__).parent.glob("_*.c"))
+    return {name: native_module(name) is not None for name in names}

@@ -230,7 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    return __version__
+    from ..core.graph.native import native_summary  # deferred: globs the package folder, only for --version
+
+    return f"{__version__} ({native_summary()})"
 
 
 # ------------------------------------------------------------------------- list

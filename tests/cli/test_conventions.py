@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,7 +27,11 @@ def test_python_dash_m_and_version():
     assert help_text.returncode == 0 and "usage: scopefusion" in help_text.stdout
     version = subprocess.run([sys.executable, "-m", "scopefusion", "--version"], capture_output=True, text=True,
                              timeout=120)
-    assert version.stdout.strip() == f"scopefusion {scopefusion.__version__}"
+    assert version.stdout.strip().startswith(f"scopefusion {scopefusion.__version__} (")
+    forced = subprocess.run([sys.executable, "-m", "scopefusion", "--version"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "SCOPEFUSION_PURE_PYTHON": "1"})
+    assert forced.stdout.strip() == (f"scopefusion {scopefusion.__version__} "
+                                     "(pure-Python core, forced by SCOPEFUSION_PURE_PYTHON)")
 
 
 def test_verify_json_passes_and_fails_with_the_documented_statuses(tmp_path, capsys):

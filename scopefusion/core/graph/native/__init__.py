@@ -37,3 +37,14 @@ def native_status() -> dict[str, bool]:
     """Which extension modules this process uses (by module name), for ``--version`` and reports."""
     names = sorted(p.stem for p in Path(__file__).parent.glob("_*.c"))
     return {name: native_module(name) is not None for name in names}
+
+
+def native_summary() -> str:
+    """One phrase saying which path this process takes, as ``scopefusion --version`` prints it."""
+    status = native_status()
+    if pure_python_forced():
+        return f"pure-Python core, forced by {PURE_PYTHON_ENV}"
+    if status and all(status.values()):
+        return "native core: " + ", ".join(status)
+    missing = [name for name, built in status.items() if not built]
+    return f"pure-Python core; not built: {', '.join(missing)}" if missing else "pure-Python core"

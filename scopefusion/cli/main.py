@@ -35,6 +35,7 @@ from ..report.html.report import html_report
 from .progress import Progress
 from .summary import add_summary_arguments, print_run_summary
 from ..api import fuse, load_switch, switch_warnings
+from ..core.graph.native import native_summary
 from ..core.version import __version__
 from ..plugins.blocked import check_enabled_passes, installed_plugins
 from ..plugins.registry import autoload_disabled, load_registry
@@ -230,8 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from ..core.graph.native import native_summary  # deferred: globs the package folder, only for --version
-
     return f"{__version__} ({native_summary()})"
 
 

@@ -510,11 +510,21 @@ kahn_order_by_readers(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < sources; i++) {
         if (degree[i] != 0)
             continue;
-        PyObject *source = id_seq ? (Py_INCREF(PySequence_Fast_GET_ITEM(id_seq, i)), PySequence_Fast_GET_ITEM(id_seq, i))
-                                  : PyLong_FromSsize_t(i);
-        if (source == NULL || stack_push(&order, source) < 0)
+        /* the order lists the source as the object ids holds, and follows its readers by its value */
+        Py_ssize_t value = i;
+        PyObject *source;
+        if (id_seq != NULL) {
+            source = PySequence_Fast_GET_ITEM(id_seq, i);
+            value = PyNumber_AsSsize_t(source, PyExc_IndexError);
+            if (value == -1 && PyErr_Occurred())
+                goto done;
+            Py_INCREF(source);
+        }
+        else if ((source = PyLong_FromSsize_t(i)) == NULL)
             goto done;
-        where[order.size - 1] = i;
+        if (stack_push(&order, source) < 0)
+            goto done;
+        where[order.size - 1] = value;
     }
     /* the order is its own queue: each node enters it once, when its count reaches 0 */
     for (Py_ssize_t q = 0; q < order.size; q++) {
@@ -688,12 +698,16 @@ unread_nodes(PyObject *module, PyObject *args)
             goto done;
         for (Py_ssize_t slot = 0; slot < PySequence_Fast_GET_SIZE(ins); slot++) {
             PyObject *edge[2];
-            Py_ssize_t p = 0;
-            if (unpack(PySequence_Fast_GET_ITEM(ins, slot), 2, edge) < 0 || index_into(edge[0], n, &p) < 0) {
-                if (PyErr_ExceptionMatches(PyExc_IndexError)) {
-                    PyErr_Clear();
-                    PyErr_SetString(PyExc_IndexError, "bytearray index out of range");
-                }
+            Py_ssize_t p = -1;
+            if (unpack(PySequence_Fast_GET_ITEM(ins, slot), 2, edge) < 0 ||
+                ((p = PyNumber_AsSsize_t(edge[0], PyExc_IndexError)) == -1 && PyErr_Occurred())) {
+                Py_DECREF(ins);
+                goto done;
+            }
+            if (p < 0)
+                p += n;
+            if (p < 0 || p >= n) {
+                PyErr_SetString(PyExc_IndexError, "bytearray index out of range");
                 Py_DECREF(ins);
                 goto done;
             }

@@ -218,8 +218,14 @@ node_inputs(PyObject *node, PyObject *reader, PyObject *index, PyObject *danglin
     PyObject *texts = PyObject_GetAttr(node, INPUT_ATTR);
     if (texts == NULL)
         return NULL;
-    PyObject *it = PyObject_GetIter(texts);
+    /* all strings at once: protobuf's repeated field hands a slice out faster than it iterates */
+    PyObject *listed = PyList_CheckExact(texts) || PyTuple_CheckExact(texts)
+                       ? (Py_INCREF(texts), texts) : PySequence_GetSlice(texts, 0, PY_SSIZE_T_MAX);
     Py_DECREF(texts);
+    if (listed == NULL)
+        return NULL;
+    PyObject *it = PyObject_GetIter(listed);
+    Py_DECREF(listed);
     if (it == NULL)
         return NULL;
     PyObject *text;

@@ -1,48 +1,23 @@
 """The C extension ``native/_edges.c`` gives exactly what the pure-Python path gives, for every
 function it takes over: on random graphs (ports, control edges, TF1 loops, cycles, dangling and odd
 input strings, empty graphs) and on odd data (producers out of range, negative ones, edges that are
-no pairs), where both raise the same error.  The extension must be built here: a build that stopped
-working would otherwise go unnoticed, every test passing on the pure-Python path."""
+no pairs), where both raise the same error."""
 from __future__ import annotations
 
-import importlib
 import random
-from importlib.machinery import EXTENSION_SUFFIXES
 
 import numpy as np
 import pytest
-from tests.graph.native_paths import (EDGES, assert_same, assert_same_on_both_paths, edges_extension,
-                                      empty_tuples_shared, on_both_paths, using)
+from tests.helpers.native_paths import (assert_same, assert_same_on_both_paths, edges_extension, empty_tuples_shared,
+                                        on_both_paths, using)
 from tests.helpers.graph_helpers import make_graph
 
-from scopefusion.core.graph import native
 from scopefusion.core.graph.edge_lists import consumers_of, node_ids, nodes_by_op, parse_inputs, renumbered, unread
 from scopefusion.core.graph.index import GraphIndex
 from scopefusion.core.graph.layout import NodeLayout
 from scopefusion.core.graph.toposort import drop_loop_back_edges, kahn_order_by_readers
 
 OPS = ["Const", "Add", "Identity", "Merge", "NextIteration", "RefMerge", "RefNextIteration", "Switch", "NoOp"]
-
-
-# ------------------------------------------------------------------------------ the build
-def test_the_extension_is_built():
-    module = importlib.import_module(EDGES)
-    assert module.__file__ is not None and module.__file__.endswith(tuple(EXTENSION_SUFFIXES)), (
-        "scopefusion.core.graph.native._edges is not built: `pip install .` (or `python setup.py build_ext "
-        "--inplace`) needs a C compiler")
-
-
-def test_native_module_hands_it_out_unless_the_pure_python_path_is_forced(monkeypatch):
-    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
-    native.native_module.cache_clear()
-    try:
-        assert native.native_module("_edges") is edges_extension()
-        assert native.native_status()["_edges"] is True
-        monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-        native.native_module.cache_clear()
-        assert native.native_module("_edges") is None
-    finally:
-        native.native_module.cache_clear()  # read again from the environment the run was started in
 
 
 # ---------------------------------------------------------------------------- random graphs
@@ -112,7 +87,7 @@ def index_tables(graph_def) -> dict:
 def test_random_graphs(seed):
     graph_def = random_graph(seed)
     tables = assert_same_on_both_paths(lambda: index_tables(graph_def))
-    with using(edges_extension()):
+    with using(True):
         tables = index_tables(graph_def)  # the objects the C path gives
     names = [node.name for node in graph_def.node]
     ids = node_ids(dict(zip(names, range(len(names)), strict=True)), len(names))
@@ -141,7 +116,7 @@ def test_the_loop_and_cycle_cases_are_reached():
     """The random graphs hold what the comparison is for: loops counted anew, cycles left, dangling inputs."""
     seen = {"loop": 0, "cycle": 0, "dangling": 0, "port": 0, "control": 0, "empty": 0}
     for seed in range(120):
-        with using(None):
+        with using(False):
             tables = index_tables(random_graph(seed))
         seen["dangling"] += bool(tables["dangling"])
         seen["empty"] += not tables["inputs"]
@@ -182,7 +157,7 @@ def test_random_rewrites(seed):
     gathered, ids, renumbered_kept, renumbered_all = assert_same_on_both_paths(rewrite)
     assert gathered == [[*old, *new][k] for k in layout.order]
     assert renumbered_all == [tuple((position[p], port) for p, port in ins) for ins in inputs]  # -1 for dropped
-    with using(edges_extension()):
+    with using(True):
         again = layout.gather(position, layout.fresh)
     listed = [*position, *layout.fresh]
     assert all(a is listed[k] for a, k in zip(again, layout.order, strict=True))  # the caller's int objects
@@ -192,7 +167,7 @@ def test_random_rewrites(seed):
 def test_gather_hands_out_the_callers_objects():
     layout = NodeLayout.of(4, {1}, {2: 2})
     old, new = [object() for _ in range(4)], [object() for _ in range(2)]
-    with using(edges_extension()):
+    with using(True):
         gathered = layout.gather(old, new)
     assert [id(x) for x in gathered] == [id([*old, *new][k]) for k in layout.order]
 

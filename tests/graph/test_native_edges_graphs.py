@@ -9,7 +9,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from tests.graph.native_paths import assert_same_on_both_paths
+from tests.helpers.native_paths import assert_same_on_both_paths
 from tests.helpers.pass_checks import REGISTRY
 from tests.models import loop_models as lm
 from tests.models import rnn_models as rm

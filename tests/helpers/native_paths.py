@@ -1,31 +1,41 @@
-"""Running the graph core's edge work on the C path and on the pure-Python path in one process, and
-comparing what the two give: the same values in the same containers, the same errors."""
+"""Running the graph core's native work (``scopefusion/core/graph/native/``) on the C path and on the
+pure-Python path in one process, and comparing what the two give: the same values in the same
+containers, the same errors."""
 from __future__ import annotations
 
 import importlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import ModuleType
 from typing import Any, Callable, Iterator
 from unittest import mock
 
 from scopefusion.core.graph import edge_lists, layout, toposort
+from scopefusion.core.scope import layout as scope_layout
 
-EDGES = "scopefusion.core.graph.native._edges"
-#: the modules that hand their work to ``_edges`` (each looks it up through its ``native_module``)
-DISPATCHING = (edge_lists, toposort, layout)
+PACKAGE = "scopefusion.core.graph.native"
+#: the modules that hand their work to an extension (each looks it up through its ``native_module``)
+DISPATCHING = (edge_lists, toposort, layout, scope_layout)
+
+
+def extension(name: str) -> ModuleType:
+    """The built extension ``name`` (``_edges``, ``_scopes``), imported directly (also where
+    SCOPEFUSION_PURE_PYTHON is set)."""
+    return importlib.import_module(f"{PACKAGE}.{name}")
 
 
 def edges_extension() -> ModuleType:
-    """The built extension, imported directly (also where SCOPEFUSION_PURE_PYTHON is set)."""
-    return importlib.import_module(EDGES)
+    return extension("_edges")
 
 
 @contextmanager
-def using(native: ModuleType | None) -> Iterator[None]:
-    """Run the dispatching functions on ``native`` (None: the pure-Python path)."""
-    with mock.patch.multiple(edge_lists, native_module=lambda name: native), \
-            mock.patch.multiple(toposort, native_module=lambda name: native), \
-            mock.patch.multiple(layout, native_module=lambda name: native):
+def using(native: bool) -> Iterator[None]:
+    """Run the dispatching functions on the C extensions (``native``) or on the pure-Python path."""
+    def look_up(name: str) -> ModuleType | None:
+        return extension(name) if native else None
+
+    with ExitStack() as stack:
+        for module in DISPATCHING:
+            stack.enter_context(mock.patch.object(module, "native_module", look_up))
         yield
 
 
@@ -39,9 +49,9 @@ def outcome(run: Callable[[], Any]) -> tuple[str, Any]:
 
 def on_both_paths(run: Callable[[], Any]) -> tuple[tuple[str, Any], tuple[str, Any]]:
     """``run()``'s outcome on the pure-Python path and on the C path."""
-    with using(None):
+    with using(False):
         pure = outcome(run)
-    with using(edges_extension()):
+    with using(True):
         native = outcome(run)
     return pure, native
 

@@ -242,8 +242,12 @@ def test_the_indegree_left_by_a_cycle_is_the_same():
 
 def test_the_order_array_must_be_32_bit_ints():
     module = edges_extension()
-    with pytest.raises(TypeError, match="32-bit"):
-        module.gather([1], [], np.zeros(1, np.int64))
+    for wrong in (np.zeros(1, np.int64), np.zeros(1, ">i4" if np.little_endian else "<i4"), b"abcd"):
+        with pytest.raises(TypeError, match="32-bit"):
+            module.gather([1], [], wrong)
     with pytest.raises(IndexError):
         module.gather([1], [], np.array([1], np.int32))
     assert module.gather([1], [2], np.array([-1, 0], np.int32)) == [2, 1]
+    assert module.gather([1], [2], np.array([1, 0], np.int32)[::-1].copy()) == [1, 2]
+    with pytest.raises(TypeError, match="must be a dict"):
+        module.parse_inputs([], [], type("Table", (dict,), {})(), [])

@@ -266,6 +266,10 @@ parse_inputs(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO!O!:parse_inputs", &nodes, &names, &PyDict_Type, &index,
                           &PyList_Type, &dangling))
         return NULL;
+    if (!PyDict_CheckExact(index)) {  /* a subclass may read its items otherwise */
+        PyErr_SetString(PyExc_TypeError, "the name table must be a dict");
+        return NULL;
+    }
     PyObject *node_seq = PySequence_Fast(nodes, "nodes must be a sequence");
     if (node_seq == NULL)
         return NULL;
@@ -840,10 +844,11 @@ gather(PyObject *module, PyObject *args)
     if (PyObject_GetBuffer(order, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return NULL;
     PyObject *old_seq = NULL, *new_seq = NULL, *result = NULL;
+    /* in native byte order: numpy's int32 is 'i', or 'l' where a C long has 32 bits */
     const char *format = view.format ? view.format : "B";
-    if (format[0] == '=' || format[0] == '<' || format[0] == '@')
+    if (format[0] == '=' || format[0] == '@')
         format++;
-    if (view.itemsize != 4 || strcmp(format, "i") != 0) {
+    if (view.itemsize != 4 || (strcmp(format, "i") != 0 && strcmp(format, "l") != 0)) {
         PyErr_SetString(PyExc_TypeError, "the order must be an array of 32-bit ints");
         goto done;
     }

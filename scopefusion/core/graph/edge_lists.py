@@ -8,17 +8,29 @@ costs memory.)
 
 Node indices are the int objects the caller hands in (``ids``, e.g. the values of the name
 table), so an index held in many edges is one object, not one per edge.
+
+Where the C extension ``native/_edges.c`` is built, the functions here hand their work to it; the
+Python code below each dispatch is the pure-Python path, with exactly the same results.
 """
 from __future__ import annotations
 
+import operator
+from itertools import compress, count
+from types import ModuleType
 from typing import Iterable, Mapping, Sequence
 
+from .native import native_module
 from .vocabulary import CONTROL, is_port
 
 #: per node, its inputs as ``(producer, port)`` pairs
 Inputs = list[tuple[tuple[int, int], ...]]
 #: per producer, its consumers as ``(consumer, producer_port, consumer_input_slot)`` triples
 Consumers = list[tuple[tuple[int, int, int], ...]]
+
+
+def _native() -> ModuleType | None:
+    """The C extension of this module's work, or None for the pure-Python path."""
+    return native_module("_edges")
 
 
 def parse_node_inputs(texts: Iterable[str], index: Mapping[str, int], reader: str,
@@ -53,6 +65,9 @@ def parse_inputs(nodes: Sequence, names: Sequence[str], index: Mapping[str, int]
     reads them.  Node by node: each node's input strings are let go before the next node's are
     read (holding every node's at once costs more memory and time than it saves); inputs that are
     plain node names, the common case, are read right here."""
+    native = _native()
+    if native is not None and type(index) is dict:
+        return native.parse_inputs(nodes, names, index, dangling)
     get = index.get
     inputs: Inputs = []
     append = inputs.append
@@ -75,6 +90,9 @@ def parse_inputs(nodes: Sequence, names: Sequence[str], index: Mapping[str, int]
 
 def renumbered(inputs: Sequence[tuple[tuple[int, int], ...]], new_index: Sequence[int]) -> Inputs:
     """``inputs`` with every producer ``p`` replaced by ``new_index[p]``."""
+    native = _native()
+    if native is not None:
+        return native.renumbered(inputs, new_index)
     return [tuple([(new_index[p], port) for p, port in ins]) for ins in inputs]
 
 
@@ -83,6 +101,9 @@ def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[in
     reading it, by consumer then slot.  Every producer of ``inputs`` names a node.  A producer
     read once (most are) gets its tuple at once; one read more often collects its readers in a
     list first."""
+    native = _native()
+    if native is not None:
+        return native.consumers_of(inputs, ids)
     consumers: list = [()] * len(ids)
     collecting: list[int] = []
     for c, ins in zip(ids, inputs, strict=True):
@@ -105,3 +126,37 @@ def node_ids(index: Mapping[str, int], size: int) -> Sequence[int]:
     names its values are exactly these, in order); without unique names, a range."""
     values = index.values()
     return list(values) if len(values) == size else range(size)
+
+
+def nodes_by_op(ids: Sequence[int], ops: Sequence[str]) -> dict[str, list[int]]:
+    """Per op type, its nodes (as the int objects of ``ids``) in graph order; the types in order of
+    first appearance."""
+    native = _native()
+    if native is not None:
+        return native.nodes_by_op(ids, ops)
+    by_op: dict[str, list[int]] = {}
+    for i, o in zip(ids, ops, strict=True):
+        bucket = by_op.get(o)
+        if bucket is None:
+            by_op[o] = [i]
+        else:
+            bucket.append(i)
+    return by_op
+
+
+def unread(inputs: Sequence[tuple[tuple[int, int], ...]], size: int,
+           consumers: Sequence[Sequence[tuple[int, int, int]]] | None = None) -> list[int]:
+    """The nodes ``0..size-1`` no input reads, in order: read off ``consumers`` (empty ones) when
+    given, else off ``inputs``."""
+    native = _native()
+    if consumers is not None:
+        if native is not None:
+            return native.falsy_positions(consumers)
+        return list(compress(count(), map(operator.not_, consumers)))
+    if native is not None:
+        return native.unread_nodes(inputs, size)
+    used = bytearray(size)
+    for ins in inputs:
+        for p, _ in ins:
+            used[p] = 1
+    return [i for i, u in enumerate(used) if not u]

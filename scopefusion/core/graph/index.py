@@ -14,9 +14,9 @@ from itertools import compress, count
 from typing import TYPE_CHECKING, AbstractSet, Any, Iterable, Iterator, Sequence
 
 from ..errors import GraphValidationError
-from .edge_lists import Consumers, Inputs, consumers_of, node_ids, parse_inputs
-from .toposort import kahn_order_by_readers, on_cycles
-from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
+from .edge_lists import Consumers, Inputs, consumers_of, node_ids, nodes_by_op, parse_inputs, unread
+from .toposort import drop_loop_back_edges, kahn_order_by_readers, on_cycles
+from .vocabulary import CONTROL
 
 #: The attribute holding a node's colocation constraints, ``loc:@<node name>`` each.
 COLOCATE = "_class"
@@ -137,15 +137,8 @@ class GraphIndex:
 
     def _by_op_table(self) -> dict[str, list[int]]:
         if self._by_op is None:
-            by_op: dict[str, list[int]] = {}
             with no_gc():
-                for i, o in zip(self.node_ids(), self.ops, strict=True):
-                    bucket = by_op.get(o)
-                    if bucket is None:
-                        by_op[o] = [i]
-                    else:
-                        bucket.append(i)
-            self._by_op = by_op
+                self._by_op = nodes_by_op(self.node_ids(), self.ops)
         return self._by_op
 
     def colocated_nodes(self) -> list[int]:
@@ -164,13 +157,7 @@ class GraphIndex:
 
     def sinks(self) -> list[int]:
         """Nodes whose outputs nobody consumes, in graph order (read off the consumers once built)."""
-        if "consumers" in self.__dict__:
-            return list(compress(count(), map(operator.not_, self.consumers)))
-        used = bytearray(len(self.nodes))
-        for ins in self.inputs:
-            for p, _ in ins:
-                used[p] = 1
-        return [i for i, u in enumerate(used) if not u]
+        return unread(self.inputs, len(self.nodes), self.__dict__.get("consumers"))
 
     def topological_order(self) -> list[int]:
         """Kahn order (stable by graph position); loop back edges are ignored.
@@ -196,15 +183,9 @@ class GraphIndex:
         return order
 
     def _drop_loop_back_edges(self, readers: list[Sequence[tuple[int, int, int]]], indegree: list[int]) -> None:
-        """Count a loop's ``Merge`` (one a back edge, NextIteration -> Merge, enters: the only cycle
-        allowed) as TensorFlow's import does: ready once its control inputs and any one data input are,
-        the back edge included.  A cycle closed through a Merge that no input outside the cycle reaches
-        then stays a cycle, as TensorFlow refuses it.  ``readers`` is left as it is."""
-        ops, inputs = self.ops, self.inputs
-        for i in compress(count(), map(LOOP_BACK_OPS.__contains__, ops)):
-            for c, port, _ in readers[i]:
-                if port != CONTROL and ops[c] in LOOP_MERGE_OPS:
-                    indegree[c] = 1 + sum(1 for _, p in inputs[c] if p == CONTROL)
+        """Count a loop's ``Merge`` ready once its control inputs and any one data input are, as
+        TensorFlow's import does (:func:`~.toposort.drop_loop_back_edges`).  ``readers`` is left as it is."""
+        drop_loop_back_edges(self.ops, readers, self.inputs, indegree)
 
     def release_tables(self, *, keep_consumers: bool = False) -> None:
         """Let go of the tables built on use (consumers, op table, order, positions); a later

@@ -15,6 +15,7 @@ from typing import AbstractSet, Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from .native import native_module
 from .node_set import NodeSet
 
 _T = TypeVar("_T")
@@ -105,5 +106,9 @@ class NodeLayout:
         del nodes[total:]
 
     def gather(self, old: Sequence[_T], new: Sequence[_T]) -> list[_T]:
-        """A per-node list in the new order, from the old nodes' values and the new nodes'."""
+        """A per-node list in the new order, from the old nodes' values and the new nodes' (in C
+        where ``native/_edges.c`` is built, straight off the order array)."""
+        native = native_module("_edges")
+        if native is not None:
+            return native.gather(old, new, self._order)
         return list(map([*old, *new].__getitem__, self.order))

@@ -1,9 +1,17 @@
-"""Kahn's topological sort over integer nodes, and the nodes a cycle leaves behind."""
+"""Kahn's topological sort over integer nodes, and the nodes a cycle leaves behind.
+
+Where the C extension ``native/_edges.c`` is built, the sort over a graph index's readers and the
+loop's back edges are worked out there; the Python code below each dispatch is the pure-Python
+path, with exactly the same results.
+"""
 from __future__ import annotations
 
 import operator
 from itertools import compress, count
 from typing import Iterable, Sequence
+
+from .native import native_module
+from .vocabulary import CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
 
 
 def kahn_order(indegree: list[int], succ: Sequence[Sequence[int]], starts: Iterable[int] | None = None) -> list[int]:
@@ -25,6 +33,9 @@ def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[
     """:func:`kahn_order` from every node of indegree 0, over per-node lists of ``(reader, port,
     slot)`` (a graph index's consumers, read as they are rather than copied into lists of readers).
     ``ids``: the node indices as int objects to list the sources by (by default, new ones)."""
+    native = native_module("_edges")
+    if native is not None:
+        return native.kahn_order_by_readers(indegree, readers, ids)
     order = _sources(indegree, ids)
     append = order.append
     for i in order:
@@ -33,6 +44,23 @@ def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[
             if indegree[c] == 0:
                 append(c)
     return order
+
+
+def drop_loop_back_edges(ops: Sequence[str], readers: Sequence[Sequence[tuple[int, int, int]]],
+                         inputs: Sequence[Sequence[tuple[int, int]]], indegree: list[int]) -> None:
+    """Count a loop's ``Merge`` (one a back edge, NextIteration -> Merge, enters: the only cycle
+    allowed) as TensorFlow's import does: ready once its control inputs and any one data input are,
+    the back edge included.  A cycle closed through a Merge that no input outside the cycle reaches
+    then stays a cycle, as TensorFlow refuses it.  ``indegree`` (per node, its inputs) is changed;
+    ``readers`` (per node, ``(reader, port, slot)``) is left as it is."""
+    native = native_module("_edges")
+    if native is not None:
+        native.drop_loop_back_edges(ops, readers, inputs, indegree, LOOP_BACK_OPS, LOOP_MERGE_OPS)
+        return
+    for i in compress(count(), map(LOOP_BACK_OPS.__contains__, ops)):
+        for c, port, _ in readers[i]:
+            if port != CONTROL and ops[c] in LOOP_MERGE_OPS:
+                indegree[c] = 1 + sum(1 for _, p in inputs[c] if p == CONTROL)
 
 
 def _sources(indegree: list[int], ids: Sequence[int] | None = None) -> list[int]:

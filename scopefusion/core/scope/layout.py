@@ -16,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..graph.native import native_module
+
 __all__ = ["ScopeLayout", "last_name_of", "strip_index_suffix"]
 
 
@@ -40,8 +42,7 @@ class ScopeLayout:
         #: the node indices as the int objects the graph's index holds (lists of nodes handed out are
         #: made of them, not of new ones); None: of new ones
         self.node_ids = node_ids
-        paths = [name.rpartition("/")[0] for name in node_names]
-        created, parent_list, depth_list = _create(paths)
+        created, parent_list, depth_list, node_created = _scopes_of(node_names)
         n = len(parent_list)
         parent = np.asarray(parent_list, dtype=np.int64)
         depth = np.asarray(depth_list, dtype=np.int64)
@@ -62,8 +63,7 @@ class ScopeLayout:
         self.parent, self.depth = _narrow(parent_at), _narrow(depth[created_at])
         self.end = _narrow(np.arange(n, dtype=np.int64) + size[created_at])
         #: the pre-order number of the scope each node lies directly in
-        self.node_scope = _narrow(position[np.fromiter(map(created.__getitem__, paths), dtype=np.int64,
-                                                       count=len(paths))])
+        self.node_scope = _narrow(position[node_created])
         #: node indices grouped by scope in pre-order, in graph order within a scope: scope ``k``'s
         #: direct nodes are ``members[starts[k]:starts[k + 1]]``, its subtree's
         #: ``members[starts[k]:starts[end[k]]]``
@@ -142,6 +142,19 @@ class ScopeLayout:
 def _narrow(values: np.ndarray) -> np.ndarray:
     """``values`` as 32-bit integers (scope and node numbers fit: a graph is at most 2 GB)."""
     return values.astype(np.int32)
+
+
+def _scopes_of(node_names: Sequence[str]) -> tuple[dict[str, int], list[int], list[int], np.ndarray]:
+    """Scope names -> creation numbers, each scope's parent and depth (:func:`_create`), and the
+    creation number of the scope each node lies directly in (in C where ``native/_scopes.c`` is
+    built, with the same results)."""
+    native = native_module("_scopes")
+    if native is not None:
+        created, parent, depth, node_created = native.scope_tree(node_names)
+        return created, parent, depth, np.frombuffer(node_created, dtype=np.int64)
+    paths = [name.rpartition("/")[0] for name in node_names]
+    created, parent, depth = _create(paths)
+    return created, parent, depth, np.fromiter(map(created.__getitem__, paths), dtype=np.int64, count=len(paths))
 
 
 def _create(paths: Sequence[str]) -> tuple[dict[str, int], list[int], list[int]]:

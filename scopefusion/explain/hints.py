@@ -33,17 +33,24 @@ PLACES_SHOWN = 3
 
 class _Places:
     """Fused records by place, answering "which record is at, inside or around this scope or node?"
-    in time proportional to the name's depth."""
+    in time proportional to the name's depth.  With ``asked`` (the places that will be looked up),
+    only what those lookups can read is kept: a large run fuses far more places than it refuses."""
 
-    def __init__(self) -> None:
+    def __init__(self, asked: AbstractSet[str] | None = None) -> None:
         self._exact: dict[str, tuple[str, FusedRecord]] = {}
         self._inside: dict[str, tuple[str, FusedRecord]] = {}  # every proper prefix of a place
+        #: the keys :meth:`find` reads of ``_exact`` (the asked places and their prefixes) and of ``_inside``
+        self._exact_asked = None if asked is None else {k for a in asked for k in (a, *_prefixes(a))}
+        self._inside_asked = asked
 
     def add(self, pass_name: str, record: FusedRecord) -> None:
+        exact_asked, inside_asked = self._exact_asked, self._inside_asked
         for place in dict.fromkeys([record.name, *record.scopes]):  # the fused node's name is a place too
-            self._exact.setdefault(place, (pass_name, record))
+            if exact_asked is None or place in exact_asked:
+                self._exact.setdefault(place, (pass_name, record))
             for prefix in _prefixes(place):
-                self._inside.setdefault(prefix, (pass_name, record))
+                if inside_asked is None or prefix in inside_asked:
+                    self._inside.setdefault(prefix, (pass_name, record))
 
     def find(self, place: str, other_than: str) -> tuple[str, FusedRecord, bool] | None:
         """A record of another pass than ``other_than`` at ``place`` or around it (``False``), else
@@ -57,9 +64,11 @@ class _Places:
 
 
 def _prefixes(name: str) -> Iterator[str]:
-    parts = name.split("/")
-    for k in range(len(parts) - 1, 0, -1):
-        yield "/".join(parts[:k])
+    """The proper prefixes of ``name`` at its slashes, longest first (``a/b/c``: ``a/b``, ``a``)."""
+    cut = name.rfind("/")
+    while cut != -1:
+        yield name[:cut]
+        cut = name.rfind("/", 0, cut)
 
 
 def left_out_passes(registry: "Registry", options: FusionOptions, switch: FusionSwitch) -> tuple[list, list]:
@@ -166,7 +175,8 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
               switch: FusionSwitch) -> None:
     """Fill in ``report.hints`` and the ``hint`` of every refusal and near miss that has one."""
     notes = [(p, r) for p in report.passes for r in (*p.refused, *p.near_misses)]
-    would, probed = _Places(), {}
+    asked = {place for _, note in notes for place in note.scopes or [note.name]}  # what _annotate looks up
+    would, probed = _Places(asked), {}
     scope, graph = left_out_passes(registry, options, switch)
     if (scope or graph) and options.fusible_nodes is None:
         op_types = _op_types(fused_graph)
@@ -182,7 +192,7 @@ def add_hints(report: FusionReport, fused_graph: "GraphDef", registry: "Registry
                 for record in p.fused:
                     would.add(p.name, record)
     if notes:  # the places of what was fused are looked up only for refusals and near misses
-        fused = _Places()
+        fused = _Places(asked)
         for p in report.passes:
             for record in p.fused:
                 fused.add(p.name, record)

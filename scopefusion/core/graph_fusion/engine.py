@@ -24,6 +24,7 @@ from ..fusion.options import FusionOptions
 from ..fusion.pass_spec import PassSpec
 from ..fusion.pipeline import StageContext, contained, reject_if_changed
 from ..fusion.refusal import Refused, warn_older_spelling
+from ..fusion.young_cycles import young_cycles_collected
 from ..fusion.report import FusionReport, PassReport, Refusal
 from ..graph.matching import MatchFailure, PatternMatch, find_matches
 from ..graph.pattern import OpPattern
@@ -99,6 +100,12 @@ class GraphFusionEngine:
                              if item.decision.source != OFF_BY_DEFAULT)
 
     def propose(self, context: StageContext) -> list[FusionCandidate]:
+        # the view and the matchers are left in reference cycles that hold the stage's index:
+        # collected here, among the stage's own objects only, not with the whole run's at its end
+        with young_cycles_collected():
+            return self._propose(context)
+
+    def _propose(self, context: StageContext) -> list[FusionCandidate]:
         view = GraphView(context.index, same_shape=self.shape_rules)
         candidates: list[FusionCandidate] = []
         for k, item in enumerate(self.scheduled):

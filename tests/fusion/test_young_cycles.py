@@ -1,0 +1,68 @@
+"""young_cycles_collected: the garbage cycles a block makes go at its end, with the collector
+paused or not, and the process's generations and frozen objects are as they were."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from scopefusion.core.fusion.young_cycles import young_cycles_collected
+from scopefusion.core.graph.index import no_gc
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: refcounting alone never frees it
+        self.payload = [object() for _ in range(10)]
+
+
+def _cycle() -> "weakref.ref[_Node]":
+    return weakref.ref(_Node())
+
+
+def test_a_cycle_made_in_the_block_is_collected_at_its_end() -> None:
+    with no_gc():  # as in a run: the collector paused
+        with young_cycles_collected():
+            made = _cycle()
+        assert made() is None, "the block's cycle outlived the block"
+
+
+def test_an_older_cycle_is_left_to_the_collector() -> None:
+    """Only what the block made is collected: a cycle made before it is still there after it."""
+    with no_gc():
+        older = _cycle()
+        with young_cycles_collected():
+            made = _cycle()
+        assert made() is None
+        assert older() is not None, "a cycle made before the block was collected by it"
+    gc.collect()
+    assert older() is None
+
+
+def test_nothing_stays_frozen_and_a_frozen_process_is_left_alone() -> None:
+    assert gc.get_freeze_count() == 0
+    with young_cycles_collected():
+        assert gc.get_freeze_count() > 0  # the older objects, while the block runs
+    assert gc.get_freeze_count() == 0
+    keep = [object() for _ in range(3)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with no_gc(), young_cycles_collected():
+            made = _cycle()
+        assert gc.get_freeze_count() == frozen  # the process's freeze is not undone
+        assert made() is not None  # and nothing was collected on its behalf
+    finally:
+        gc.unfreeze()
+    del keep
+    gc.collect()
+    assert made() is None
+
+
+def test_the_block_raising_still_thaws() -> None:
+    with no_gc(), pytest.raises(ValueError), young_cycles_collected():
+        made = _cycle()
+        raise ValueError("boom")
+    assert gc.get_freeze_count() == 0
+    assert made() is None

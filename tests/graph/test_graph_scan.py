@@ -257,6 +257,8 @@ WIRE_CASES = {
     "unicode names": _node("\u00e9t\u00e9", "NoOp")
     + _node("\u4e2d", "Identity", ["\u00e9t\u00e9:1", "^\u00e9t\u00e9"]),
     "a node without fields": _node() + _node("b", "Identity", [""]),
+    "more op types and devices than the scan keeps at hand": b"".join(
+        _node(f"n{i}", f"Op{i * 7 % 150}", device=f"/device:CPU:{i % 70}" if i % 3 else "") for i in range(600)),
     "lengths in more bytes than needed": _tag(1, 2) + b"\x83\x80\x80\x00" + _text(1, "a") + _tag(1, 2) + b"\x80\x00",
 }
 
@@ -405,7 +407,9 @@ def test_a_loaded_model_hands_its_columns_to_the_first_index_only(native, tmp_pa
     path = tmp_path / "m.pb"
     path.write_bytes(real_graphs["bert"].SerializeToString())
     model = load_model(path)
-    assert model.columns is not None and model.columns.texts is None  # the validation's inputs let go
+    columns = model.columns
+    assert columns is not None and len(columns) == len(real_graphs["bert"].node)
+    assert (columns.texts, columns.devices, columns.counts, columns.offsets) == (None,) * 4  # the validation's
     assert take_columns(model) is not None and take_columns(model) is None  # once
     model = load_model(path)
     graph = model.graph_def  # handed out: it may be changed, the columns go
@@ -430,3 +434,29 @@ def test_loading_says_the_same_either_way(native, monkeypatch, real_graphs):
             read_graph_def(data, "g.pb")
         messages.append(str(raised.value))
     assert messages[0] == messages[1] and "reads output 7" in messages[0]
+
+
+def test_a_run_indexed_from_the_columns_fuses_the_same(native, monkeypatch, tmp_path, real_graphs):
+    """``fuse(load_model(path))``: the first index is made of the scan's columns, and the fused graph
+    and its report are those of a run reading the graph through protobuf."""
+    from scopefusion import fuse
+    from scopefusion.core.fusion import pipeline
+
+    path = tmp_path / "m.pb"
+    path.write_bytes(real_graphs["bert"].SerializeToString())
+    runs = []
+    for module in (native, None):
+        monkeypatch.setattr(graph_scan, "native_module", lambda name, m=module: m)
+        given: list[bool] = []
+
+        def index(graph_def, *, columns=None, given=given, **kwargs):
+            given.append(columns is not None)
+            return GraphIndex(graph_def, columns=columns, **kwargs)
+        monkeypatch.setattr(pipeline, "GraphIndex", index)
+        result = fuse(load_model(path), hints=False)
+        report = result.report
+        runs.append((given[:1], result.graph_def.SerializeToString(deterministic=True), report.fused_count(),
+                     report.op_counts_after, [(r.name, r.reason) for r in report.refused]))
+    assert runs[0][0] == [True] and runs[1][0] == [False]
+    assert runs[0][1:] == runs[1][1:]
+    assert runs[0][2] > 0

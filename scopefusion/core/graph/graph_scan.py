@@ -39,17 +39,22 @@ class GraphColumns:
 
     names: list[str]
     ops: list[str]  # interned: one object per op type
-    devices: list[str]
-    counts: list[int]  # each node's number of inputs
+    devices: list[str] | None  # None: let go (as the three below, see keep_index_columns)
+    counts: list[int] | None  # each node's number of inputs
     inputs: Inputs  # each node's (producer, port) pairs; producer -1: the input names no node
     index: dict[str, int]  # name -> position (a repeated name: its last node); the inputs hold its values
     dangling: list[str]  # "'reader' reads 'text'" for every input naming no node, in graph order
-    texts: list[str] | None  # every node's input strings, end to end (None once let go)
+    texts: list[str] | None  # every node's input strings, end to end
     offsets: array | None  # where each node's NodeDef bytes start in the buffer ('q'); None: no buffer
     lengths: array | None  # and how many bytes each takes
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def keep_index_columns(self) -> None:
+        """Let go of the columns only load-time validation reads (devices, input counts and strings)
+        and of the byte ranges (the bytes are let go after loading): what is left, an index takes over."""
+        self.devices = self.counts = self.texts = self.offsets = self.lengths = None
 
 
 def scan_columns(data: bytes | bytearray | memoryview) -> GraphColumns | None:

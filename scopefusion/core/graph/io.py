@@ -119,7 +119,7 @@ def read_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", st
         columns = scan_columns(data) if fmt == "pb" else None
         validate_graph(graph, source, parsed=True, serialized=data if fmt == "pb" else None, columns=columns)
         if columns is not None:
-            columns.texts = None  # read by the validation only
+            columns.keep_index_columns()
         return graph, fmt, columns
     raise GraphLoadError(f"{source}: not a GraphDef ({'; '.join(errors)})")
 

@@ -131,7 +131,8 @@ class _Validator:
         self.parsed = parsed  # read from bytes: no deeper than protobuf reads, so each node serializes safely
         self.serialized = serialized  # the bytes the graph was parsed from, when known
         self.nodes: Sequence["NodeDef"] = graph_def.node  # no list: a node's object is made when it is read
-        if columns is not None and (len(columns) != len(self.nodes) or columns.texts is None):
+        if columns is not None and (len(columns) != len(self.nodes) or None in (columns.texts, columns.devices,
+                                                                                 columns.counts)):
             columns = None
         self.columns = columns  # the graph's columns as scanned from those bytes, when known
         self.names: list[str] = list(map(_NAME, self.nodes)) if columns is None else columns.names
@@ -325,7 +326,7 @@ class _Validator:
         the positions of the nodes whose op type tells no output count above zero."""
         nodes = self.nodes
         flat = None
-        if self.columns is not None:
+        if self.columns is not None and self.columns.devices is not None:
             flat, self.devices, self.counts = self.columns.texts, set(self.columns.devices), self.columns.counts
         read = None if self.serialized is None or flat is not None else inputs_and_devices(self.serialized)
         if read is not None:

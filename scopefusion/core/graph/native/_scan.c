@@ -183,11 +183,49 @@ static int check_replaced(const unsigned char *buf, span old) {
     return SCAN_OK;
 }
 
+/* The strings that repeat from node to node (op types, devices), by their bytes: a string met
+ * again is the same object, made once. */
+#define CACHE_SLOTS 64
+typedef struct {
+    span where[CACHE_SLOTS];
+    PyObject *text[CACHE_SLOTS];
+} text_cache;
+
+static PyObject *cached_text(const unsigned char *buf, span s, text_cache *cache, int intern) {
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t k = 0; k < s.size; k++) {
+        hash = (hash ^ buf[s.start + k]) * 16777619u;
+    }
+    unsigned slot = hash % CACHE_SLOTS;
+    PyObject *held = cache->text[slot];
+    span where = cache->where[slot];
+    if (held != NULL && where.size == s.size && memcmp(buf + where.start, buf + s.start, (size_t)s.size) == 0) {
+        return Py_NewRef(held);
+    }
+    PyObject *text = text_at(buf, s);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (intern) {
+        PyUnicode_InternInPlace(&text); /* one object per op type, as sys.intern */
+    }
+    Py_XSETREF(cache->text[slot], Py_NewRef(text));
+    cache->where[slot] = s;
+    return text;
+}
+
+static void clear_cache(text_cache *cache) {
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        Py_CLEAR(cache->text[k]);
+    }
+}
+
 typedef struct {
     const unsigned char *buf;
     PyObject *names, *ops, *devices, *counts;
     spans nodes;  /* each node's payload */
     spans inputs; /* every input string, end to end */
+    text_cache op_types, device_names;
 } scan_state;
 
 /* Read one NodeDef's fields 1-4 and append its name, op, device and input count. */
@@ -228,14 +266,13 @@ static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
         PyObject *text;
         if (fields[k].start < 0) {
             text = PyUnicode_New(0, 0);
-        } else {
+        } else if (k == 0) {
             text = text_at(buf, fields[k]);
+        } else {
+            text = cached_text(buf, fields[k], k == 1 ? &st->op_types : &st->device_names, k == 1);
         }
         if (text == NULL) {
             return PyErr_Occurred() ? SCAN_ERROR : SCAN_CANNOT_TELL;
-        }
-        if (k == 1) {
-            PyUnicode_InternInPlace(&text); /* one object per op type, as sys.intern */
         }
         int failed = PyList_Append(lists[k], text);
         Py_DECREF(text);
@@ -439,8 +476,13 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*i:scan", &view, &max_digits)) {
         return NULL;
     }
-    scan_state st = {(const unsigned char *)view.buf, PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0),
-                     {NULL, 0, 0}, {NULL, 0, 0}};
+    scan_state st;
+    memset(&st, 0, sizeof st);
+    st.buf = (const unsigned char *)view.buf;
+    st.names = PyList_New(0);
+    st.ops = PyList_New(0);
+    st.devices = PyList_New(0);
+    st.counts = PyList_New(0);
     PyObject *index = PyDict_New(), *texts = PyList_New(0), *inputs = PyList_New(0), *dangling = PyList_New(0);
     PyObject *result = NULL;
     int status = SCAN_ERROR;
@@ -461,6 +503,8 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     } else if (status == SCAN_CANNOT_TELL) {
         result = Py_NewRef(Py_None);
     }
+    clear_cache(&st.op_types);
+    clear_cache(&st.device_names);
     PyMem_Free(st.nodes.items);
     PyMem_Free(st.inputs.items);
     Py_XDECREF(st.names);

@@ -49,22 +49,29 @@ def _c_compiler() -> str | None:
     return shutil.which(cc)
 
 
+BUILD_HINT = "build it with `pip install .` or, in a checkout, `python setup.py build_ext --inplace`"
+
+
 @pytest.fixture(scope="module")
 def native() -> ModuleType:
     try:
         return importlib.import_module("scopefusion.core.graph.native._scan")
-    except ImportError:
+    except ImportError as exc:
         if pure_python_forced():
             pytest.skip(f"the _scan extension is not built and {PURE_PYTHON_ENV} forces the pure-Python path")
-        raise
+        pytest.fail(f"the _scan extension is not built ({exc}); {BUILD_HINT}")
 
 
 def test_extension_is_built_where_a_compiler_is():
-    """Where a C compiler works, ``pip install .`` builds the extension (and so does this checkout's
+    """Where a C compiler is on the PATH, ``pip install .`` builds the extension (and so does this checkout's
     ``python setup.py build_ext --inplace``): a missing one is a failure, not a skip."""
     if _c_compiler() is None:
         pytest.skip("no C compiler on this machine: the pure-Python path is the one there is")
-    module = importlib.import_module("scopefusion.core.graph.native._scan")
+    try:
+        module = importlib.import_module("scopefusion.core.graph.native._scan")
+    except ImportError as exc:
+        pytest.fail(f"a C compiler is here ({_c_compiler()}) but the _scan extension is not built ({exc}); "
+                    f"{BUILD_HINT}")
     assert callable(module.scan)
 
 

@@ -334,7 +334,7 @@ def test_every_cut_of_a_graph_is_read_or_refused_as_protobuf_does(native, real_g
 
 
 def test_groups_deeper_than_the_scan_reads_are_left_to_protobuf(native):
-    deep = b"".join(_tag(9, 3) for _ in range(17)) + b"".join(_tag(9, 4) for _ in range(17))
+    deep = _tag(9, 3) * 17 + _tag(9, 4) * 17
     data = _node("a", "NoOp", extra=deep)
     assert _parsed(data) is not None
     assert native.scan(data, MAX_PORT_DIGITS) is None  # the caller reads the graph through protobuf
@@ -467,3 +467,23 @@ def test_a_run_indexed_from_the_columns_fuses_the_same(native, monkeypatch, tmp_
     assert runs[0][0] == [True] and runs[1][0] == [False]
     assert runs[0][1:] == runs[1][1:]
     assert runs[0][2] > 0
+
+
+def test_graph_columns_are_the_same_by_either_path(native, monkeypatch, real_graphs):
+    """:func:`graph_columns` scans where the extension is there and can tell, reads protobuf's API where
+    not (not built, forced off, or bytes the scan leaves to protobuf): the same columns."""
+    graph = real_graphs["while_loop"]
+    data = graph.SerializeToString()
+    deep = _node("deep", "NoOp", extra=_tag(9, 3) * 17 + _tag(9, 4) * 17)
+    spoilt = data + deep  # a node the scan leaves to protobuf
+    both = graph_pb2.GraphDef.FromString(spoilt)
+    read = {}
+    for module in (native, None):
+        monkeypatch.setattr(graph_scan, "native_module", lambda name, m=module: m)
+        read[module is None] = (graph_scan.graph_columns(graph, data), graph_scan.graph_columns(both, spoilt),
+                                graph_scan.scan_columns(spoilt))
+    for column in COLUMNS:
+        assert getattr(read[False][0], column) == getattr(read[True][0], column), column
+        assert getattr(read[False][1], column) == getattr(read[True][1], column), column
+    assert read[False][2] is None and read[True][2] is None
+    assert read[False][1].names[-1] == "deep"

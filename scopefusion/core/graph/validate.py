@@ -26,6 +26,8 @@ graph was read from, :mod:`.wire_view` reads them again for each node's attribut
 (its op type and attributes, tensor contents left out), and each signature is judged on one
 of its nodes; without them (a text file), a node holding the same serialized attributes as an
 earlier clean node of its type is clean, and a graph built in memory is judged node by node.
+The nodes' names, inputs and devices come from the native scan of those bytes where it read
+them (:mod:`.graph_scan`), else from :mod:`.wire_view` (inputs and devices) and the message.
 Inputs are looked at one by one only in the nodes holding one that does not plainly name a
 node with an output, found among the graph's distinct inputs.  TensorFlow is imported on the
 first call.

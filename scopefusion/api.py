@@ -18,7 +18,7 @@ from .core.functions import fuse_library, join_reports, library_op_counts
 from .core.functions.prune import called_functions, drop_uncalled
 from .core.graph.input_shapes import declare_input_shapes, parse_shape_spec
 from .core.graph.index import GraphIndex, no_gc
-from .core.graph.io import LoadedModel, load_model
+from .core.graph.io import LoadedModel, load_model, take_columns
 from .core.graph.model_input import ModelLike, as_model
 from .core.graph.output_ports import check_tensor_names
 from .core.graph.vocabulary import NON_OUTPUT_SINKS
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
     from .core.fusion.fused_ops import FusedOpDef
+    from .core.graph.graph_scan import GraphColumns
     from .core.verify.verify import VerifyResult
 
 SwitchLike = Union[str, "os.PathLike[str]", FusionSwitch, None]
@@ -210,13 +211,14 @@ def fuse(
     pipeline.progress = progress
     pipeline.options.keep_places = keep_places
     loaded = as_model(model, signature)
+    columns = take_columns(loaded) if run.mixed is None else None  # a mixed run indexes the graph before
     check_tensor_names([loaded.graph_def], run.options.outputs, "outputs")
     if not run.options.outputs and loaded.outputs:
         pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
     declared = declare_input_shapes(loaded.graph_def, run.shapes)
     if run.mixed is not None:
         pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
-    outcome = _fuse_graph_and_library(pipeline, loaded.graph_def, run, progress, functions)
+    outcome = _fuse_graph_and_library(pipeline, loaded.graph_def, run, progress, functions, columns)
     report = _complete_report(outcome, run, loaded, declared)
     if hints:
         t0 = time.perf_counter()
@@ -230,14 +232,16 @@ def fuse(
 
 
 def _fuse_graph_and_library(pipeline: FusionPipeline, graph_def: "GraphDef", run: "_Settings",
-                            progress: Callable[[str], None] | None, functions: bool) -> FusionOutcome:
+                            progress: Callable[[str], None] | None, functions: bool,
+                            columns: "GraphColumns | None" = None) -> FusionOutcome:
     """Fuse inside the library's functions (unless ``functions`` is false), then the graph itself:
     a pass over the graph's loops (DynamicRNN) reads their bodies fused.  Functions the fusion
-    left uncalled are removed; the report holds both, and the library's op counts."""
+    left uncalled are removed; the report holds both, and the library's op counts.  ``columns``:
+    the graph's nodes as read from its file (the library's fusion leaves the nodes as they are)."""
     called = called_functions(graph_def)
     library_before = library_op_counts(graph_def)
     library_report = _fuse_functions(graph_def, run, progress) if functions else None
-    outcome = pipeline.run(graph_def)
+    outcome = pipeline.run(graph_def, columns=columns)
     outcome.report.removed_functions = drop_uncalled(outcome.graph_def, called)
     if library_report is not None:
         join_reports(outcome.report, library_report)

@@ -37,6 +37,8 @@ from .rewrite import RewriteSummary, apply_plans, check_rewrite, check_written_n
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
+    from ..graph.graph_scan import GraphColumns
+
 
 @dataclass
 class FusionOutcome:
@@ -204,18 +206,21 @@ class FusionPipeline:
         if self.progress is not None:
             self.progress(text)
 
-    def run(self, graph_def: "GraphDef") -> FusionOutcome:
-        """Fuse ``graph_def`` in place and return it with the report."""
+    def run(self, graph_def: "GraphDef", *, columns: "GraphColumns | None" = None) -> FusionOutcome:
+        """Fuse ``graph_def`` in place and return it with the report.  ``columns``: its names, op
+        types and inputs as :mod:`..graph.graph_scan` read them from the bytes it was parsed from,
+        none of them changed since (the first index takes them over)."""
         # Indexing creates millions of small containers; pausing the cyclic
         # collector for the run saves its repeated full sweeps over them.
         with no_gc():
-            return self._run(graph_def)
+            return self._run(graph_def, columns)
 
-    def _run(self, graph_def: "GraphDef") -> FusionOutcome:
+    def _run(self, graph_def: "GraphDef", columns: "GraphColumns | None" = None) -> FusionOutcome:
         report = FusionReport()
         self._say(f"indexing {len(graph_def.node):,} nodes")
         t0 = time.perf_counter()
-        index = GraphIndex(graph_def)
+        index = GraphIndex(graph_def, columns=columns)
+        del columns  # the index holds what it uses
         report.nodes_before = len(index)
         report.op_counts_before = dict(Counter(index.ops))
         report.stage_seconds["index"] = time.perf_counter() - t0

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
+    from .graph_scan import GraphColumns
+
 _MAX_LISTED = 5
 _NAME, _OP = operator.attrgetter("name"), operator.attrgetter("op")
 
@@ -65,17 +67,29 @@ class GraphIndex:
     :class:`GraphValidationError` naming the offending nodes.
     """
 
-    def __init__(self, graph_def: "GraphDef", *, validate: bool = True) -> None:
+    def __init__(self, graph_def: "GraphDef", *, validate: bool = True,
+                 columns: "GraphColumns | None" = None) -> None:
+        """``columns``: the graph's names, op types and inputs as :mod:`.graph_scan` read them from
+        the bytes ``graph_def`` was parsed from, unchanged since (the index takes them over)."""
         self.graph_def = graph_def
         with no_gc():
             self.nodes: list["NodeDef"] = list(graph_def.node)
-            self.names: list[str] = list(map(_NAME, self.nodes))
-            self.ops: list[str] = list(map(sys.intern, map(_OP, self.nodes)))  # one string per op type
-            self.index: dict[str, int] = dict(zip(self.names, range(len(self.names)), strict=True))
+            if columns is not None and len(columns) != len(self.nodes):
+                columns = None  # not this graph's: read it through protobuf
+            if columns is None:
+                self.names: list[str] = list(map(_NAME, self.nodes))
+                self.ops: list[str] = list(map(sys.intern, map(_OP, self.nodes)))  # one string per op type
+                self.index: dict[str, int] = dict(zip(self.names, range(len(self.names)), strict=True))
+            else:
+                self.names, self.ops, self.index = columns.names, columns.ops, columns.index
             if validate and len(self.index) != len(self.names):
                 self._raise_duplicates()
-            self.inputs: Inputs = self._parse_inputs()
-            renew_wrappers(self.nodes, graph_def.node, compress(count(), map(operator.not_, self.inputs)))
+            if columns is None:
+                self.inputs: Inputs = self._parse_inputs()
+                renew_wrappers(self.nodes, graph_def.node, compress(count(), map(operator.not_, self.inputs)))
+            else:  # no node's input list was read: no wrapper to renew
+                self._raise_dangling(columns.dangling)
+                self.inputs = columns.inputs
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
         self._colocated: list[int] | None = None
@@ -97,11 +111,15 @@ class GraphIndex:
     def _parse_inputs(self) -> Inputs:
         dangling: list[str] = []
         result = parse_inputs(self.nodes, self.names, self.index, dangling)
+        self._raise_dangling(dangling)
+        return result
+
+    @staticmethod
+    def _raise_dangling(dangling: Sequence[str]) -> None:
         if dangling:
             raise GraphValidationError(
                 f"inputs that name no node in the graph: {_summarise(dangling)}"
             )
-        return result
 
     # ---------------------------------------------------------------- queries
     def __len__(self) -> int:

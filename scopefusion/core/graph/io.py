@@ -20,6 +20,7 @@ from google.protobuf import message, text_format
 
 from ..errors import GraphLoadError, OptionError
 from .encoded_graph import EncodedGraph
+from .graph_scan import GraphColumns, scan_columns
 from .output_paths import Payload, write_atomically
 from .protos import message_class
 from .validate import MAX_NESTING, validate_graph
@@ -35,15 +36,45 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
+class _HandedOut:
+    """The ``graph_def`` field of :class:`LoadedModel`: reading it lets go of the model's
+    ``columns``, which describe the graph as it was read (code given the message may change it)."""
+
+    def __get__(self, model: "LoadedModel | None", owner: type | None = None) -> "GraphDef":
+        if model is None:
+            raise AttributeError("graph_def")  # no default value
+        model.__dict__["columns"] = None
+        graph: GraphDef = model.__dict__["_graph_def"]
+        return graph
+
+    def __set__(self, model: "LoadedModel", graph: "GraphDef") -> None:
+        model.__dict__["_graph_def"] = graph
+        model.__dict__["columns"] = None
+
+
 @dataclass
 class LoadedModel:
-    """A model read from disk, with the inputs and outputs found in it."""
+    """A model read from disk, with the inputs and outputs found in it.  ``columns``: the graph's
+    columns as :mod:`.graph_scan` read them from the file's bytes, for the first index of a run
+    (see :func:`take_columns`); reading ``graph_def`` lets them go."""
 
-    graph_def: "GraphDef"
+    graph_def: "GraphDef"  # read and written through _HandedOut (set below, after the dataclass is made)
     source: str
     format: str  # "pb", "pbtxt" or "saved_model"
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    columns: GraphColumns | None = field(default=None, repr=False, compare=False)
+
+
+setattr(LoadedModel, "graph_def", _HandedOut())  # noqa: B010 (after the dataclass: graph_def keeps no default)
+
+
+def take_columns(model: LoadedModel) -> GraphColumns | None:
+    """The columns of ``model``'s graph as read, if nothing was handed its graph since (a run
+    takes them before it reads the graph, once: it changes the graph in place)."""
+    columns = model.__dict__.get("columns")
+    model.__dict__["columns"] = None
+    return columns
 
 
 def new_graph_def() -> "GraphDef":
@@ -57,6 +88,13 @@ def looks_like_text(data: bytes) -> bool:
 
 def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", str]:
     """Parse binary or text GraphDef bytes; returns the graph and its format."""
+    graph, fmt, _ = read_graph_def(data, source)
+    return graph, fmt
+
+
+def read_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", str, GraphColumns | None]:
+    """:func:`parse_graph_def`, and the graph's columns as the native scan read them from the binary
+    ``data`` (None: text, no native scan, or one that could not tell)."""
     graph = new_graph_def()
     attempts = ["pbtxt", "pb"] if looks_like_text(data) else ["pb", "pbtxt"]
     errors: list[str] = []
@@ -78,8 +116,11 @@ def parse_graph_def(data: bytes, source: str = "<bytes>") -> tuple["GraphDef", s
             graph.Clear()
             errors.append("as pb: no nodes found")
             continue
-        validate_graph(graph, source, parsed=True, serialized=data if fmt == "pb" else None)
-        return graph, fmt
+        columns = scan_columns(data) if fmt == "pb" else None
+        validate_graph(graph, source, parsed=True, serialized=data if fmt == "pb" else None, columns=columns)
+        if columns is not None:
+            columns.keep_index_columns()
+        return graph, fmt, columns
     raise GraphLoadError(f"{source}: not a GraphDef ({'; '.join(errors)})")
 
 
@@ -183,10 +224,10 @@ def load_model(path: str | os.PathLike[str], signature: str | None = None) -> Lo
         data = p.read_bytes()
     except OSError as exc:
         raise GraphLoadError(f"{p}: cannot read ({exc.strerror})") from exc
-    graph, fmt = parse_graph_def(data, str(p))
+    graph, fmt, columns = read_graph_def(data, str(p))
     if not graph.node:
         raise GraphLoadError(f"{p}: the graph has no nodes" + (" (empty file)" if not data.strip() else ""))
-    return LoadedModel(graph, str(p), fmt)
+    return LoadedModel(graph, str(p), fmt, columns=columns)
 
 
 def load_saved_model(path: Path, signature: str | None = None) -> LoadedModel:
@@ -284,5 +325,5 @@ def save_graph(graph_def: "GraphDef", path: str | os.PathLike[str], fmt: str | N
 
 __all__ = ["GRAPH_FORMATS", "GRAPH_SUFFIXES", "LoadedModel", "allowed_extensions", "check_model_path",
            "choose_signature", "default_output_path", "graph_bytes", "graph_format_for", "graph_payload", "load_model",
-           "load_saved_model", "looks_like_text", "model_name", "new_graph_def", "parse_graph_def", "save_graph",
-           "write_atomically"]
+           "load_saved_model", "looks_like_text", "model_name", "new_graph_def", "parse_graph_def", "read_graph_def",
+           "save_graph", "take_columns", "write_atomically"]

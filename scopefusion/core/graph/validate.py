@@ -26,6 +26,8 @@ graph was read from, :mod:`.wire_view` reads them again for each node's attribut
 (its op type and attributes, tensor contents left out), and each signature is judged on one
 of its nodes; without them (a text file), a node holding the same serialized attributes as an
 earlier clean node of its type is clean, and a graph built in memory is judged node by node.
+The nodes' names, inputs and devices come from the native scan of those bytes where it read
+them (:mod:`.graph_scan`), else from :mod:`.wire_view` (inputs and devices) and the message.
 Inputs are looked at one by one only in the nodes holding one that does not plainly name a
 node with an output, found among the graph's distinct inputs.  TensorFlow is imported on the
 first call.
@@ -49,6 +51,7 @@ from .attr_rules import (
 )
 from .edge_checks import check_edges
 from .graph_checks import const_problems, content_sizes, device_problem, shape_problem, version_problems
+from .graph_scan import GraphColumns
 from .index import no_gc
 from .library_checks import called_functions, library_problems, missing_function
 from .op_typing import NodeTypes, node_types
@@ -124,12 +127,17 @@ class _Validator:
     """Two passes over a graph's nodes (their own fields, then their inputs), collecting
     what is wrong with each node."""
 
-    def __init__(self, graph_def: "GraphDef", parsed: bool = False, serialized: bytes | None = None) -> None:
+    def __init__(self, graph_def: "GraphDef", parsed: bool = False, serialized: bytes | None = None,
+                 columns: GraphColumns | None = None) -> None:
         self.graph_def = graph_def
         self.parsed = parsed  # read from bytes: no deeper than protobuf reads, so each node serializes safely
         self.serialized = serialized  # the bytes the graph was parsed from, when known
         self.nodes: Sequence["NodeDef"] = graph_def.node  # no list: a node's object is made when it is read
-        self.names: list[str] = list(map(_NAME, self.nodes))
+        if columns is not None and (len(columns) != len(self.nodes) or None in (columns.texts, columns.devices,
+                                                                                 columns.counts)):
+            columns = None
+        self.columns = columns  # the graph's columns as scanned from those bytes, when known
+        self.names: list[str] = list(map(_NAME, self.nodes)) if columns is None else columns.names
         self.functions = {f.signature.name: len(f.signature.output_arg) for f in graph_def.library.function}
         self.signatures = {f.signature.name: f.signature for f in graph_def.library.function}
         self.name_set: set[str] | None = None  # the node names, made when a colocation names one
@@ -319,8 +327,10 @@ class _Validator:
         among the distinct inputs of the graph, then in the list of all inputs).  ``silent``:
         the positions of the nodes whose op type tells no output count above zero."""
         nodes = self.nodes
-        read = None if self.serialized is None else inputs_and_devices(self.serialized)
         flat = None
+        if self.columns is not None and self.columns.devices is not None:
+            flat, self.devices, self.counts = self.columns.texts, set(self.columns.devices), self.columns.counts
+        read = None if self.serialized is None or flat is not None else inputs_and_devices(self.serialized)
         if read is not None:
             flat, self.devices = read
         if flat is None:
@@ -329,7 +339,8 @@ class _Validator:
         odd, index = self.odd_inputs(flat, silent)
         if not odd:
             return
-        self.counts = list(map(len, map(_INPUT, nodes)))
+        if self.counts is None:
+            self.counts = list(map(len, map(_INPUT, nodes)))
         ends = list(accumulate(self.counts))
         if ends[-1] != len(flat):  # not seen: the same bytes hold the same inputs
             flat = self.flat = list(chain.from_iterable(map(_INPUT, nodes)))
@@ -445,16 +456,18 @@ def describe(problems: list[tuple[str, list[str]]]) -> str:
 
 
 def validate_graph(graph_def: "GraphDef", source: str = "", *, parsed: bool = False,
-                   serialized: bytes | None = None) -> None:
+                   serialized: bytes | None = None, columns: GraphColumns | None = None) -> None:
     """Refuse a graph TensorFlow would not accept (see the module's documentation):
     :class:`GraphValidationError` on one line, naming up to five nodes, each with
     what is wrong with it; ``source`` (a file name) starts the message.  ``parsed``: the
     graph was just parsed from bytes, so that nothing in it nests deeper than protobuf
     reads, and nodes repeating the attributes of an earlier one are judged at once.
     ``serialized``: the bytes ``graph_def`` was parsed from (binary), read again for the
-    nodes' attribute signatures and inputs; the result is the same without them."""
+    nodes' attribute signatures and inputs; the result is the same without them.  ``columns``: the
+    graph's columns as :mod:`.graph_scan` read them from those bytes (names, inputs, devices)."""
     with no_gc():  # many small objects, none of them cyclic
-        problems = _Validator(graph_def, parsed or serialized is not None, serialized).problems(definitions=True)
+        validator = _Validator(graph_def, parsed or serialized is not None, serialized, columns)
+        problems = validator.problems(definitions=True)
     if problems:
         prefix = f"{source}: " if source else ""
         raise GraphValidationError(f"{prefix}invalid graph: {describe(problems)}")

@@ -1,0 +1,532 @@
+/* One pass over a serialized GraphDef: the columns a graph index is made of.
+ *
+ * scan(data, max_port_digits) reads the protobuf wire format of a GraphDef (any object
+ * with the buffer protocol) and returns
+ *
+ *     (offsets, lengths, names, ops, devices, counts, texts, inputs, index, dangling)
+ *
+ * offsets, lengths: bytes holding one native int64 per node: where the node's NodeDef
+ *     payload starts in ``data`` and how many bytes it takes;
+ * names, ops, devices: lists of str, one per node (ops interned: one object per op type);
+ * counts: each node's number of inputs; texts: every node's input strings, end to end;
+ * inputs: per node a tuple of (producer, port) pairs, read as edge_lists.parse_inputs reads
+ *     them (control "^x" -> port -1, "x:k" with k a port of at most max_port_digits
+ *     digits -> port k, an input naming no node -> producer -1 and a line in dangling);
+ * index: name -> position (the last node of a repeated name); its values are the int
+ *     objects the inputs hold.
+ *
+ * It returns None where it cannot tell what protobuf would read: a malformed or truncated
+ * buffer (a field cut short, a varint of more than ten bytes, a tag of more than 32 bits or of
+ * field 0, an undefined wire type, an end-group tag out of place), a string that is not UTF-8,
+ * groups nested more than MAX_GROUP_DEPTH deep.  Anything else follows protobuf: a scalar
+ * string given twice keeps the last, repeated inputs append, every other field is skipped by
+ * its wire type (attributes and unknown fields; a known field with another wire type than its
+ * own is an unknown one to protobuf), whatever GraphDef fields sit between the nodes.  What is
+ * skipped is not looked into: the caller has protobuf parse the bytes first.  Every read is
+ * bounds-checked against the buffer.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t size;
+} span;
+
+typedef struct {
+    span *items;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} spans;
+
+/* The reasons a scan stops. */
+#define SCAN_OK 0
+#define SCAN_CANNOT_TELL 1 /* return None */
+#define SCAN_ERROR 2       /* a Python exception is set */
+
+static int push(spans *list, Py_ssize_t start, Py_ssize_t size) {
+    if (list->len == list->cap) {
+        Py_ssize_t cap = list->cap ? list->cap * 2 : 1024;
+        span *grown = PyMem_Realloc(list->items, (size_t)cap * sizeof(span));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        list->items = grown;
+        list->cap = cap;
+    }
+    list->items[list->len].start = start;
+    list->items[list->len].size = size;
+    list->len++;
+    return 0;
+}
+
+/* A varint of at most ten bytes at *pos (< end); -1 when truncated or longer. */
+static int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    uint64_t value = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < 10; i++) {
+        if (p >= end) {
+            return -1;
+        }
+        unsigned char b = buf[p++];
+        value |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pos = p;
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A field's tag: its number (>= 1) and wire type; -1 when it is none protobuf reads. */
+static int read_tag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t *field, int *wire) {
+    uint64_t tag;
+    if (read_varint(buf, pos, end, &tag) < 0 || tag > UINT32_MAX || (tag >> 3) == 0) {
+        return -1;
+    }
+    *field = (uint32_t)(tag >> 3);
+    *wire = (int)(tag & 7);
+    return 0;
+}
+
+/* The payload of a length-delimited field: [*start, *start + *size) inside [pos, end). */
+static int read_length(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *start,
+                       Py_ssize_t *size) {
+    uint64_t n;
+    if (read_varint(buf, pos, end, &n) < 0 || n > (uint64_t)(end - *pos)) {
+        return -1;
+    }
+    *start = *pos;
+    *size = (Py_ssize_t)n;
+    *pos += (Py_ssize_t)n;
+    return 0;
+}
+
+static int skip_value(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int wire,
+                      int depth);
+
+/* Step over a group's fields up to its end tag (the same field number); groups nested deeper than
+ * MAX_GROUP_DEPTH are left to protobuf (-1). */
+#define MAX_GROUP_DEPTH 16
+static int skip_group(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int depth) {
+    if (depth > MAX_GROUP_DEPTH) {
+        return -1;
+    }
+    for (;;) {
+        uint32_t inner;
+        int wire;
+        if (read_tag(buf, pos, end, &inner, &wire) < 0) {
+            return -1;
+        }
+        if (wire == 4) {
+            return inner == field ? 0 : -1;
+        }
+        if (skip_value(buf, pos, end, inner, wire, depth) < 0) {
+            return -1;
+        }
+    }
+}
+
+/* Step over the value of a field (number ``field``) of wire type ``wire``: -1 when it is cut
+ * short, an end tag stands alone or the wire type is undefined (6, 7). */
+static int skip_value(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int wire,
+                      int depth) {
+    uint64_t ignored;
+    Py_ssize_t start, size;
+    switch (wire) {
+    case 0:
+        return read_varint(buf, pos, end, &ignored);
+    case 1:
+        if (end - *pos < 8) {
+            return -1;
+        }
+        *pos += 8;
+        return 0;
+    case 2:
+        return read_length(buf, pos, end, &start, &size);
+    case 3:
+        return skip_group(buf, pos, end, field, depth + 1);
+    case 5:
+        if (end - *pos < 4) {
+            return -1;
+        }
+        *pos += 4;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* ``size`` bytes at ``start`` as str; NULL with no exception set when they are not UTF-8. */
+static PyObject *text_at(const unsigned char *buf, span s) {
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)buf + s.start, s.size, "strict");
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+    }
+    return text;
+}
+
+/* A string field given again: the earlier value must have been UTF-8 too (protobuf checks every one). */
+static int check_replaced(const unsigned char *buf, span old) {
+    if (old.start < 0) {
+        return SCAN_OK;
+    }
+    PyObject *text = text_at(buf, old);
+    if (text == NULL) {
+        return PyErr_Occurred() ? SCAN_ERROR : SCAN_CANNOT_TELL;
+    }
+    Py_DECREF(text);
+    return SCAN_OK;
+}
+
+/* The strings that repeat from node to node (op types, devices), by their bytes: a string met
+ * again is the same object, made once. */
+#define CACHE_SLOTS 64
+typedef struct {
+    span where[CACHE_SLOTS];
+    PyObject *text[CACHE_SLOTS];
+} text_cache;
+
+static PyObject *cached_text(const unsigned char *buf, span s, text_cache *cache, int intern) {
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t k = 0; k < s.size; k++) {
+        hash = (hash ^ buf[s.start + k]) * 16777619u;
+    }
+    unsigned slot = hash % CACHE_SLOTS;
+    PyObject *held = cache->text[slot];
+    span where = cache->where[slot];
+    if (held != NULL && where.size == s.size && memcmp(buf + where.start, buf + s.start, (size_t)s.size) == 0) {
+        return Py_NewRef(held);
+    }
+    PyObject *text = text_at(buf, s);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (intern) {
+        PyUnicode_InternInPlace(&text); /* one object per op type, as sys.intern */
+    }
+    Py_XSETREF(cache->text[slot], Py_NewRef(text));
+    cache->where[slot] = s;
+    return text;
+}
+
+static void clear_cache(text_cache *cache) {
+    for (int k = 0; k < CACHE_SLOTS; k++) {
+        Py_CLEAR(cache->text[k]);
+    }
+}
+
+typedef struct {
+    const unsigned char *buf;
+    PyObject *names, *ops, *devices, *counts;
+    spans nodes;  /* each node's payload */
+    spans inputs; /* every input string, end to end */
+    text_cache op_types, device_names;
+} scan_state;
+
+/* Read one NodeDef's fields 1-4 and append its name, op, device and input count. */
+static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
+    const unsigned char *buf = st->buf;
+    span name = {-1, 0}, op = {-1, 0}, device = {-1, 0};
+    Py_ssize_t first_input = st->inputs.len;
+    while (pos < end) {
+        uint32_t field;
+        int wire;
+        if (read_tag(buf, &pos, end, &field, &wire) < 0) {
+            return SCAN_CANNOT_TELL;
+        }
+        if (field >= 1 && field <= 4 && wire == 2) { /* another wire type: an unknown field to protobuf */
+            span value;
+            if (read_length(buf, &pos, end, &value.start, &value.size) < 0) {
+                return SCAN_CANNOT_TELL;
+            }
+            span *slot = field == 1 ? &name : field == 2 ? &op : field == 4 ? &device : NULL;
+            if (slot == NULL) {
+                if (push(&st->inputs, value.start, value.size) < 0) {
+                    return SCAN_ERROR;
+                }
+                continue;
+            }
+            int status = check_replaced(buf, *slot);
+            if (status != SCAN_OK) {
+                return status;
+            }
+            *slot = value;
+        } else if (skip_value(buf, &pos, end, field, wire, 0) < 0) {
+            return SCAN_CANNOT_TELL;
+        }
+    }
+    span fields[3] = {name, op, device};
+    PyObject *lists[3] = {st->names, st->ops, st->devices};
+    for (int k = 0; k < 3; k++) {
+        PyObject *text;
+        if (fields[k].start < 0) {
+            text = PyUnicode_New(0, 0);
+        } else if (k == 0) {
+            text = text_at(buf, fields[k]);
+        } else {
+            text = cached_text(buf, fields[k], k == 1 ? &st->op_types : &st->device_names, k == 1);
+        }
+        if (text == NULL) {
+            return PyErr_Occurred() ? SCAN_ERROR : SCAN_CANNOT_TELL;
+        }
+        int failed = PyList_Append(lists[k], text);
+        Py_DECREF(text);
+        if (failed < 0) {
+            return SCAN_ERROR;
+        }
+    }
+    PyObject *count = PyLong_FromSsize_t(st->inputs.len - first_input);
+    if (count == NULL) {
+        return SCAN_ERROR;
+    }
+    int failed = PyList_Append(st->counts, count);
+    Py_DECREF(count);
+    return failed < 0 ? SCAN_ERROR : SCAN_OK;
+}
+
+/* The GraphDef's top level: every node field (1) read, every other field stepped over. */
+static int scan_graph(scan_state *st, Py_ssize_t size) {
+    Py_ssize_t pos = 0;
+    while (pos < size) {
+        uint32_t field;
+        int wire;
+        if (read_tag(st->buf, &pos, size, &field, &wire) < 0) {
+            return SCAN_CANNOT_TELL;
+        }
+        if (field != 1 || wire != 2) { /* node with another wire type: an unknown field to protobuf */
+            if (skip_value(st->buf, &pos, size, field, wire, 0) < 0) {
+                return SCAN_CANNOT_TELL;
+            }
+            continue;
+        }
+        span node;
+        if (read_length(st->buf, &pos, size, &node.start, &node.size) < 0) {
+            return SCAN_CANNOT_TELL;
+        }
+        if (push(&st->nodes, node.start, node.size) < 0) {
+            return SCAN_ERROR;
+        }
+        int status = scan_node(st, node.start, node.start + node.size);
+        if (status != SCAN_OK) {
+            return status;
+        }
+    }
+    return SCAN_OK;
+}
+
+/* ``text`` (the input string at ``s``) read as a reference: the name it refers to and its port,
+ * as edge_lists.parse_node_inputs reads an input that is no node's name. */
+static PyObject *referred_name(const unsigned char *buf, span s, PyObject *text, int max_digits, long *port) {
+    const unsigned char *p = buf + s.start;
+    if (s.size > 0 && p[0] == '^') {
+        *port = -1;
+        return PyUnicode_Substring(text, 1, PyUnicode_GET_LENGTH(text));
+    }
+    Py_ssize_t colon = s.size - 1; /* rfind(":"): ':' is one byte in UTF-8, never inside another */
+    while (colon >= 0 && p[colon] != ':') {
+        colon--;
+    }
+    Py_ssize_t digits = s.size - colon - 1;
+    int is_port = colon > 0 && digits >= 1 && digits <= max_digits;
+    long value = 0;
+    for (Py_ssize_t k = colon + 1; is_port && k < s.size; k++) {
+        if (p[k] < '0' || p[k] > '9') {
+            is_port = 0;
+        } else {
+            value = value * 10 + (p[k] - '0');
+        }
+    }
+    if (!is_port) {
+        *port = 0;
+        Py_INCREF(text);
+        return text;
+    }
+    *port = value;
+    /* the digits are ASCII: the name is the text's first len - digits - 1 characters */
+    Py_ssize_t chars = PyUnicode_GET_LENGTH(text);
+    return PyUnicode_Substring(text, 0, chars - digits - 1);
+}
+
+/* One node's inputs as a tuple of (producer, port) pairs. */
+static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n, PyObject *reader,
+                             PyObject *index, PyObject *texts, PyObject *dangling, int max_digits, int *bad) {
+    PyObject *result = PyTuple_New(n);
+    if (result == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *text = text_at(buf, items[k]);
+        if (text == NULL) {
+            *bad = PyErr_Occurred() == NULL;
+            goto fail;
+        }
+        int failed = PyList_Append(texts, text);
+        if (failed < 0) {
+            Py_DECREF(text);
+            goto fail;
+        }
+        PyObject *producer = PyDict_GetItemWithError(index, text); /* borrowed */
+        PyObject *port;
+        if (producer != NULL) {
+            Py_INCREF(producer);
+            port = PyLong_FromLong(0);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(text);
+            goto fail;
+        } else {
+            long number;
+            PyObject *name = referred_name(buf, items[k], text, max_digits, &number);
+            if (name == NULL) {
+                Py_DECREF(text);
+                goto fail;
+            }
+            producer = PyDict_GetItemWithError(index, name);
+            Py_DECREF(name);
+            if (producer != NULL) {
+                Py_INCREF(producer);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(text);
+                goto fail;
+            } else {
+                PyObject *line = PyUnicode_FromFormat("%R reads %R", reader, text);
+                if (line == NULL || PyList_Append(dangling, line) < 0) {
+                    Py_XDECREF(line);
+                    Py_DECREF(text);
+                    goto fail;
+                }
+                Py_DECREF(line);
+                producer = PyLong_FromLong(-1);
+            }
+            port = PyLong_FromLong(number);
+        }
+        Py_DECREF(text);
+        if (producer == NULL || port == NULL) {
+            Py_XDECREF(producer);
+            Py_XDECREF(port);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_Pack(2, producer, port);
+        Py_DECREF(producer);
+        Py_DECREF(port);
+        if (pair == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(result, k, pair);
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
+/* The name table, then every node's inputs read against it. */
+static int resolve(scan_state *st, PyObject *index, PyObject *texts, PyObject *inputs, PyObject *dangling,
+                   int max_digits) {
+    Py_ssize_t n = PyList_GET_SIZE(st->names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyLong_FromSsize_t(i);
+        if (id == NULL) {
+            return SCAN_ERROR;
+        }
+        int failed = PyDict_SetItem(index, PyList_GET_ITEM(st->names, i), id);
+        Py_DECREF(id);
+        if (failed < 0) {
+            return SCAN_ERROR;
+        }
+    }
+    Py_ssize_t next = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(st->counts, i));
+        int bad = 0;
+        PyObject *ins = node_inputs(st->buf, st->inputs.items + next, count, PyList_GET_ITEM(st->names, i), index,
+                                    texts, dangling, max_digits, &bad);
+        if (ins == NULL) {
+            return bad ? SCAN_CANNOT_TELL : SCAN_ERROR;
+        }
+        next += count;
+        int failed = PyList_Append(inputs, ins);
+        Py_DECREF(ins);
+        if (failed < 0) {
+            return SCAN_ERROR;
+        }
+    }
+    return SCAN_OK;
+}
+
+static PyObject *int64_column(spans *list, int sizes) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, list->len * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        return NULL;
+    }
+    int64_t *column = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < list->len; i++) {
+        column[i] = sizes ? (int64_t)list->items[i].size : (int64_t)list->items[i].start;
+    }
+    return out;
+}
+
+static PyObject *scan(PyObject *module, PyObject *args) {
+    Py_buffer view;
+    int max_digits;
+    if (!PyArg_ParseTuple(args, "y*i:scan", &view, &max_digits)) {
+        return NULL;
+    }
+    scan_state st;
+    memset(&st, 0, sizeof st);
+    st.buf = (const unsigned char *)view.buf;
+    st.names = PyList_New(0);
+    st.ops = PyList_New(0);
+    st.devices = PyList_New(0);
+    st.counts = PyList_New(0);
+    PyObject *index = PyDict_New(), *texts = PyList_New(0), *inputs = PyList_New(0), *dangling = PyList_New(0);
+    PyObject *result = NULL;
+    int status = SCAN_ERROR;
+    if (st.names && st.ops && st.devices && st.counts && index && texts && inputs && dangling) {
+        status = scan_graph(&st, view.len);
+        if (status == SCAN_OK) {
+            status = resolve(&st, index, texts, inputs, dangling, max_digits);
+        }
+    }
+    if (status == SCAN_OK) {
+        PyObject *offsets = int64_column(&st.nodes, 0), *lengths = int64_column(&st.nodes, 1);
+        if (offsets && lengths) {
+            result = PyTuple_Pack(10, offsets, lengths, st.names, st.ops, st.devices, st.counts, texts, inputs,
+                                  index, dangling);
+        }
+        Py_XDECREF(offsets);
+        Py_XDECREF(lengths);
+    } else if (status == SCAN_CANNOT_TELL) {
+        result = Py_NewRef(Py_None);
+    }
+    clear_cache(&st.op_types);
+    clear_cache(&st.device_names);
+    PyMem_Free(st.nodes.items);
+    PyMem_Free(st.inputs.items);
+    Py_XDECREF(st.names);
+    Py_XDECREF(st.ops);
+    Py_XDECREF(st.devices);
+    Py_XDECREF(st.counts);
+    Py_XDECREF(index);
+    Py_XDECREF(texts);
+    Py_XDECREF(inputs);
+    Py_XDECREF(dangling);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(data, max_port_digits) -> (offsets, lengths, names, ops, devices, counts, texts, inputs, index, "
+     "dangling) or None: the columns of the serialized GraphDef ``data`` (see the source's head)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
+                                    "One pass over a serialized GraphDef: a graph index's columns.", -1, methods};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -128,9 +128,11 @@ def check_small_instance(gen: Generator, registry) -> str:
             f"nodes) runs in TensorFlow; fused {fused}; output max abs diff {err:.1e} (max |y| {scale:.2g})")
 
 
-def check_fused(name: str, report, graph_def, scopes: Sequence[str], expected: dict[str, int]) -> dict[str, int]:
+def check_fused(name: str, report, graph_def, scopes: Sequence[str], expected: dict[str, int],
+                switched: bool = False) -> dict[str, int]:
     """Every pass ran cleanly, every layer norm scope is fused, and each fused op type
-    appears exactly as often as the generator says; returns the fused counts."""
+    appears exactly as often as the generator says (only at most that often when a fusion
+    switch file turned passes off); returns the fused counts."""
     errors = [f"{p.name}: {p.error}" for p in report.passes if p.error]
     if errors:
         raise SystemExit(f"{name}: pass errors: {errors}")
@@ -146,6 +148,8 @@ def check_fused(name: str, report, graph_def, scopes: Sequence[str], expected: d
     # a later stage (UB fusion: MatMulBiasAdd + activation) may take fused ops into its own
     later = any(p.fusion_type == "UBFusion" and p.fused for p in report.passes)
     for op_type, want in expected.items():
+        if switched and fused[op_type] <= want and in_graph[op_type] <= want:
+            continue  # a pass switched off leaves its blocks unfused
         if fused[op_type] != want or (in_graph[op_type] != want and not later):
             refused = [f"{r.name}: {r.reason}" for p in report.passes for r in p.refused[:2]]
             raise SystemExit(f"{name}: {fused[op_type]} {op_type} fused, {in_graph[op_type]} {op_type} nodes "
@@ -186,7 +190,8 @@ def best_of(n: int, fn: Callable[[], None]) -> float:
     return best
 
 
-def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: dict[str, int]) -> FuseTiming:
+def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: dict[str, int],
+              switch: str | None = None) -> FuseTiming:
     """load + run + save, each timed; checks that everything expected was fused."""
     from scopefusion import fuse, load_model, save_graph
 
@@ -197,7 +202,8 @@ def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: 
         t_load = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        result = fuse(model, registry=registry)
+        # the passes a switch file leaves out are not tried afterwards for hints: that is their work
+        result = fuse(model, registry=registry, fusion_switch_file=switch, hints=switch is None)
         t_run = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -206,7 +212,7 @@ def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: 
         cpu = time.process_time() - cpu0
 
     report = result.report
-    fused = check_fused(src.name, report, result.graph_def, scopes, expected)
+    fused = check_fused(src.name, report, result.graph_def, scopes, expected, switch is not None)
     return FuseTiming(
         load=t_load, run=t_run, save=t_save, cpu=cpu, stages=exclusive_stages(report.stage_seconds),
         pass_seconds={p.name: p.seconds for p in report.passes if p.engine == "graph" and p.ran},
@@ -216,7 +222,7 @@ def fuse_once(src: Path, dest: Path, registry, scopes: Sequence[str], expected: 
 
 
 def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repeats: int, repeats: int,
-              memory: bool = False) -> Result:
+              memory: bool = False, switch: str | None = None) -> Result:
     from scopefusion.core.graph.index import GraphIndex
     from tensorflow.core.framework import graph_pb2
 
@@ -251,7 +257,7 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
     dest = workdir / f"{gen.kind}_{nodes}.fused.pb"
     runs = []
     for _ in range(repeats):
-        runs.append(fuse_once(src, dest, registry, scopes, expected))
+        runs.append(fuse_once(src, dest, registry, scopes, expected, switch))
         gc.collect()
     print(f"   sha256 of the fused {gen.kind} graph ({n_nodes} nodes): {hashlib.sha256(dest.read_bytes()).hexdigest()}")
     result = Result(
@@ -266,16 +272,17 @@ def bench_one(gen: Generator, nodes: int, workdir: Path, registry, baseline_repe
     return result
 
 
-def profile_run(gen: Generator, nodes: int, workdir: Path, registry, what: str, top: int) -> None:
+def profile_run(gen: Generator, nodes: int, workdir: Path, registry, what: str, top: int,
+                switch: str | None = None) -> None:
     """cProfile of the whole run (``run``), or of the scope or graph stage alone (the graph
     stage runs on the graph the scope stage left, as in a whole run)."""
     import cProfile
     import pstats
 
-    from scopefusion import FusionSwitch, load_model
+    from scopefusion import load_model
     from scopefusion.core.fusion.options import FusionOptions
     from scopefusion.core.fusion.pipeline import FusionPipeline
-    from scopefusion.api import build_pipeline
+    from scopefusion.api import build_pipeline, load_switch
 
     generated = gen.build(gen.units_for(nodes))
     src = workdir / f"{gen.kind}_{nodes}.profile.pb"
@@ -283,7 +290,7 @@ def profile_run(gen: Generator, nodes: int, workdir: Path, registry, what: str, 
     n_nodes = len(generated.graph_def.node)
     del generated
     gc.collect()
-    pipeline = build_pipeline(registry, FusionOptions(), FusionSwitch.default())
+    pipeline = build_pipeline(registry, FusionOptions(), load_switch(switch))
     if pipeline.engines[0].stage != "scope":
         raise RuntimeError(f"expected the scope engine first, got {[e.stage for e in pipeline.engines]}")
     parts = {
@@ -361,6 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", nargs="?", const="run", choices=("run", "scope", "graph"), default=None,
                         help="also cProfile, on the largest size, the whole run (default) or one stage")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--fusion-switch-file", default=None, metavar="FILE",
+                        help="turn graph passes on or off as this fusion switch file says (e.g. to time only "
+                             "the passes an older version had; the passes left out are not tried for hints "
+                             "either); fused counts are then checked as at most what the generator expects")
     parser.add_argument("--memory", action="store_true",
                         help="also measure, in a process of its own, the peak memory of a run above the parsed graph")
     args = parser.parse_args(argv)
@@ -383,15 +394,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(source_fingerprint())
     print(f"graph: {gen.kind}; {gen.describe()}")
     print(f"passes: scope {[s.name for s in registry.passes]}, graph {[s.name for s in registry.graph_passes]}")
+    if args.fusion_switch_file:
+        lines = Path(args.fusion_switch_file).read_text().splitlines()
+        said = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        print(f"fusion switch file {args.fusion_switch_file}: {' '.join(said)}")
     if not args.skip_tf_check:
         print("check:", check_small_instance(gen, registry))
 
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_fuse.") as tmp:
         for nodes in sizes:
-            r = bench_one(gen, nodes, Path(tmp), registry, args.baseline_repeats, max(1, args.repeat), args.memory)
+            r = bench_one(gen, nodes, Path(tmp), registry, args.baseline_repeats, max(1, args.repeat), args.memory,
+                          args.fusion_switch_file)
             print_result(r)
-            if gen.kind == "dense-gelu":
+            if gen.kind == "dense-gelu" and args.fusion_switch_file is None:
                 f = r.fuse.fused
                 assert f["MatMulBiasAdd"] == f["Gelu"] == r.units, (f, r.units)
                 print(f"   every block fused: {f['MatMulBiasAdd']} MatMulBiasAdd and {f['Gelu']} Gelu "
@@ -399,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(r)
         print_summary(results)
         if args.profile:
-            profile_run(gen, max(sizes), Path(tmp), registry, args.profile, args.profile_top)
+            profile_run(gen, max(sizes), Path(tmp), registry, args.profile, args.profile_top,
+                        args.fusion_switch_file)
     print(f"\nwall time {time.perf_counter() - started:.1f} s, load average now {os.getloadavg()[0]:.2f} "
           "(our run counts for about 1)")
     return 0

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from scopefusion import ANY, GraphView, MatchFailure, OpPattern, PatternMatcher, const, op
-from scopefusion.core.graph.chains import MAX_CHAIN_LEAVES
+from scopefusion.core.graph.canonical import direct_view
+from scopefusion.core.graph.chains import CHAIN_SPLITS, MAX_CHAIN_LEAVES, chain_cuts, searched_cuts
 from scopefusion.core.graph.matching import find_matches
 
 
@@ -158,6 +159,33 @@ def test_chain_cutting_is_bounded():
     assert MAX_CHAIN_LEAVES <= 8
     eight = op("Mul", *(["$x"] * MAX_CHAIN_LEAVES))
     assert "has 2 inputs" in str(fails(eight, "c_first"))
+
+
+def _cuts_told_both_ways(inside: frozenset[int] | None) -> int:
+    """Every chain of the test graph (each Mul, Add, AddV2, Maximum, Minimum and each node a chain
+    splits through, as a root), cut into 1 to MAX_CHAIN_LEAVES + 1 operands: the cuts
+    :func:`chain_cuts` gives (a chain cut as far as it goes told without a search) are those the
+    general search gives, in the same order; returns how many cuts there were."""
+    view = _view()
+    matcher = PatternMatcher(view, inside=inside)
+    total = 0
+    for node, op_type in enumerate(view.index.ops):
+        for family, splits in CHAIN_SPLITS.items():
+            if op_type not in splits:
+                continue
+            root = direct_view(matcher, node)
+            for count in range(1, MAX_CHAIN_LEAVES + 2):
+                told = list(chain_cuts(matcher, root, family, count))
+                assert told == list(chain_cuts(matcher, root, family, count))  # asked again (kept)
+                assert told == list(searched_cuts(matcher, root, family, count)), (view.index.names[node], count)
+                total += len(told)
+    return total
+
+
+def test_a_chain_cut_as_far_as_it_goes_is_told_without_a_search_and_the_same():
+    assert _cuts_told_both_ways(None) > 20
+    everything = frozenset(range(len(_view().index)))
+    assert _cuts_told_both_ways(everything) > 20  # not kept: the matcher may not use every node
 
 
 # ------------------------------------------------------------------ constants through chains

@@ -13,7 +13,8 @@ from tests.models import activation_models as am
 from tests.helpers.pass_checks import REGISTRY
 
 from scopefusion.core.graph.io import load_model
-from scopefusion.core.graph.matching import MatchFailure, find_matches, match_at
+from scopefusion.core.graph.canonical import rewrites
+from scopefusion.core.graph.matching import MatchFailure, PatternMatcher, find_matches, match_at
 from scopefusion.core.graph.root_filter import RootFilter
 from scopefusion.core.graph.view import GraphView
 
@@ -24,7 +25,20 @@ MODELS = {
     "google-research BERT tanh GELU": lambda: am.bert_tanh().graph_def,
     "GPT-2 MLP": lambda: am.gpt2_mlp().graph_def,
     "tf_keras Dense(gelu)": lambda: am.keras_gelu("tf_keras", "dense").graph_def,
+    "params-flow's gelu_exact (a product divided by 2)": lambda: _gelu_over_two(),
 }
+
+
+def _gelu_over_two():
+    """params-flow's exact GELU, ``x * erfc(-x / sqrt(2)) / 2``: its root, a RealDiv, is a GELU
+    product of three factors when seen as ``x * erfc(...) * (1 / 2)``."""
+    import tensorflow as tf
+
+    from scopefusion.testing import graph_from_function
+
+    def fn(x):
+        return x * tf.math.erfc(-x / tf.sqrt(2.0)) / 2.0
+    return graph_from_function(fn, tf.TensorSpec([2, 3], tf.float32, "x"))
 
 
 @functools.cache
@@ -60,6 +74,7 @@ def test_find_matches_reports_the_same_failures_with_and_without_the_first_look(
         fast: list = []
         found = find_matches(v, pattern, lambda root, why, fast=fast: fast.append((root, why.progress, str(why))))
         monkeypatch.setattr(RootFilter, "may_match", lambda self, index, root: True)
+        monkeypatch.setattr(RootFilter, "may_match_view", lambda self, index, seen: True)
         slow: list = []
         assert [m.root for m in find_matches(v, pattern, lambda root, why, slow=slow: slow.append(
             (root, why.progress, str(why))))] == [m.root for m in found]
@@ -75,3 +90,29 @@ def test_most_muls_are_ruled_out_for_gelu():
     roots = [m.root for m in find_matches(v, gelu)]
     assert len(roots) == 2 and set(roots) <= kept  # the two GELUs, each at a Mul the first look keeps
     assert len(kept) < len(muls) / 2, (len(kept), len(muls))
+
+
+def test_a_node_seen_as_a_chain_of_too_few_operands_is_ruled_out():
+    """BERT's ``x / sqrt(2)`` can be seen as a product, ``x * (1 / sqrt(2))``, of two factors; GELU's
+    products have three: the first look rules it out, and the matcher fails there at the node's
+    own type (progress 0)."""
+    v = view("bert_tiny example (tf_slim layer norms, dense layers, erf GELU)")
+    gelu = next(s for s in REGISTRY.graph_passes if s.name == "GeluFusionPass").cls().define_patterns()[0]
+    first_look, matcher = RootFilter(gelu), PatternMatcher(v)
+    divs = v.index.nodes_of_type("RealDiv")
+    assert divs
+    for div in divs:
+        seen = list(rewrites(matcher, div, frozenset(gelu.root_types)))
+        assert seen and not any(first_look.may_match_view(v.index, w) for w in seen)
+        with pytest.raises(MatchFailure) as failed:
+            match_at(v, gelu, div)
+        assert failed.value.progress == 0
+
+
+def test_a_node_seen_as_a_chain_of_enough_operands_is_kept():
+    v = view("params-flow's gelu_exact (a product divided by 2)")
+    gelu = next(s for s in REGISTRY.graph_passes if s.name == "GeluFusionPass").cls().define_patterns()[0]
+    (div,) = v.index.nodes_of_type("RealDiv")[-1:]
+    seen = list(rewrites(PatternMatcher(v), div, frozenset(gelu.root_types)))
+    assert any(RootFilter(gelu).may_match_view(v.index, w) for w in seen)
+    assert [m.root for m in find_matches(v, gelu)] == [div]

@@ -22,6 +22,7 @@ from .canonical import (
     NodeView, Term, Virtual, direct_view, power_factors, producer, resolved, rewrites, scalar_constant, usable,
 )
 from .pattern import Op, as_var
+from .vocabulary import FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -74,10 +75,13 @@ def _expansion(m: "PatternMatcher", term: Term, family: str) -> tuple[NodeView, 
     forwarding reads passed), or None when it is an operand itself."""
     if isinstance(term, Virtual):
         return None
+    ops = m.index.ops
+    if ops[term[0]] not in FORWARDING_OPS and ops[term[0]] not in CHAIN_SPLITS.get(family, ()):
+        return None  # most operands: no node the chain splits through, nor a read of one
     node, port, passed = resolved(m, term)  # type: ignore[misc]
     if port != 0 or not usable(m, node):
         return None
-    op = m.index.ops[node]
+    op = ops[node]
     if FAMILY.get(op) == family:
         return direct_view(m, node), passed
     if family == "Mul" and op in ("Square", "Pow"):
@@ -112,7 +116,17 @@ Cut = tuple[list[tuple[Term, tuple[str, int]]], list[int]]
 def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Iterator[Cut]:
     """The ways to cut the chain at ``root`` into exactly ``count`` operands, made as they are
     asked for: each a list of ``(operand, where it is read)`` and the chain nodes inside the
-    cut (most expanded first; at most :data:`MAX_CUTS`)."""
+    cut (most expanded first; at most :data:`MAX_CUTS`).  A chain of ``count`` operands or
+    fewer when cut as far as it goes (most chains a pattern meets) has that one cut or none,
+    known without a search; others are searched (:func:`searched_cuts`)."""
+    whole = _known_whole_cut(m, root, family, count)
+    if whole is None:
+        return searched_cuts(m, root, family, count)
+    return iter([whole] if whole[0] else ())
+
+
+def searched_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Iterator[Cut]:
+    """:func:`chain_cuts` by searching every grouping of the chain's nodes, whatever the chain."""
 
     def operands(term: Term, where: tuple[str, int], budget: int) -> Iterator[Cut]:
         expanded = _expansion(m, term, family) if budget > 1 else None
@@ -138,6 +152,47 @@ def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
             made += 1
             if made >= MAX_CUTS:
                 return
+
+
+def _known_whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Cut | None:
+    """:func:`_whole_cut`, worked out once per node, family and count when the matcher may use
+    every node and ``root`` is the node as it is (the patterns of a pass, and the forms of one
+    pattern, cut the same nodes)."""
+    if m.inside is not None or m.view.node_views.get(root.anchor) is not root:
+        return _whole_cut(m, root, family, count)
+    known = m.view.whole_cuts
+    key = (root.anchor, family, count)
+    if key not in known:
+        known[key] = _whole_cut(m, root, family, count)
+    return known[key]
+
+
+def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Cut | None:
+    """The chain at ``root`` cut as far as it goes, when that is all :func:`chain_cuts` needs to
+    know: when it has exactly ``count`` operands, that cut (the only one of ``count``: each
+    split makes one operand two or more, so any other cut has fewer); when it has fewer, no cut
+    (``([], [])``); else, or when a split would not add an operand, None.  The operands and
+    nodes are in the order the general search gives them (depth first, inputs in order)."""
+    if count > MAX_CHAIN_LEAVES or len(root.inputs) < 2:
+        return None
+    leaves: list[tuple[Term, tuple[str, int]]] = []
+    members: list[int] = []
+    stack = list(zip(reversed(root.inputs), reversed(root.wheres), strict=False))
+    while stack:
+        term, where = stack.pop()
+        expanded = _expansion(m, term, family)
+        if expanded is None:
+            leaves.append((term, where))
+        else:
+            view, passed = expanded
+            if len(view.inputs) < 2:
+                return None
+            members.extend(passed)
+            members.extend(view.members)
+            stack.extend(zip(reversed(view.inputs), reversed(view.wheres), strict=False))
+        if len(leaves) + len(stack) > count:
+            return None
+    return (leaves, members) if len(leaves) == count else ([], [])
 
 
 def clip_epsilon(m: "PatternMatcher", term: Term) -> tuple[Term, tuple[int, int] | None, list[int], float] | None:

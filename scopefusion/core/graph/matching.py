@@ -41,9 +41,15 @@ class PatternMatch:
     tensors: dict[str, Tensor]
     consts: dict[str, "np.ndarray"]
     members: frozenset[int]
-    #: which variable each data input slot ``(consumer node, slot)`` reads, as the pattern declares
-    #: it (the slots where a variable was met): two variables bound to one tensor are told apart here
-    reads: dict[Tensor, str] = field(default_factory=dict)
+    #: what :attr:`reads` is worked out from, when first asked for (most passes never ask)
+    reads_from: Callable[[], dict[Tensor, str]] = field(default=dict, repr=False, compare=False)
+
+    @functools.cached_property
+    def reads(self) -> dict[Tensor, str]:
+        """Which variable each data input slot ``(consumer node, slot)`` reads, as the pattern
+        declares it (the slots where a variable was met): two variables bound to one tensor are
+        told apart here (see :attr:`PatternMatcher.reads`)."""
+        return self.reads_from()
 
     def name(self, label: str) -> str:
         """The name of the node bound to ``label``."""
@@ -118,8 +124,10 @@ class PatternMatcher:
         if pattern.defs or self.defs != self._base_defs:
             self.defs = {**self._base_defs, **pattern.defs}
         self.match((root, pattern.root_port), pattern.root)
-        return PatternMatch(self.view, pattern, root, dict(self.nodes), dict(self.tensors), dict(self.consts),
-                            frozenset(self.members), self.reads)
+        tensors = dict(self.tensors)
+        reads = functools.partial(self._declared_reads, dict(self._read_at), tensors)
+        return PatternMatch(self.view, pattern, root, dict(self.nodes), tensors, dict(self.consts),
+                            frozenset(self.members), reads)
 
     def reset(self) -> None:
         """Forget every binding."""
@@ -137,9 +145,14 @@ class PatternMatcher:
         pattern declares it (recorded where the variable was met, checked here once: only a real
         slot that reads the variable's tensor, or a copy of it, counts; an operand of an op seen
         through a view, e.g. the Neg of a Sub read as an Add, is no slot of its own)."""
+        return self._declared_reads(self._read_at, self.tensors)
+
+    def _declared_reads(self, read_at: dict[tuple[str, int], str], tensors: dict[str, Tensor]) -> dict[Tensor, str]:
+        """:attr:`reads` of the slots noted in ``read_at``, the variables bound as in ``tensors`` (a
+        match's, worked out when it is asked for: the matcher has been reset since)."""
         index, out = self.index, {}
-        for (consumer, slot), name in self._read_at.items():
-            node, bound = index.index.get(consumer), self.tensors.get(name)
+        for (consumer, slot), name in read_at.items():
+            node, bound = index.index.get(consumer), tensors.get(name)
             if node is None or bound is None:
                 continue
             data = [t for t in index.inputs[node] if t[1] != CONTROL]
@@ -178,6 +191,8 @@ class PatternMatcher:
         returns the tensor they forward and the forwarding nodes passed."""
         node, port = tensor
         ops, inputs = self.index.ops, self.index.inputs
+        if ops[node] not in FORWARDING_OPS:  # most reads: nothing to follow
+            return (node, port), []
         passed = []
         for _ in range(64):
             op_type = ops[node]

@@ -64,8 +64,10 @@ class RootFilter:
         """:meth:`may_match` for a node seen through a view (another spelling of it): its inputs
         are the view's, an op the graph has no node for counting as its own type."""
         wanted = self._by_op[view.op] if view.op in self._by_op else self._wanted(view.op)
-        if wanted is None or wanted[2]:  # no shortcut, or a chain: its operands may sit deeper
+        if wanted is None:
             return True
+        if wanted[2]:  # a chain: its operands may sit deeper, but there must be enough of them
+            return _view_operands(index, view, wanted[1], wanted[2]) >= wanted[2]
         types = wanted[0]
         for term in view.inputs:
             if isinstance(term, Virtual):
@@ -194,11 +196,19 @@ _TOLD: "weakref.WeakKeyDictionary[GraphIndex, dict[tuple[frozenset[str], int], d
     weakref.WeakKeyDictionary()
 
 
+#: the index asked about last and what was told of it (most questions in a row are of one index)
+_LAST_TOLD: "tuple[weakref.ref[GraphIndex], dict[tuple[frozenset[str], int], dict[int, int]]] | None" = None
+
+
 def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
     """:func:`_most_operands`, told once per index, node, ``through`` and ``enough``."""
-    told = _TOLD.get(index)
-    if told is None:
-        told = _TOLD[index] = {}
+    global _LAST_TOLD
+    last = _LAST_TOLD
+    if last is not None and last[0]() is index:
+        told = last[1]
+    else:
+        told = _TOLD.setdefault(index, {})
+        _LAST_TOLD = (weakref.ref(index), told)
     known = told.get((through, enough))
     if known is None:
         known = told[(through, enough)] = {}
@@ -216,9 +226,21 @@ _REPEATING = frozenset({"Square", "Pow"})
 def _most_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
     """At most how many operands the chain at ``node`` may be cut into (through nodes of
     ``through``, read through forwarding ops), counting up to ``enough``."""
+    return _most_operands_of(index, [p for p, port in index.inputs[node] if port != CONTROL], 0, through, enough)
+
+
+def _view_operands(index: GraphIndex, view: NodeView, through: frozenset[str], enough: int) -> int:
+    """:func:`_most_operands` of a node seen through a view: a chain of the view's inputs, an op
+    the graph has no node for one operand (the matcher never splits one)."""
+    real = [term[0] for term in view.inputs if not isinstance(term, Virtual)]
+    return _most_operands_of(index, real, len(view.inputs) - len(real), through, enough)
+
+
+def _most_operands_of(index: GraphIndex, stack: list[int], count: int, through: frozenset[str], enough: int) -> int:
+    """:func:`_most_operands` of a chain whose inputs are the nodes in ``stack`` and ``count``
+    operands more."""
     ops, inputs = index.ops, index.inputs
-    stack = [p for p, port in inputs[node] if port != CONTROL]
-    count = opened = 0
+    opened = 0
     while stack and count < enough:
         p = stack.pop()
         op = ops[p]

@@ -62,6 +62,9 @@ class GraphView:
         #: node seen as one of them (:func:`.canonical.rewrites`)
         self.node_views: dict[int, Any] = {}
         self.rewritten_views: dict[tuple[int, frozenset[str]], tuple[Any, ...]] = {}
+        #: per node, chain family and operand count, the chain at the node cut as far as it goes
+        #: (:func:`.chains.chain_cuts`)
+        self.whole_cuts: dict[tuple[int, str, int], Any] = {}
 
     @property
     def graph_def(self) -> "GraphDef":

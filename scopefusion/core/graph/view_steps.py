@@ -107,9 +107,8 @@ def view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[in
             return False
     trail = m._trail
     mark, progress = len(trail), m._progress
-    for i in (*passed, *view.members):
-        if m.inside is None or i in m.inside:
-            m._add_member(i)
+    _add_members(m, passed)
+    _add_members(m, view.members)
     if label is not None and bound is None:
         m._bind(m.nodes, label, anchor)
         m._bind(m._label_exprs, label, expr)
@@ -118,6 +117,15 @@ def view_step(m: "PatternMatcher", expr: Op, view: NodeView, passed: Sequence[in
         return True
     m._progress = progress
     return False
+
+
+def _add_members(m: "PatternMatcher", nodes: Sequence[int]) -> None:
+    """The ``nodes`` the matcher may use become members of the match (on the trail)."""
+    inside, members, trail = m.inside, m.members, m._trail
+    for i in nodes:
+        if i not in members and (inside is None or i in inside):
+            members.add(i)
+            trail.append((members, i))
 
 
 def chain_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
@@ -132,9 +140,7 @@ def chain_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
         for operands, members in chain_cuts(m, view, family, count):
             cut = True
             mark = len(m._trail)
-            for i in members:
-                if m.inside is None or i in m.inside:
-                    m._add_member(i)
+            _add_members(m, members)
             if _assign(m, operands, [False] * len(operands), steps, 0, then):
                 return True
             m._undo(mark)
@@ -149,13 +155,15 @@ def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], us
             steps: tuple[Step, ...], k: int, then: Then) -> bool:
     if k == len(steps):
         return then()
+    rest = then if k + 1 == len(steps) else (lambda: _assign(m, operands, used, steps, k + 1, then))
+    step = steps[k]
     tried: list[Any] = []
     for j, (term, entry) in enumerate(operands):
         if used[j] or term in tried:
             continue
         tried.append(term)
         used[j] = True
-        if at_input(m, entry, steps[k], term, lambda: _assign(m, operands, used, steps, k + 1, then)):
+        if at_input(m, entry, step, term, rest):
             return True
         used[j] = False
     return False
@@ -213,9 +221,7 @@ def clip_inputs(expr: Op, step: Step) -> ViewInputs:
             value, epsilon, nodes, _ = clip
             term: Any = value if epsilon is None else Virtual("Add", (value, epsilon), (), nodes[-1])
             mark = len(m._trail)
-            for i in nodes:
-                if m.inside is None or i in m.inside:
-                    m._add_member(i)
+            _add_members(m, nodes)
             if at_input(m, view.wheres[0], step, term, then):
                 return True
             m._undo(mark)

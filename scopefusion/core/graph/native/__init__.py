@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib
 import os
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 
 #: set to ``1`` to use the pure-Python path even where the C extensions are built
 PURE_PYTHON_ENV = "SCOPEFUSION_PURE_PYTHON"
+#: the extension modules, one per ``<name>.c`` source of this folder (an installed package may hold
+#: the built modules without their sources)
+EXTENSIONS = ("_edges", "_scan", "_scopes")
 
 
 def pure_python_forced() -> bool:
@@ -35,8 +37,7 @@ def native_module(name: str) -> ModuleType | None:
 
 def native_status() -> dict[str, bool]:
     """Which extension modules this process uses (by module name), for ``--version`` and reports."""
-    names = sorted(p.stem for p in Path(__file__).parent.glob("_*.c"))
-    return {name: native_module(name) is not None for name in names}
+    return {name: native_module(name) is not None for name in EXTENSIONS}
 
 
 def native_summary() -> str:

@@ -49,7 +49,9 @@ class GraphColumns:
     texts: list[str] | None  # every node's input strings, end to end
     offsets: array | None  # where each node's NodeDef bytes start in the buffer ('q'); None: no buffer
     lengths: array | None  # and how many bytes each takes
-    colocated: list[int] | None = None  # the nodes holding a _class attribute, in graph order (None: not read)
+    # the nodes holding a _class attribute, in graph order; None: not read (python_columns reads no
+    # attribute: an index finds them on first use, the same nodes)
+    colocated: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -87,7 +89,7 @@ def _int64s(raw: bytes) -> array:
 
 def python_columns(graph_def: "GraphDef", data: bytes | bytearray | memoryview | None = None) -> GraphColumns:
     """The columns read through protobuf's Python API from ``graph_def`` (parsed from ``data``, if
-    given, which tells the nodes' byte ranges)."""
+    given, which tells the nodes' byte ranges); the colocated nodes are left unread (None)."""
     nodes = list(graph_def.node)
     names = list(map(_NAME, nodes))
     index = dict(zip(names, range(len(names)), strict=True))
@@ -97,8 +99,7 @@ def python_columns(graph_def: "GraphDef", data: bytes | bytearray | memoryview |
     return GraphColumns(names, list(map(sys.intern, map(_OP, nodes))), list(map(_DEVICE, nodes)),
                         [len(node.input) for node in nodes], inputs, index, dangling,
                         list(chain.from_iterable(map(_INPUT, nodes))),
-                        None if ranges is None else ranges[0], None if ranges is None else ranges[1],
-                        [i for i, node in enumerate(nodes) if COLOCATE in node.attr])
+                        None if ranges is None else ranges[0], None if ranges is None else ranges[1])
 
 
 def graph_columns(graph_def: "GraphDef", data: bytes | bytearray | memoryview | None = None) -> GraphColumns:

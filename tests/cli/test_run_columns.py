@@ -135,3 +135,31 @@ def test_a_graph_changed_after_loading_is_never_indexed_from_stale_columns(nativ
     model = load_model(EXAMPLE_MODEL)
     model.graph_def = expected_graph  # a graph set in its place: the columns go too
     assert model.columns is None
+
+
+def test_a_mixed_run_places_from_the_columns_and_writes_the_same(native, monkeypatch, tmp_path, given):
+    """``run --mix-compile-mode``: the placement's index (the run's first) is made of the columns; the
+    pipeline then indexes the graph through protobuf; the same output and segments either way."""
+    from scopefusion.core.graph.index import GraphIndex
+    from scopefusion.core.partition import partitioner
+
+    placed: list[bool] = []
+
+    class Recording(GraphIndex):
+        def __init__(self, graph_def, *, columns=None, **kwargs):
+            placed.append(columns is not None)
+            super().__init__(graph_def, columns=columns, **kwargs)
+    monkeypatch.setattr(partitioner, "GraphIndex", Recording)
+    written = []
+    for module in (native, None):
+        monkeypatch.setattr(graph_scan, "native_module", lambda name, m=module: m)
+        folder = tmp_path / ("native" if module else "python")
+        folder.mkdir()
+        placed.clear()
+        given.clear()
+        out = folder / "fused.pb"
+        assert main(["run", str(EXAMPLE_MODEL), "-o", str(out), "-q", "--mix-compile-mode",
+                     "--segments-dir", str(folder / "segments")]) == 0
+        assert placed == [module is not None] and given == [False]
+        written.append((out.read_bytes(), sorted((p.name, p.read_bytes()) for p in (folder / "segments").iterdir())))
+    assert written[0] == written[1] and written[0][1]

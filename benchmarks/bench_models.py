@@ -193,14 +193,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         env = child_environment(Path(tmp) / "bytecode")
         for name in names:
             out = Path(tmp) / f"{name}_fused.pb"
-            args = ["run", str(paths[name]), "-o", str(out), "-q"]
-            run = [sys.executable, "-m", "scopefusion", *args]
+            cli_args = ["run", str(paths[name]), "-o", str(out), "-q"]
+            run = [sys.executable, "-m", "scopefusion", *cli_args]
             floor = [sys.executable, "-c", FLOOR, str(paths[name])]
             runs = time_process(run, args.repeat, env)
             floors = time_process(floor, args.repeat, env)
             ratio = statistics.median(runs) / statistics.median(floors)
             ratios.append(ratio)
-            tensorflow = "yes" if imports_tensorflow(args, env, Path(tmp)) else "no"
+            tensorflow = "yes" if imports_tensorflow(cli_args, env, Path(tmp)) else "no"
             print(f"{name:<20} {node_count(paths[name]):>6} {statistics.median(runs):>7.3f} {max(runs):>7.3f} "
                   f"{statistics.median(floors):>7.3f} {ratio:>6.1f}  {tensorflow}", flush=True)
     print(f"ratio to the Python floor over {len(ratios)} models: median {statistics.median(ratios):.1f}x, "

@@ -211,13 +211,14 @@ def fuse(
     pipeline.progress = progress
     pipeline.options.keep_places = keep_places
     loaded = as_model(model, signature)
-    columns = take_columns(loaded) if run.mixed is None else None  # a mixed run indexes the graph before
+    columns = take_columns(loaded)  # for the first index: the pipeline's, or a mixed run's placement
     check_tensor_names([loaded.graph_def], run.options.outputs, "outputs")
     if not run.options.outputs and loaded.outputs:
         pipeline.options.outputs = [o[:-2] if o.endswith(":0") else o for o in loaded.outputs]
     declared = declare_input_shapes(loaded.graph_def, run.shapes)
     if run.mixed is not None:
-        pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def)
+        pipeline.options.fusible_nodes = run.mixed.place(loaded.graph_def, columns)
+        columns = None  # the placement's index holds them
     outcome = _fuse_graph_and_library(pipeline, loaded.graph_def, run, progress, functions, columns)
     report = _complete_report(outcome, run, loaded, declared)
     if hints:

@@ -294,7 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.update(f"loading {model.name}" + (" and freezing its signature" if kind == "saved_model" else ""))
         loaded = _load(model, args.signature, args.debug,
                        kind == "saved_model" or args.emit == "tf" or bool(args.verify) or args.mixed_run)
-        original = _copy(loaded.graph_def) if args.verify else None
+        original = loaded.graph_copy() if args.verify else None  # the loaded graph's columns kept for the run
         with option_names(FUSE_OPTIONS):
             result = fuse(loaded, enable_scope_fusion_passes=enabled or None, emit=args.emit,
                           outputs=args.outputs or None, strict=args.strict, registry=registry,
@@ -329,12 +329,6 @@ def _run_files(args: argparse.Namespace, outputs: Any, result: Any, model: Path)
     if wanted(outputs.html):
         files.append((outputs.html, html_report(result.report, model.name).encode("utf-8")))
     return files
-
-
-def _copy(graph_def: Any) -> Any:
-    copy = type(graph_def)()
-    copy.CopyFrom(graph_def)
-    return copy
 
 
 def _print_run(args: argparse.Namespace, report: Any, outputs: Any, verification: Any) -> int:

@@ -33,6 +33,7 @@ from .plan import FusionPlan, make_plan
 from .refusal import Refused
 from .report import FusedRecord, FusionReport, PassReport, Refusal
 from .rewrite import RewriteSummary, apply_plans, check_rewrite, check_written_nodes
+from .young_cycles import young_cycles_collected
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -255,7 +256,8 @@ class FusionPipeline:
         self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)
-        candidates = engine.propose(context)
+        with young_cycles_collected():  # what matching leaves in cycles (it holds the index) goes with the stage
+            candidates = engine.propose(context)
         stages[f"{engine.stage}.match"] = time.perf_counter() - t0
 
         self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")

@@ -3,11 +3,13 @@
 :func:`graph_columns` gives, per node, its name, op type (one string object per type), device,
 input count and inputs as ``(producer, port)`` pairs (read as :func:`.edge_lists.parse_inputs`
 reads them, the dangling ones told in the same words), the name table, every input string end to
-end, and where each node's bytes sit in the buffer.  Where the native extension ``_scan`` is
-built, one pass of C over the bytes reads them (:func:`scan_columns`); otherwise, or where that
-pass cannot tell what protobuf would read (a malformed buffer, a string that is no UTF-8, a
-field of an unexpected wire type), protobuf's Python API reads them from the parsed message
-(:func:`python_columns`).  Both give the same columns.
+end, where each node's bytes sit in the buffer, and which nodes hold colocation constraints (a
+``_class`` attribute: the keys of the attribute map's entries, no attribute parsed).  Where the
+native extension ``_scan`` is built, one pass of C over the bytes reads them (:func:`scan_columns`);
+otherwise, or where that pass cannot tell what protobuf would read (a malformed buffer, a string
+that is no UTF-8, a field of an unexpected wire type, an attribute entry holding more than its key
+and value), protobuf's Python API reads them from the parsed message (:func:`python_columns`).
+Both give the same columns.
 
 The bytes must be the message's encoding as it stands: the columns describe the bytes, not
 the message (a graph changed after it was parsed is read through protobuf, from the message).
@@ -22,7 +24,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from .edge_lists import Inputs, parse_inputs
-from .index import no_gc
+from .index import COLOCATE, no_gc
 from .native import native_module
 from .vocabulary import MAX_PORT_DIGITS
 
@@ -47,13 +49,17 @@ class GraphColumns:
     texts: list[str] | None  # every node's input strings, end to end
     offsets: array | None  # where each node's NodeDef bytes start in the buffer ('q'); None: no buffer
     lengths: array | None  # and how many bytes each takes
+    # the nodes holding a _class attribute, in graph order; None: not read (python_columns reads no
+    # attribute: an index finds them on first use, the same nodes)
+    colocated: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
 
     def keep_index_columns(self) -> None:
         """Let go of the columns only load-time validation reads (devices, input counts and strings)
-        and of the byte ranges (the bytes are let go after loading): what is left, an index takes over."""
+        and of the byte ranges (the bytes are let go after loading): what is left (names, op types,
+        inputs, name table, colocated nodes), an index takes over."""
         self.devices = self.counts = self.texts = self.offsets = self.lengths = None
 
 
@@ -64,12 +70,15 @@ def scan_columns(data: bytes | bytearray | memoryview) -> GraphColumns | None:
     if module is None:
         return None
     with no_gc():  # some hundred thousand small objects, none of them cyclic
-        found = module.scan(data, MAX_PORT_DIGITS)
+        found = module.scan(data, MAX_PORT_DIGITS, _COLOCATE_KEY)
     if found is None:
         return None
-    offsets, lengths, names, ops, devices, counts, texts, inputs, index, dangling = found
+    offsets, lengths, names, ops, devices, counts, texts, inputs, index, dangling, colocated = found
     return GraphColumns(names, ops, devices, counts, inputs, index, dangling, texts,
-                        _int64s(offsets), _int64s(lengths))
+                        _int64s(offsets), _int64s(lengths), colocated)
+
+
+_COLOCATE_KEY = COLOCATE.encode("utf-8")
 
 
 def _int64s(raw: bytes) -> array:
@@ -80,7 +89,7 @@ def _int64s(raw: bytes) -> array:
 
 def python_columns(graph_def: "GraphDef", data: bytes | bytearray | memoryview | None = None) -> GraphColumns:
     """The columns read through protobuf's Python API from ``graph_def`` (parsed from ``data``, if
-    given, which tells the nodes' byte ranges)."""
+    given, which tells the nodes' byte ranges); the colocated nodes are left unread (None)."""
     nodes = list(graph_def.node)
     names = list(map(_NAME, nodes))
     index = dict(zip(names, range(len(names)), strict=True))

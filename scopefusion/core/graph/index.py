@@ -92,7 +92,7 @@ class GraphIndex:
                 self.inputs = columns.inputs
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
-        self._colocated: list[int] | None = None
+        self._colocated: list[int] | None = None if columns is None else columns.colocated
         if validate:
             self.topological_order()
 
@@ -160,8 +160,9 @@ class GraphIndex:
         return self._by_op
 
     def colocated_nodes(self) -> list[int]:
-        """Nodes holding colocation constraints (a ``_class`` attribute), in graph order (found on
-        first use; an index updated after a rewrite carries them over)."""
+        """Nodes holding colocation constraints (a ``_class`` attribute), in graph order (told by the
+        columns the index was built from, else found on first use; an index updated after a rewrite
+        carries them over)."""
         if self._colocated is None:
             self._colocated = [i for i, node in enumerate(self.nodes) if COLOCATE in node.attr]
         return self._colocated

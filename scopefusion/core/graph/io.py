@@ -56,7 +56,8 @@ class _HandedOut:
 class LoadedModel:
     """A model read from disk, with the inputs and outputs found in it.  ``columns``: the graph's
     columns as :mod:`.graph_scan` read them from the file's bytes, for the first index of a run
-    (see :func:`take_columns`); reading ``graph_def`` lets them go."""
+    (see :func:`take_columns`); reading ``graph_def`` lets them go (whoever holds the message may
+    change it), :meth:`graph_copy` does not."""
 
     graph_def: "GraphDef"  # read and written through _HandedOut (set below, after the dataclass is made)
     source: str
@@ -64,6 +65,14 @@ class LoadedModel:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     columns: GraphColumns | None = field(default=None, repr=False, compare=False)
+
+    def graph_copy(self) -> "GraphDef":
+        """A copy of the graph, keeping ``columns``: copying reads the graph and changes nothing (the
+        copy is the caller's to change; the model's own graph is still the one the columns describe)."""
+        graph: GraphDef = self.__dict__["_graph_def"]
+        copy = type(graph)()
+        copy.CopyFrom(graph)
+        return copy
 
 
 setattr(LoadedModel, "graph_def", _HandedOut())  # noqa: B010 (after the dataclass: graph_def keeps no default)

@@ -39,6 +39,8 @@ from .supported import OpSupport, SupportedOps, read_supported_ops_file
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
+    from ..graph.graph_scan import GraphColumns
+
 
 def supported_ops_for(request: PartitionRequest, plugin_table: Mapping[str, OpSupport],
                       fused_ops: Mapping[str, FusedOpDef]) -> SupportedOps:
@@ -95,10 +97,11 @@ class MixedRun:
             return None
         return cls(request, supported_ops_for(request, plugin_table, fused_ops), fused_ops)
 
-    def place(self, graph_def: "GraphDef") -> frozenset[str]:
-        """Place the original graph; returns the names fusion may touch."""
+    def place(self, graph_def: "GraphDef", columns: "GraphColumns | None" = None) -> frozenset[str]:
+        """Place the original graph (``columns``: its columns as the native scan read them, for the
+        placement's index); returns the names fusion may touch."""
         t0 = time.perf_counter()
-        self.placement = place(graph_def, self.supported, self.request, self.fused_ops)
+        self.placement = place(graph_def, self.supported, self.request, self.fused_ops, columns=columns)
         self.seconds["partition"] = time.perf_counter() - t0
         return self.placement.device_names()
 

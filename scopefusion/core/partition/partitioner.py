@@ -33,6 +33,8 @@ from .supported import SupportedOps
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
 
+    from ..graph.graph_scan import GraphColumns
+
 _DEVICE = int(Why.DEVICE)
 
 
@@ -118,11 +120,12 @@ def _loop_constants(index: GraphIndex, why: list[int], detail: list[Any], free_c
 
 
 def place(graph: "GraphDef | GraphIndex", supported: SupportedOps, request: PartitionRequest,
-          fused_ops: Mapping[str, FusedOpDef] | None = None) -> Placement:
-    """Place every node of ``graph`` (indexed here unless an index is given)."""
+          fused_ops: Mapping[str, FusedOpDef] | None = None, *, columns: "GraphColumns | None" = None) -> Placement:
+    """Place every node of ``graph`` (indexed here unless an index is given; ``columns``: the graph's
+    as the native scan read them, for that index, see :class:`~..graph.index.GraphIndex`)."""
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    index = graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
+    index = graph if isinstance(graph, GraphIndex) else GraphIndex(graph, columns=columns)
     edges = EdgeTypes(index, fused_ops)
     frames = LoopFrames(index)
     free_const = free_constants(index)

@@ -13,7 +13,11 @@
  *     them (control "^x" -> port -1, "x:k" with k a port of at most max_port_digits
  *     digits -> port k, an input naming no node -> producer -1 and a line in dangling);
  * index: name -> position (the last node of a repeated name); its values are the int
- *     objects the inputs hold.
+ *     objects the inputs hold;
+ * keyed (only when ``key``, bytes, is given: scan(data, max_port_digits, key)): the positions of
+ *     the nodes whose attribute map holds ``key``, in graph order (``key in node.attr``: an entry's
+ *     key as protobuf reads it, the last key field of the entry, the empty key when it has none;
+ *     an entry holding another field than its key and value is left to protobuf: None).
  *
  * It returns None where it cannot tell what protobuf would read: a malformed or truncated
  * buffer (a field cut short, a varint of more than ten bytes, a tag of more than 32 bits or of
@@ -222,24 +226,62 @@ static void clear_cache(text_cache *cache) {
 
 typedef struct {
     const unsigned char *buf;
+    const char *key;  /* the attribute key looked for (NULL: none) */
+    Py_ssize_t key_size;
+    PyObject *keyed;  /* the positions of the nodes whose attribute map holds it */
     PyObject *names, *ops, *devices, *counts;
     spans nodes;  /* each node's payload */
     spans inputs; /* every input string, end to end */
     text_cache op_types, device_names;
 } scan_state;
 
-/* Read one NodeDef's fields 1-4 and append its name, op, device and input count. */
+/* Whether the attribute map entry (a NodeDef field 5) in [pos, end) has the key looked for: its
+ * key field (1) as protobuf reads it, the last one given (none: the empty key); 1 yes, 0 no,
+ * -1 when the entry does not parse or holds a field other than its key and value, each
+ * length-delimited (upb keeps such an entry out of the map, among the unknown fields; not every
+ * protobuf runtime does: left to protobuf). */
+static int entry_has_key(const scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
+    span key = {0, 0}, value;
+    while (pos < end) {
+        uint32_t field;
+        int wire;
+        if (read_tag(st->buf, &pos, end, &field, &wire) < 0 || field > 2 || wire != 2) {
+            return -1;
+        }
+        if (read_length(st->buf, &pos, end, field == 1 ? &key.start : &value.start,
+                        field == 1 ? &key.size : &value.size) < 0) {
+            return -1;
+        }
+    }
+    return key.size == st->key_size && memcmp(st->buf + key.start, st->key, (size_t)key.size) == 0;
+}
+
+/* Read one NodeDef's fields 1-4 and append its name, op, device and input count (and, when a key
+ * is looked for, the node's position if an attribute map entry (field 5) has it). */
 static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
     const unsigned char *buf = st->buf;
     span name = {-1, 0}, op = {-1, 0}, device = {-1, 0};
     Py_ssize_t first_input = st->inputs.len;
+    int keyed = 0;
     while (pos < end) {
         uint32_t field;
         int wire;
         if (read_tag(buf, &pos, end, &field, &wire) < 0) {
             return SCAN_CANNOT_TELL;
         }
-        if (field >= 1 && field <= 4 && wire == 2) { /* another wire type: an unknown field to protobuf */
+        if (field == 5 && wire == 2 && st->key != NULL) { /* an attribute map entry */
+            span entry;
+            if (read_length(buf, &pos, end, &entry.start, &entry.size) < 0) {
+                return SCAN_CANNOT_TELL;
+            }
+            if (!keyed) {
+                int found = entry_has_key(st, entry.start, entry.start + entry.size);
+                if (found < 0) {
+                    return SCAN_CANNOT_TELL;
+                }
+                keyed = found;
+            }
+        } else if (field >= 1 && field <= 4 && wire == 2) { /* another wire type: an unknown field to protobuf */
             span value;
             if (read_length(buf, &pos, end, &value.start, &value.size) < 0) {
                 return SCAN_CANNOT_TELL;
@@ -276,6 +318,17 @@ static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
         }
         int failed = PyList_Append(lists[k], text);
         Py_DECREF(text);
+        if (failed < 0) {
+            return SCAN_ERROR;
+        }
+    }
+    if (keyed) {
+        PyObject *position = PyLong_FromSsize_t(PyList_GET_SIZE(st->counts));
+        if (position == NULL) {
+            return SCAN_ERROR;
+        }
+        int failed = PyList_Append(st->keyed, position);
+        Py_DECREF(position);
         if (failed < 0) {
             return SCAN_ERROR;
         }
@@ -473,12 +526,17 @@ static PyObject *int64_column(spans *list, int sizes) {
 static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer view;
     int max_digits;
-    if (!PyArg_ParseTuple(args, "y*i:scan", &view, &max_digits)) {
+    const char *key = NULL;
+    Py_ssize_t key_size = 0;
+    if (!PyArg_ParseTuple(args, "y*i|z#:scan", &view, &max_digits, &key, &key_size)) {
         return NULL;
     }
     scan_state st;
     memset(&st, 0, sizeof st);
     st.buf = (const unsigned char *)view.buf;
+    st.key = key;
+    st.key_size = key_size;
+    st.keyed = PyList_New(0);
     st.names = PyList_New(0);
     st.ops = PyList_New(0);
     st.devices = PyList_New(0);
@@ -486,7 +544,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     PyObject *index = PyDict_New(), *texts = PyList_New(0), *inputs = PyList_New(0), *dangling = PyList_New(0);
     PyObject *result = NULL;
     int status = SCAN_ERROR;
-    if (st.names && st.ops && st.devices && st.counts && index && texts && inputs && dangling) {
+    if (st.keyed && st.names && st.ops && st.devices && st.counts && index && texts && inputs && dangling) {
         status = scan_graph(&st, view.len);
         if (status == SCAN_OK) {
             status = resolve(&st, index, texts, inputs, dangling, max_digits);
@@ -494,9 +552,12 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     }
     if (status == SCAN_OK) {
         PyObject *offsets = int64_column(&st.nodes, 0), *lengths = int64_column(&st.nodes, 1);
-        if (offsets && lengths) {
+        if (offsets && lengths && key == NULL) {
             result = PyTuple_Pack(10, offsets, lengths, st.names, st.ops, st.devices, st.counts, texts, inputs,
                                   index, dangling);
+        } else if (offsets && lengths) {
+            result = PyTuple_Pack(11, offsets, lengths, st.names, st.ops, st.devices, st.counts, texts, inputs,
+                                  index, dangling, st.keyed);
         }
         Py_XDECREF(offsets);
         Py_XDECREF(lengths);
@@ -507,6 +568,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     clear_cache(&st.device_names);
     PyMem_Free(st.nodes.items);
     PyMem_Free(st.inputs.items);
+    Py_XDECREF(st.keyed);
     Py_XDECREF(st.names);
     Py_XDECREF(st.ops);
     Py_XDECREF(st.devices);
@@ -521,8 +583,9 @@ static PyObject *scan(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data, max_port_digits) -> (offsets, lengths, names, ops, devices, counts, texts, inputs, index, "
-     "dangling) or None: the columns of the serialized GraphDef ``data`` (see the source's head)."},
+     "scan(data, max_port_digits[, key]) -> (offsets, lengths, names, ops, devices, counts, texts, inputs, "
+     "index, dangling[, keyed]) or None: the columns of the serialized GraphDef ``data`` (see the source's "
+     "head)."},
     {NULL, NULL, 0, NULL},
 };
 

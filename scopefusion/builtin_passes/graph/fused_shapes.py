@@ -56,10 +56,26 @@ def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
 _TOLD: "weakref.WeakKeyDictionary[Any, dict[tuple[int, int], tuple[Shape | None, int]]]" = weakref.WeakKeyDictionary()
 
 
+#: the last view asked about and its entry of ``_TOLD`` (a weak reference: the view is not kept);
+#: a pass asks about one view many times in a row, and a ``WeakKeyDictionary`` lookup makes a new
+#: weak reference each time
+_LAST: "list[Any]" = [None, None]
+
+
+def _told(view: Any) -> dict[tuple[int, int], tuple[Shape | None, int]]:
+    last = _LAST[0]
+    if last is not None and last() is view:
+        told: dict[tuple[int, int], tuple[Shape | None, int]] = _LAST[1]
+        return told
+    told = _TOLD.setdefault(view, {})
+    _LAST[0], _LAST[1] = weakref.ref(view), told
+    return told
+
+
 def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
     """:func:`_local_rules`, each tensor told once per view (a residual stream reaches the same tensors
     along many paths: without this, the walk grows exponentially with the depth)."""
-    told = _TOLD.setdefault(view, {})
+    told = _told(view)
     known = told.get(tensor)
     if known is not None and (known[0] is not None or known[1] >= depth):
         return known[0]

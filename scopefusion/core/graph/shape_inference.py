@@ -173,8 +173,8 @@ class ShapeInference:
         work: a constant reads no input, asks for no value and depends on no op outside the table
         (a third of a frozen graph's nodes are constants)."""
         found = const_shape(node)
-        self._shapes[i] = [None if s is None else tuple(s) for s in (
-            _with_recorded(node, found) if "_output_shapes" in node.attr else found)]
+        outputs = _with_recorded(node, found) if "_output_shapes" in node.attr else found
+        self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
         self.loops.inferred(i)
 
     def _unlisted(self, ctx: OpContext) -> list[Dims] | None:

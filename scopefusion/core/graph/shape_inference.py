@@ -107,11 +107,14 @@ class ShapeInference:
                 continue
             if top in shapes or top in active:
                 continue
+            # a constant's shape is read when a rule asks for it (:meth:`constant_shapes`): most are
+            # a Reshape's shape, of which the rule reads the value
             if ops[top] in LOOP_MERGE_OPS:  # its back edges: LoopMerges follows them
                 pending = [p for p, port in inputs[top] if port != CONTROL and p not in shapes
-                           and p not in active and ops[p] not in LOOP_BACK_OPS]
+                           and p not in active and ops[p] not in LOOP_BACK_OPS and not self._lazy(p)]
             else:
-                pending = [p for p, port in inputs[top] if port != CONTROL and p not in shapes and p not in active]
+                pending = [p for p, port in inputs[top] if port != CONTROL and p not in shapes
+                           and p not in active and not self._lazy(p)]
             if not pending:  # its producers' shapes are known (a constant has none): now
                 infer(top, active)
                 continue
@@ -167,6 +170,20 @@ class ShapeInference:
             missing = _NOTHING  # fully known whatever was missing upstream
         if missing:
             self._missing[i] = missing
+
+    def _lazy(self, i: int) -> bool:
+        """Whether node ``i`` is a constant whose shapes are worked out only when read."""
+        return self.index.ops[i] == "Const" and self._reads_nothing(i)
+
+    def _reads_nothing(self, i: int) -> bool:
+        return not self.index.inputs[i] or all(port == CONTROL for _, port in self.index.inputs[i])
+
+    def constant_shapes(self, i: int) -> list[Dims] | None:
+        """Node ``i``'s shapes when it is a constant not inferred yet (None for any other node
+        whose shapes are not known: a loop's back edge)."""
+        if not self._lazy(i):
+            return None
+        return self._node_shapes(i)
 
     def _infer_const(self, i: int, node: Any) -> None:
         """A ``Const``'s shape, what the rule gives (:func:`.shape_rules.const_shape`) with less

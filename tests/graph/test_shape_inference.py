@@ -124,3 +124,26 @@ def test_every_tensor_of_a_tf1_loop_has_a_rank(name: str) -> None:
     loop = [i for i, op in enumerate(index.ops) if op in ("Merge", "Switch", "NextIteration", "Exit")]
     assert any(index.ops[i] == "Merge" for i in loop)
     assert [index.names[i] for i in loop if inference.shape(i, 0) is None] == []
+
+
+@pytest.mark.parametrize("name", ["tf_slim_bert_encoder", "transformers_gpt2", "tf_keras_lstm_gru_loops",
+                                  "called_dynamic_rnn"])
+def test_shapes_do_not_depend_on_the_order_they_are_asked_in(name: str) -> None:
+    """A constant's shapes are worked out when a rule first reads them, a node whose producers are
+    known at once: asking every tensor from the outputs back, or from the inputs on, or only the
+    graph's last node's, gives the same shapes, values and op types outside the table."""
+    from scopefusion.core.graph.index import GraphIndex
+    from scopefusion.core.graph.view import GraphView
+
+    index = GraphIndex(_builders()[name]().graph_def)
+    everything = range(len(index))
+    told = []
+    for order in (list(everything), list(reversed(everything)), [len(index) - 1]):
+        inference = GraphView(index).shape_inference()
+        for i in order:
+            inference.shape(i, 0)
+        told.append(([inference.shape(i, port) for i in everything for port in range(3)],
+                     [inference.missing(i) for i in everything],
+                     [inference.value(i, 0) for i in everything]))
+    assert told[0] == told[1] == told[2]
+    assert any(shape is not None for shape in told[0][0])

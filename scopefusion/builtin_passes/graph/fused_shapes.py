@@ -52,14 +52,32 @@ def static_shape(view: Any, tensor: tuple[int, int]) -> Shape | None:
     return inferred
 
 
+class PerView:
+    """What a pass has worked out about one graph view, a dict per view kept as long as the view
+    (a ``WeakKeyDictionary``).  A pass asks about one view many times in a row, and a lookup in
+    that dictionary makes a new weak reference each time: the last view's dict is kept at hand."""
+
+    def __init__(self) -> None:
+        self._views: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+        self._last: tuple[weakref.ref[Any], dict[Any, Any]] | None = None
+
+    def of(self, view: Any) -> dict[Any, Any]:
+        last = self._last
+        if last is not None and last[0]() is view:
+            return last[1]
+        found = self._views.setdefault(view, {})
+        self._last = (weakref.ref(view), found)
+        return found
+
+
 #: per graph view, the shapes the local rules told: tensor -> (shape, the depth it was told at)
-_TOLD: "weakref.WeakKeyDictionary[Any, dict[tuple[int, int], tuple[Shape | None, int]]]" = weakref.WeakKeyDictionary()
+_TOLD = PerView()
 
 
 def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
     """:func:`_local_rules`, each tensor told once per view (a residual stream reaches the same tensors
     along many paths: without this, the walk grows exponentially with the depth)."""
-    told = _TOLD.setdefault(view, {})
+    told: dict[tuple[int, int], tuple[Shape | None, int]] = _TOLD.of(view)
     known = told.get(tensor)
     if known is not None and (known[0] is not None or known[1] >= depth):
         return known[0]

@@ -28,8 +28,10 @@ class OpContext:
             return None
         p, port = self.data[k]
         shapes = self.inference._shapes.get(p)
-        if shapes is None:  # a loop's back edge: not inferred yet
-            return None
+        if shapes is None:  # a constant, read for the first time, or a loop's back edge: not inferred yet
+            shapes = self.inference.constant_shapes(p)
+            if shapes is None:
+                return None
         found = shapes[port] if port < len(shapes) else None
         return None if found is None else list(found)
 

@@ -30,7 +30,7 @@ from .shape_calls import call_shapes, is_call
 from .shape_context import Dims, OpContext, Value, merge_dims
 from .shape_functions import FunctionShapes
 from .shape_loops import LoopMerges
-from .shape_rules import RULES
+from .shape_rules import RULES, const_shape
 from .shape_values import VALUE_RULES, valueless
 from .tf_ops import is_tensorflow_op
 from .vocabulary import CONST_OPS, CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
@@ -96,23 +96,32 @@ class ShapeInference:
             return known
         active: set[int] = set()
         stack: list[tuple[int, bool]] = [(node, False)]
-        inputs = self.index.inputs
+        pop, push = stack.pop, stack.append
+        inputs, ops, infer = self.index.inputs, self.index.ops, self._infer
         while stack:
-            top, expanded = stack.pop()
+            top, expanded = pop()
             if expanded:
                 active.discard(top)
                 if top not in shapes:
-                    self._infer(top, active)
+                    infer(top, active)
                 continue
             if top in shapes or top in active:
                 continue
+            # a constant's shape is read when a rule asks for it (:meth:`constant_shapes`): most are
+            # a Reshape's shape, of which the rule reads the value
+            if ops[top] in LOOP_MERGE_OPS:  # its back edges: LoopMerges follows them
+                pending = [p for p, port in inputs[top] if port != CONTROL and p not in shapes
+                           and p not in active and ops[p] not in LOOP_BACK_OPS and not self._lazy(p)]
+            else:
+                pending = [p for p, port in inputs[top] if port != CONTROL and p not in shapes
+                           and p not in active and not self._lazy(p)]
+            if not pending:  # its producers' shapes are known (a constant has none): now
+                infer(top, active)
+                continue
             active.add(top)
-            stack.append((top, True))
-            merge = self.index.ops[top] in LOOP_MERGE_OPS  # its back edges: LoopMerges follows them
-            for p, port in inputs[top]:
-                if port != CONTROL and p not in shapes and p not in active and not (
-                        merge and self.index.ops[p] in LOOP_BACK_OPS):
-                    stack.append((p, False))
+            push((top, True))
+            for p in pending:
+                push((p, False))
         return shapes[node]
 
     def _infer(self, i: int, active: set[int]) -> None:
@@ -120,14 +129,23 @@ class ShapeInference:
         edge, read as unknown)."""
         index = self.index
         op = index.ops[i]
-        data = self._data(i)
+        data = [t for t in index.inputs[i] if t[1] != CONTROL]
         missing: frozenset[str] = _NOTHING
-        for p, _ in data:
-            if p not in active:
-                missing = missing | self._missing.get(p, _NOTHING)
-        ctx = OpContext(self, i, op, index.nodes[i], data)
+        upstream = self._missing
+        if upstream:  # the op types outside the table the producers' shapes depend on
+            for p, _ in data:
+                if p not in active:
+                    more = upstream.get(p)
+                    if more:
+                        missing = missing | more
+        node = index.nodes[i]
+        if op == "Const" and not data and op not in self.functions.functions:
+            self._infer_const(i, node)
+            return
+        ctx = OpContext(self, i, op, node, data)
         found: list[Dims] | None
-        self._gap_stack.append(set())
+        gap_stack = self._gap_stack
+        gap_stack.append(set())
         try:
             if op in LOOP_MERGE_OPS and self.loops.is_loop_merge(i):
                 found = self.loops.infer(i, ctx)
@@ -139,19 +157,42 @@ class ShapeInference:
                 rule = RULES.get(op)
                 found = rule(ctx) if rule is not None else self._unlisted(ctx)
         finally:
-            gaps = self._gap_stack.pop()
-        missing = missing | gaps  # values a rule asked for that no value rule gives
+            gaps = gap_stack.pop()
+        if gaps:
+            missing = missing | gaps  # values a rule asked for that no value rule gives
         if found is None:  # an op TensorFlow knows but the table does not
             found = []
             missing = missing | {op}
-        outputs: list[Dims] = found
-        outputs = _with_recorded(index.nodes[i], list(outputs))
+        outputs: list[Dims] = _with_recorded(node, found) if "_output_shapes" in node.attr else found
         self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
         self.loops.inferred(i)
-        if missing and all(s is not None and None not in s for s in outputs) and outputs:
+        if missing and outputs and all(s is not None and None not in s for s in outputs):
             missing = _NOTHING  # fully known whatever was missing upstream
         if missing:
             self._missing[i] = missing
+
+    def _lazy(self, i: int) -> bool:
+        """Whether node ``i`` is a constant whose shapes are worked out only when read."""
+        return self.index.ops[i] == "Const" and self._reads_nothing(i)
+
+    def _reads_nothing(self, i: int) -> bool:
+        return not self.index.inputs[i] or all(port == CONTROL for _, port in self.index.inputs[i])
+
+    def constant_shapes(self, i: int) -> list[Dims] | None:
+        """Node ``i``'s shapes when it is a constant not inferred yet (None for any other node
+        whose shapes are not known: a loop's back edge)."""
+        if not self._lazy(i):
+            return None
+        return self._node_shapes(i)
+
+    def _infer_const(self, i: int, node: Any) -> None:
+        """A ``Const``'s shape, what the rule gives (:func:`.shape_rules.const_shape`) with less
+        work: a constant reads no input, asks for no value and depends on no op outside the table
+        (a third of a frozen graph's nodes are constants)."""
+        found = const_shape(node)
+        outputs = _with_recorded(node, found) if "_output_shapes" in node.attr else found
+        self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
+        self.loops.inferred(i)
 
     def _unlisted(self, ctx: OpContext) -> list[Dims] | None:
         """Shapes of an op the table does not list: a fused op's ``same_shape`` rule, an op
@@ -216,7 +257,7 @@ class ShapeInference:
 def _int_value(constant: "np.ndarray") -> Value:
     if constant.dtype.kind not in "iu" or constant.ndim > 1 or constant.size > MAX_VALUE_LENGTH:
         return None
-    return (constant.ndim == 0, tuple(int(v) for v in constant.reshape(-1)))
+    return (constant.ndim == 0, tuple(constant.reshape(-1).tolist()))  # Python ints
 
 
 def _with_recorded(node: Any, outputs: list[Dims]) -> list[Dims]:

@@ -8,7 +8,7 @@ integer tensors (shape vectors and their elements) have rules of their own (``VA
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from . import shape_rules_nn as nn
 from .shape_context import (
@@ -42,10 +42,16 @@ def _add_n(ctx: OpContext) -> list[Dims]:
 
 
 
+def const_shape(node: Any) -> list[Dims]:
+    """A constant's shape, from its ``value`` attribute (unknown without one)."""
+    attrs = node.attr
+    return [[d.size for d in attrs["value"].tensor.tensor_shape.dim]] if "value" in attrs else [None]
+
+
 def _source(ctx: OpContext) -> list[Dims]:
     attrs = ctx.node.attr
     if ctx.op in ("Const", "HostConst"):
-        return [[d.size for d in attrs["value"].tensor.tensor_shape.dim]] if "value" in attrs else [None]
+        return const_shape(ctx.node)
     if "shape" not in attrs or attrs["shape"].shape.unknown_rank:
         return [None]
     return [[d.size if d.size >= 0 else None for d in attrs["shape"].shape.dim]]

@@ -4,13 +4,12 @@ constant shape, a Transpose, elementwise ops, products).  The fusion path never 
 TensorFlow; an axis no rule tells is unknown (None), never guessed."""
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ....core.graph.constant_eval import NotConstant, TensorEvaluator
 from ....core.graph.view import GraphView
 from ....core.graph.vocabulary import CONTROL, FORWARDING_OPS
+from ..fused_shapes import PerView
 
 Tensor = tuple[int, int]
 
@@ -46,12 +45,18 @@ def shape(view: GraphView, tensor: Tensor) -> list[int | None] | None:
 
 
 #: per graph view, the sizes told so far: (tensor, negative axis) -> size
-_KNOWN: weakref.WeakKeyDictionary[GraphView, dict[tuple[Tensor, int], int | None]] = weakref.WeakKeyDictionary()
+_KNOWN = PerView()
+_UNTOLD = object()
 
 
 def dim(view: GraphView, tensor: Tensor, axis: int, depth: int = MAX_DEPTH) -> int | None:
     """The size of ``axis`` of ``tensor``, or None.  A negative axis counts from the end and
     needs no rank: elementwise ops broadcast from the end.  Each is told once per view."""
+    known: dict[tuple[Tensor, int], int | None] = _KNOWN.of(view)
+    if axis < 0 and depth > 0:  # told before (its rank, which decides below, is the same now)
+        told = known.get((tensor, axis), _UNTOLD)
+        if told is not _UNTOLD:
+            return told  # type: ignore[return-value]
     r = rank(view, tensor)
     if axis >= 0:
         if r is None:
@@ -59,7 +64,6 @@ def dim(view: GraphView, tensor: Tensor, axis: int, depth: int = MAX_DEPTH) -> i
         axis -= r
     if depth == 0 or (r is not None and -axis > r):
         return None
-    known = _KNOWN.setdefault(view, {})
     key = (tensor, axis)
     if key not in known:
         known[key] = _dim(view, tensor, axis, depth)

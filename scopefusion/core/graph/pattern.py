@@ -301,7 +301,7 @@ class OpPattern:
         counts): a measure of how far a failed match got.  Computed once per pattern."""
         cached = self.__dict__.get("_op_count")
         if cached is None:
-            cached = _min_ops(self.root, self.defs, frozenset(), {})[0]
+            cached = _min_ops(self.root, self.defs, frozenset(), {}, _Names(self.defs))[0]
             object.__setattr__(self, "_op_count", cached)
         return cached
 
@@ -356,28 +356,98 @@ def _root_ops(expr: Any) -> list[Op]:
     return []
 
 
+def _expr_key(expr: Any) -> object:
+    """A memo key for a sub-expression: a variable by its name (``"$x"`` makes a new ``Var``
+    each time, whose id a later one may reuse), anything else by identity (the pattern holds it)."""
+    return ("$", expr.name) if isinstance(expr, Var) else id(expr)
+
+
+class _Names:
+    """The labels and variables (``$name``) an expression can meet, its variables' definitions
+    included: all that :func:`_min_ops` reads of ``seen`` below that expression, and all it adds."""
+
+    def __init__(self, defs: Mapping[str, Any]) -> None:
+        self.defs = defs
+        self._own: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
+        self._of_var: dict[str, frozenset[str]] = {}
+        self._within: dict[object, frozenset[str]] = {}
+
+    def within(self, expr: Any) -> frozenset[str]:
+        key = _expr_key(expr)
+        known = self._within.get(key)
+        if known is None:
+            labels, names = self._local(expr)
+            known = labels.union(*(self._var(n) for n in names if n in self.defs))
+            self._within[key] = known
+        return known
+
+    def _local(self, expr: Any) -> tuple[frozenset[str], frozenset[str]]:
+        """``(labels, variable names)`` an expression names, not looking into the variables."""
+        expr = as_var(expr)
+        key = _expr_key(expr)
+        known = self._own.get(key)
+        if known is not None:
+            return known
+        labels: set[str] = set()
+        names: set[str] = set()
+        subs: tuple[Any, ...] = ()
+        if isinstance(expr, Op):
+            if expr.label is not None:
+                labels.add(expr.label)
+            subs = tuple(expr.inputs or ())
+        elif isinstance(expr, Alt):
+            subs = tuple(expr.options)
+        elif isinstance(expr, Var):
+            names.add(expr.name)
+        for sub in subs:
+            sub_labels, sub_names = self._local(sub)
+            labels |= sub_labels
+            names |= sub_names
+        self._own[key] = result = (frozenset(labels), frozenset(names))
+        return result
+
+    def _var(self, name: str) -> frozenset[str]:
+        """``$name`` and what its definition can meet, through the variables it names in turn."""
+        known = self._of_var.get(name)
+        if known is None:
+            found: set[str] = set()
+            todo = [name]
+            while todo:
+                var = todo.pop()
+                if "$" + var in found:
+                    continue
+                found.add("$" + var)
+                labels, names = self._local(self.defs[var])
+                found |= labels
+                todo.extend(n for n in names if n in self.defs)
+            self._of_var[name] = known = frozenset(found)
+        return known
+
+
 def _min_ops(expr: Any, defs: Mapping[str, Any], seen: frozenset[str],
-             memo: dict[tuple[int, frozenset[str]], tuple[int, frozenset[str]]]) -> tuple[int, frozenset[str]]:
+             memo: dict[tuple[object, frozenset[str]], tuple[int, frozenset[str]]],
+             names: _Names) -> tuple[int, frozenset[str]]:
     """``(ops, seen after)``: the ops of the smallest match of ``expr`` not counted yet (a
     labelled op counts once however often the pattern names it, and so does a variable's
     definition; ``seen`` holds those met so far, each option of a ``one_of`` starting from the
-    same), memoised per sub-expression and ``seen``."""
+    same), memoised per sub-expression and the part of ``seen`` it can meet (the rest changes
+    neither the count nor what the expression adds to ``seen``)."""
     expr = as_var(expr)
-    key = (id(expr), seen)
+    key = (_expr_key(expr), seen & names.within(expr))
     known = memo.get(key)
     if known is not None:
-        return known
+        return known[0], seen | known[1]
     result: tuple[int, frozenset[str]] = (0, seen)
     if isinstance(expr, Op) and not (expr.label is not None and expr.label in seen):
         after = seen | {expr.label} if expr.label is not None else seen
         total = 1
         for e in expr.inputs or ():
-            count, after = _min_ops(e, defs, after, memo)
+            count, after = _min_ops(e, defs, after, memo, names)
             total += count
         result = (total, after)
     elif isinstance(expr, Alt):
-        result = (min(_min_ops(e, defs, seen, memo)[0] for e in expr.options), seen)
+        result = (min(_min_ops(e, defs, seen, memo, names)[0] for e in expr.options), seen)
     elif isinstance(expr, Var) and expr.name in defs and "$" + expr.name not in seen:
-        result = _min_ops(defs[expr.name], defs, seen | {"$" + expr.name}, memo)
-    memo[key] = result
+        result = _min_ops(defs[expr.name], defs, seen | {"$" + expr.name}, memo, names)
+    memo[key] = (result[0], result[1] - seen)
     return result

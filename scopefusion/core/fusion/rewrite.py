@@ -315,19 +315,20 @@ def check_rewrite(
     live = set(new_names)
     if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
-    clashes = [n for n in new_names if n in index.index and n not in summary.removed_names]
+    # a name is removed when the node it names in the index was dropped (:class:`NamesOf`)
+    existing, dropped = index.index.get, summary.dropped.__contains__
+    clashes = [n for n in new_names if (i := existing(n)) is not None and not dropped(i)]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
-    existing, removed = index.index, summary.removed_names
     problems = []
     for node in summary.touched:
         for text in node.input:
-            if text in live or (text in existing and text not in removed):
+            if text in live or ((i := existing(text)) is not None and not dropped(i)):
                 continue  # a whole name (port 0), as GraphIndex reads it first
             name = parse_input(text)[0]
             if name in live:
                 continue
-            if name not in existing or name in removed:
+            if (i := existing(name)) is None or dropped(i):
                 problems.append(f"{node.name!r} reads {text!r}")
     if problems:
         raise GraphValidationError(f"inputs that name no node in the graph: {'; '.join(problems[:5])}")

@@ -340,7 +340,9 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     result it is (:class:`PassError`)."""
     if not plans:
         return
-    written = {node.name: node for node in summary.touched}
+    touched = summary.touched
+    touched_names = [node.name for node in touched]  # each read off its message once
+    written = dict(zip(touched_names, touched, strict=True))
     removed = summary.removed_names
 
     def lookup(name: str) -> "NodeDef | None":
@@ -353,8 +355,8 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     pass_of = {node.name: plan.candidate.pass_name for plan in plans
                for node in summary.inserted.get(plan.removed[0], ())}
     typed = {name for name, node in written.items() if name in pass_of and judge.knows(node.op)}
-    for node in summary.touched:
-        if node.name in pass_of:
+    for name, node in zip(touched_names, touched, strict=True):
+        if name in pass_of:
             if not judge.knows(node.op):
                 continue  # a fused op: its declaration was checked with the plan
             problems = judge.problems(node)
@@ -363,7 +365,7 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
         else:
             continue  # reads fused ops (whose dtypes are their declarations') or what it read before
         if problems:
-            whose = pass_of.get(node.name)
+            whose = pass_of.get(name)
             source = f"pass {whose} wrote" if whose else "the rewrite left"
             raise PassError(f"{source} node {shorten(node.name)} ({node.op}), which TensorFlow would refuse: "
                             f"{'; '.join(problems[:3])}")

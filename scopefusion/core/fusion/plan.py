@@ -195,10 +195,8 @@ def _kept_nodes(index: GraphIndex, members: frozenset[int], inputs: Sequence[tup
     """Members that stay: producers of fused inputs and constant-like members still read
     (through a data edge) from outside, each with its ancestors among the members."""
     seeds = [p for p, _ in inputs if p in members]
-    consumers, ops = index.consumers, index.ops
-    for d in members:
-        if ops[d] not in _CONST_LIKE_OPS:  # never constant-like (see is_const_like)
-            continue
+    consumers, ops, const_like = index.consumers, index.ops, _CONST_LIKE_OPS
+    for d in [m for m in members if ops[m] in const_like]:  # the rest is never constant-like (is_const_like)
         for c, port, _ in consumers[d]:
             if c not in members and port != CONTROL:
                 if is_const_like(index, d):
@@ -259,6 +257,8 @@ def _graph_output_aliases(
 ) -> dict[int, list[int]]:
     """Graph outputs among the removed nodes: each must be a fused output, and keeps its name."""
     aliases: dict[int, list[int]] = {}
+    if graph_outputs.keys().isdisjoint(removed):  # the common case, told without a loop in Python
+        return aliases
     for d in removed:
         ports = graph_outputs.get(d)
         if ports is None:

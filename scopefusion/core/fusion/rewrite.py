@@ -315,19 +315,20 @@ def check_rewrite(
     live = set(new_names)
     if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
-    clashes = [n for n in new_names if n in index.index and n not in summary.removed_names]
+    # a name is removed when the node it names in the index was dropped (:class:`NamesOf`)
+    existing, dropped = index.index.get, summary.dropped.__contains__
+    clashes = [n for n in new_names if (i := existing(n)) is not None and not dropped(i)]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
-    existing, removed = index.index, summary.removed_names
     problems = []
     for node in summary.touched:
         for text in node.input:
-            if text in live or (text in existing and text not in removed):
+            if text in live or ((i := existing(text)) is not None and not dropped(i)):
                 continue  # a whole name (port 0), as GraphIndex reads it first
             name = parse_input(text)[0]
             if name in live:
                 continue
-            if name not in existing or name in removed:
+            if (i := existing(name)) is None or dropped(i):
                 problems.append(f"{node.name!r} reads {text!r}")
     if problems:
         raise GraphValidationError(f"inputs that name no node in the graph: {'; '.join(problems[:5])}")
@@ -339,7 +340,9 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     result it is (:class:`PassError`)."""
     if not plans:
         return
-    written = {node.name: node for node in summary.touched}
+    touched = summary.touched
+    touched_names = [node.name for node in touched]  # each read off its message once
+    written = dict(zip(touched_names, touched, strict=True))
     removed = summary.removed_names
 
     def lookup(name: str) -> "NodeDef | None":
@@ -352,8 +355,8 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     pass_of = {node.name: plan.candidate.pass_name for plan in plans
                for node in summary.inserted.get(plan.removed[0], ())}
     typed = {name for name, node in written.items() if name in pass_of and judge.knows(node.op)}
-    for node in summary.touched:
-        if node.name in pass_of:
+    for name, node in zip(touched_names, touched, strict=True):
+        if name in pass_of:
             if not judge.knows(node.op):
                 continue  # a fused op: its declaration was checked with the plan
             problems = judge.problems(node)
@@ -362,7 +365,7 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
         else:
             continue  # reads fused ops (whose dtypes are their declarations') or what it read before
         if problems:
-            whose = pass_of.get(node.name)
+            whose = pass_of.get(name)
             source = f"pass {whose} wrote" if whose else "the rewrite left"
             raise PassError(f"{source} node {shorten(node.name)} ({node.op}), which TensorFlow would refuse: "
                             f"{'; '.join(problems[:3])}")

@@ -56,7 +56,6 @@ MOMENTS_LABEL = "LayerNormMoments"
 SINGLE_CALL_LABEL = "LayerNormCall"
 #: Nodes that locate a layer norm's statistics.
 CORE_OPS = ("Mean", "Rsqrt", "Sqrt", FUSED_BATCH_NORM)
-_CORE_OPS = frozenset(CORE_OPS)
 
 
 def analyse(scope: "Scope | ScopePart") -> LayerNormMatch:
@@ -116,14 +115,17 @@ class ScopeLayerNormPass(ScopeBasePass):
         matched parent scope (say a Keras model holding one layer norm and a Dense)
         gives way to the layer norm's own scope."""
         results, seen, met = [], set(), set()
+        index = scope_graph.index
+        core = {i for op in CORE_OPS for i in index.nodes_of_type(op)}  # the statistics' nodes
+        anchors = {i for op in CALL_ANCHORS for i in index.nodes_of_type(op)}
         for scope in self.matched_scopes(scope_graph):
             if id(scope) in met:  # matched by two pattern sets: its tightest scope is taken already
                 continue
             met.add(id(scope))
-            tight = _tightest(scope)
+            tight = _tightest(scope, core)
             if id(tight) not in seen:
                 seen.add(id(tight))
-                results.extend(_calls(tight))
+                results.extend(_calls(tight, anchors))
         return results
 
     def generate_fusion_result(self, scopes: Sequence["Scope"], result: FusionScopesResult) -> None:
@@ -228,12 +230,12 @@ def _several_calls() -> list[list[ScopePattern]]:
     return [[*single, moments], [layer.add_scope_feature(sub_scope_mask="batchnorm")]]
 
 
-def _calls(scope: "Scope") -> list[ScopesResult]:
+def _calls(scope: "Scope", call_anchors: set[int]) -> list[ScopesResult]:
     """One result for the scope, or one per call when a layer called several times put its
     calls in this one scope (a piece lying inside one sub-scope is left to that scope's own
-    match: a model scope holding several layers is not a layer called several times)."""
-    ops = scope.graph.index.ops
-    anchors = [i for i in scope.all_node_indices() if ops[i] in CALL_ANCHORS]
+    match: a model scope holding several layers is not a layer called several times).
+    ``call_anchors``: the graph's nodes of :data:`CALL_ANCHORS` ops."""
+    anchors = [i for i in scope.all_node_indices() if i in call_anchors]
     parts = split_instances(scope, anchors) if len(anchors) > 1 else None
     if parts is None:
         return [ScopesResult([scope])]
@@ -254,13 +256,14 @@ def _inside_one_child(part: ScopePart, scope: "Scope") -> bool:
     return len(children) == 1
 
 
-def _tightest(scope: "Scope") -> "Scope":
+def _tightest(scope: "Scope", core: set[int]) -> "Scope":
     """The deepest scope holding every Mean, Rsqrt, Sqrt and FusedBatchNormV3 of ``scope``
-    (found by the scopes' numbers: a scope's descendants are numbered after it, before its end)."""
+    (``core``: the graph's nodes of those ops), found by the scopes' numbers: a scope's
+    descendants are numbered after it, before its end."""
     tree = scope.graph.tree
-    ops, layout = tree.index.ops, tree.layout
+    layout = tree.layout
     node_scope = layout.node_scope
-    homes = {int(node_scope[i]) for i in scope.all_node_indices() if ops[i] in _CORE_OPS}
+    homes = {int(node_scope[i]) for i in core.intersection(scope.all_node_indices())}
     if not homes:
         return scope
     common = min(homes)

@@ -64,7 +64,7 @@ _HEAD_TAGS = frozenset({0x0A, 0x12, 0x1A, 0x22})
 _IS_HEAD_TAG = bytes(int(b in _HEAD_TAGS) for b in range(256))
 
 
-def _after_head_fields(data: bytes) -> bytes | None:
+def after_head_fields(data: bytes) -> bytes | None:
     """A serialized NodeDef from its first field that is not its name, op, an input or its device
     on: its attributes (and anything after them) when the fields come in number order, as protobuf
     writes them.  None when the bytes do not read as length-delimited fields."""
@@ -96,7 +96,7 @@ def attr_signature(node: "NodeDef", *, deterministic: bool = False) -> bytes:
     whole node's bytes, naming it, if they do not read as fields).  ``deterministic``: attribute
     maps in key order, so that equal attributes give equal bytes whatever order they were set in."""
     data = node.SerializeToString(deterministic=deterministic)
-    rest = _after_head_fields(data)
+    rest = after_head_fields(data)
     return data if rest is None else rest
 
 

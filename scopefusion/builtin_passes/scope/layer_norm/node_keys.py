@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Hashable
 
-from ....core.graph.attr_rules import _after_head_fields
+from ....core.graph.attr_rules import after_head_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -60,7 +60,7 @@ class AttributeKeys:
     def of_all(self, indices: list[int]) -> list[tuple[Hashable, bool]]:
         """:meth:`of` each node of ``indices``."""
         nodes, known = self.nodes, self._known
-        lookup, after_head = known.get, _after_head_fields
+        lookup, after_head = known.get, after_head_fields
         out: list[tuple[Hashable, bool]] = []
         add = out.append
         for i in indices:  # attr_signature(node, deterministic=True), inlined: a call less per node

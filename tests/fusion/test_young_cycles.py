@@ -66,3 +66,18 @@ def test_the_block_raising_still_thaws() -> None:
         raise ValueError("boom")
     assert gc.get_freeze_count() == 0
     assert made() is None
+
+
+def test_a_block_inside_another_leaves_the_collection_to_it(monkeypatch) -> None:
+    """The inner block neither freezes nor asks how many objects are frozen (a walk over all of
+    them); the outer one collects what both made."""
+    asked: list[int] = []
+    real = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: asked.append(1) or real())
+    with no_gc(), young_cycles_collected():
+        with young_cycles_collected():
+            inner = _cycle()
+        assert inner() is not None  # not yet: the outer block's end collects it
+        assert len(asked) == 1
+    assert inner() is None
+    assert real() == 0

@@ -23,17 +23,25 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
+#: how many blocks are open: a block inside another leaves the collection to the outer one (and
+#: must not ask ``gc.get_freeze_count()``, which walks every frozen object: the whole heap there)
+_open = [0]
+
+
 @contextmanager
 def young_cycles_collected() -> Iterator[None]:
     """Collect the garbage cycles made in the block when it ends (also when it raises),
-    traversing only the objects made in it."""
-    if gc.get_freeze_count():  # the process's own frozen objects: not ours to thaw
+    traversing only the objects made in it.  Inside another such block it does nothing: the
+    outer block collects them."""
+    if _open[0] or gc.get_freeze_count():  # an outer block's freeze, or the process's own
         yield
         return
     gc.freeze()
+    _open[0] += 1
     try:
         yield
     finally:
+        _open[0] -= 1
         try:
             gc.collect(0)
         finally:

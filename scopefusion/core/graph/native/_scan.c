@@ -29,10 +29,7 @@
  * skipped is not looked into: the caller has protobuf parse the bytes first.  Every read is
  * bounds-checked against the buffer.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 typedef struct {
     Py_ssize_t start;
@@ -322,24 +319,10 @@ static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
             return SCAN_ERROR;
         }
     }
-    if (keyed) {
-        PyObject *position = PyLong_FromSsize_t(PyList_GET_SIZE(st->counts));
-        if (position == NULL) {
-            return SCAN_ERROR;
-        }
-        int failed = PyList_Append(st->keyed, position);
-        Py_DECREF(position);
-        if (failed < 0) {
-            return SCAN_ERROR;
-        }
-    }
-    PyObject *count = PyLong_FromSsize_t(st->inputs.len - first_input);
-    if (count == NULL) {
+    if (keyed && append_int(st->keyed, PyList_GET_SIZE(st->counts)) < 0) {
         return SCAN_ERROR;
     }
-    int failed = PyList_Append(st->counts, count);
-    Py_DECREF(count);
-    return failed < 0 ? SCAN_ERROR : SCAN_OK;
+    return append_int(st->counts, st->inputs.len - first_input) < 0 ? SCAN_ERROR : SCAN_OK;
 }
 
 /* The GraphDef's top level: every node field (1) read, every other field stepped over. */
@@ -523,7 +506,7 @@ static PyObject *int64_column(spans *list, int sizes) {
     return out;
 }
 
-static PyObject *scan(PyObject *module, PyObject *args) {
+static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view;
     int max_digits;
     const char *key = NULL;
@@ -590,6 +573,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
-                                    "One pass over a serialized GraphDef: a graph index's columns.", -1, methods};
+                                    "One pass over a serialized GraphDef: a graph index's columns.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -102,7 +102,7 @@ tree_scope(Tree *tree, PyObject *path)
 }
 
 static PyObject *
-scope_tree(PyObject *module, PyObject *names)
+scope_tree(PyObject *Py_UNUSED(module), PyObject *names)
 {
     PyObject *seq = PySequence_Fast(names, "node names must be a sequence");
     if (seq == NULL)
@@ -163,7 +163,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef scopes_module = {
-    PyModuleDef_HEAD_INIT, "_scopes", "The scope tree's names, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_scopes", "The scope tree's names, in C.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

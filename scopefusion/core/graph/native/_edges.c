@@ -184,11 +184,9 @@ done:
 static PyObject *
 renumbered(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *inputs, *new_index;
-    if (!PyArg_ParseTuple(args, "OO:renumbered", &inputs, &new_index))
-        return NULL;
     PyObject *in_seq, *map;
-    if (open_two(inputs, "inputs must be a sequence", new_index, "new_index must be a sequence", &in_seq, &map) < 0)
+    if (two_sequence_args(args, "OO:renumbered", "inputs must be a sequence", "new_index must be a sequence", &in_seq,
+                          &map) < 0)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(in_seq);
     PyObject *result = PyList_New(n);
@@ -283,9 +281,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef edges_module = {
-    PyModuleDef_HEAD_INIT, "_edges", "Reading a graph's edges, in C.", -1, methods, NULL, NULL, NULL, NULL,
-};
+static PyModuleDef module_def;
 
 PyMODINIT_FUNC
 PyInit__edges(void)
@@ -296,5 +292,5 @@ PyInit__edges(void)
     INPUT_ATTR = PyUnicode_InternFromString("input");
     if (EMPTY == NULL || ZERO == NULL || CONTROL == NULL || INPUT_ATTR == NULL)
         return NULL;
-    return PyModule_Create(&edges_module);
+    return new_module(&module_def, "_edges", "Reading a graph's edges, in C.", methods);
 }

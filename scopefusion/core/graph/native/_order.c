@@ -232,9 +232,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef order_module = {
-    PyModuleDef_HEAD_INIT, "_order", "A graph's topological order, in C.", -1, methods, NULL, NULL, NULL, NULL,
-};
+static PyModuleDef module_def;
 
 PyMODINIT_FUNC
 PyInit__order(void)
@@ -242,5 +240,5 @@ PyInit__order(void)
     CONTROL = PyLong_FromLong(-1);
     if (CONTROL == NULL)
         return NULL;
-    return PyModule_Create(&order_module);
+    return new_module(&module_def, "_order", "A graph's topological order, in C.", methods);
 }

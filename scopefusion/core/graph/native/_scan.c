@@ -48,16 +48,11 @@ typedef struct {
 #define SCAN_ERROR 2       /* a Python exception is set */
 
 static int push(spans *list, Py_ssize_t start, Py_ssize_t size) {
-    if (list->len == list->cap) {
-        Py_ssize_t cap = list->cap ? list->cap * 2 : 1024;
-        span *grown = PyMem_Realloc(list->items, (size_t)cap * sizeof(span));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        list->items = grown;
-        list->cap = cap;
+    span *grown = room_for_one(list->items, list->len, &list->cap, sizeof(span), 1024);
+    if (grown == NULL) {
+        return -1;
     }
+    list->items = grown;
     list->items[list->len].start = start;
     list->items[list->len].size = size;
     list->len++;
@@ -572,8 +567,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
-                                    "One pass over a serialized GraphDef: a graph index's columns.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static PyModuleDef module_def;
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    return new_module(&module_def, "_scan", "One pass over a serialized GraphDef: a graph index's columns.", methods);
+}

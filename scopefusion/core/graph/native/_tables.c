@@ -16,11 +16,9 @@ static PyObject *EMPTY; /* () */
 static PyObject *
 consumers_of(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *inputs, *ids;
-    if (!PyArg_ParseTuple(args, "OO:consumers_of", &inputs, &ids))
-        return NULL;
     PyObject *in_seq, *id_seq;
-    if (open_two(inputs, "inputs must be a sequence", ids, "ids must be a sequence", &in_seq, &id_seq) < 0)
+    if (two_sequence_args(args, "OO:consumers_of", "inputs must be a sequence", "ids must be a sequence", &in_seq,
+                          &id_seq) < 0)
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t *count = NULL, *filled = NULL;
@@ -119,11 +117,9 @@ done:
 static PyObject *
 nodes_by_op(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *ids, *ops;
-    if (!PyArg_ParseTuple(args, "OO:nodes_by_op", &ids, &ops))
-        return NULL;
     PyObject *id_seq, *op_seq;
-    if (open_two(ids, "ids must be a sequence", ops, "ops must be a sequence", &id_seq, &op_seq) < 0)
+    if (two_sequence_args(args, "OO:nodes_by_op", "ids must be a sequence", "ops must be a sequence", &id_seq,
+                          &op_seq) < 0)
         return NULL;
     PyObject *table = NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(id_seq);
@@ -243,10 +239,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef tables_module = {
-    PyModuleDef_HEAD_INIT, "_tables", "The per-node tables a graph's edges give, in C.", -1, methods,
-    NULL, NULL, NULL, NULL,
-};
+static PyModuleDef module_def;
 
 PyMODINIT_FUNC
 PyInit__tables(void)
@@ -254,5 +247,5 @@ PyInit__tables(void)
     EMPTY = PyTuple_New(0);
     if (EMPTY == NULL)
         return NULL;
-    return PyModule_Create(&tables_module);
+    return new_module(&module_def, "_tables", "The per-node tables a graph's edges give, in C.", methods);
 }

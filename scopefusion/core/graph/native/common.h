@@ -58,6 +58,19 @@ open_two(PyObject *first, const char *first_error, PyObject *second, const char 
     return 0;
 }
 
+/* A function's two arguments, parsed by `format` ("OO:name"), as fast sequences (new references);
+ * each error message names its argument.  On failure neither is held and both are NULL. */
+static inline int
+two_sequence_args(PyObject *args, const char *format, const char *first_error, const char *second_error,
+                  PyObject **first_seq, PyObject **second_seq)
+{
+    PyObject *first, *second;
+    *first_seq = *second_seq = NULL;
+    if (!PyArg_ParseTuple(args, format, &first, &second))
+        return -1;
+    return open_two(first, first_error, second, second_error, first_seq, second_seq);
+}
+
 /* zip(a, b, strict=True)'s complaint about sequences of other lengths. */
 static inline int
 check_lengths(Py_ssize_t first, Py_ssize_t second)
@@ -161,7 +174,26 @@ append_int(PyObject *list, Py_ssize_t value)
     return failed;
 }
 
-/* ----------------------------------------------------------------------------- stacks */
+/* ----------------------------------------------------------------------- growable arrays */
+
+/* `items`, an array of `size` items of `item_size` bytes in PyMem memory with room for `*capacity`,
+ * with room for one more: the same pointer while there is, else the array moved to twice the room
+ * (`first` items at first).  NULL with MemoryError set, `items` left as it was. */
+static inline void *
+room_for_one(void *items, Py_ssize_t size, Py_ssize_t *capacity, size_t item_size, Py_ssize_t first)
+{
+    if (size < *capacity)
+        return items;
+    Py_ssize_t more = *capacity ? 2 * *capacity : first;
+    void *moved = PyMem_Realloc(items, (size_t)more * item_size);
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *capacity = more;
+    return moved;
+}
+
 
 /* A growable array of owned references. */
 typedef struct {
@@ -172,17 +204,12 @@ typedef struct {
 static inline int
 stack_push(Stack *s, PyObject *obj)  /* steals obj, also on failure */
 {
-    if (s->size == s->capacity) {
-        Py_ssize_t capacity = s->capacity ? 2 * s->capacity : 16;
-        PyObject **items = PyMem_Realloc(s->items, (size_t)capacity * sizeof(PyObject *));
-        if (items == NULL) {
-            Py_DECREF(obj);
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->items = items;
-        s->capacity = capacity;
+    PyObject **items = room_for_one(s->items, s->size, &s->capacity, sizeof(PyObject *), 16);
+    if (items == NULL) {
+        Py_DECREF(obj);
+        return -1;
     }
+    s->items = items;
     s->items[s->size++] = obj;
     return 0;
 }
@@ -202,6 +229,18 @@ stack_free(Stack *s)
     PyMem_Free(s->items);
     s->items = NULL;
     s->capacity = 0;
+}
+
+/* ------------------------------------------------------------------------------ modules */
+
+/* An extension's module: its definition `def` (static storage, the module keeps pointing at it)
+ * filled in with `name`, `doc` and `methods`; no per-module state. */
+static inline PyObject *
+new_module(PyModuleDef *def, const char *name, const char *doc, PyMethodDef *methods)
+{
+    PyModuleDef filled = {PyModuleDef_HEAD_INIT, name, doc, -1, methods, NULL, NULL, NULL, NULL};
+    *def = filled;
+    return PyModule_Create(def);
 }
 
 #endif

@@ -1,9 +1,9 @@
 """The build's one part that pyproject.toml cannot declare: the graph core's C extensions.
 
-Each is built from the sources in ``scopefusion/core/graph/native/`` with this machine's C
-compiler.  They are optional: where one cannot be built (no compiler, no Python headers), the
-install goes on without it and :mod:`scopefusion.core.graph.native` uses the pure-Python path,
-which gives the same results.
+Each is built from one ``_*.c`` source in ``scopefusion/core/graph/native/`` (and the helpers they
+share, ``common.h``) with this machine's C compiler.  They are optional: where one cannot be built
+(no compiler, no Python headers), the install goes on without it and
+:mod:`scopefusion.core.graph.native` uses the pure-Python path, which gives the same results.
 """
 from pathlib import Path
 
@@ -15,7 +15,7 @@ NATIVE = Path("scopefusion/core/graph/native")
 def extensions() -> list[Extension]:
     return [
         Extension(f"scopefusion.core.graph.native.{source.stem}", [str(source)], optional=True,
-                  extra_compile_args=["-O2"])
+                  depends=[str(NATIVE / "common.h")], extra_compile_args=["-O2"])
         for source in sorted(NATIVE.glob("_*.c"))
     ]
 

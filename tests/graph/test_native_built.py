@@ -16,7 +16,7 @@ SOURCES = sorted(p.stem for p in Path(native.__file__).parent.glob("_*.c"))
 
 
 def test_the_sources_are_there():
-    assert {"_edges", "_scan", "_scopes"} <= set(SOURCES)
+    assert {"_edges", "_order", "_scan", "_scopes", "_tables"} <= set(SOURCES)
     assert tuple(SOURCES) == native.EXTENSIONS  # what --version reports is every source's module
 
 

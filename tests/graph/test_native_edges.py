@@ -1,7 +1,7 @@
-"""The C extension ``native/_edges.c`` gives exactly what the pure-Python path gives, for every
-function it takes over: on random graphs (ports, control edges, TF1 loops, cycles, dangling and odd
-input strings, empty graphs) and on odd data (producers out of range, negative ones, edges that are
-no pairs), where both raise the same error."""
+"""The C extensions ``native/_edges.c``, ``_tables.c`` and ``_order.c`` give exactly what the
+pure-Python path gives, for every function they take over: on random graphs (ports, control edges,
+TF1 loops, cycles, dangling and odd input strings, empty graphs) and on odd data (producers out of
+range, negative ones, edges that are no pairs), where both raise the same error."""
 from __future__ import annotations
 
 import random

@@ -1,7 +1,8 @@
 """On real frozen graphs (a BERT encoder; a TF1 loop with ports, control edges and a back edge; the
 benchmark's four generated graphs, built from real tf_slim, tf_keras and keras-hub layers), the C
-extension ``native/_edges.c`` gives every index table the pure-Python path gives, and a whole fusion
-run writes the same bytes on both paths, each re-index after a rewrite the same."""
+extensions ``native/_edges.c``, ``_tables.c`` and ``_order.c`` give every index table the pure-Python
+path gives, and a whole fusion run writes the same bytes on both paths, each re-index after a rewrite
+the same."""
 from __future__ import annotations
 
 import sys

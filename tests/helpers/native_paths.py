@@ -18,7 +18,7 @@ DISPATCHING = (edge_lists, toposort, layout, scope_layout)
 
 
 def extension(name: str) -> ModuleType:
-    """The built extension ``name`` (``_edges``, ``_scopes``), imported directly (also where
+    """The built extension ``name`` (``_edges``, ``_order``, ``_tables``, ``_scopes``), imported directly (also where
     SCOPEFUSION_PURE_PYTHON is set)."""
     return importlib.import_module(f"{PACKAGE}.{name}")
 

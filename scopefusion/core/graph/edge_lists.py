@@ -9,8 +9,10 @@ costs memory.)
 Node indices are the int objects the caller hands in (``ids``, e.g. the values of the name
 table), so an index held in many edges is one object, not one per edge.
 
-Where the C extension ``native/_edges.c`` is built, the functions here hand their work to it; the
-Python code below each dispatch is the pure-Python path, with exactly the same results.
+Where the C extensions are built, the functions here hand their work to them (``native/_edges.c``
+reads the inputs and renumbers them, ``native/_tables.c`` lists the consumers, the op table and the
+unread nodes); the Python code below each dispatch is the pure-Python path, with exactly the same
+results.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ Inputs = list[tuple[tuple[int, int], ...]]
 Consumers = list[tuple[tuple[int, int, int], ...]]
 
 
-def _native() -> ModuleType | None:
-    """The C extension of this module's work, or None for the pure-Python path."""
-    return native_module("_edges")
+def _native(name: str = "_edges") -> ModuleType | None:
+    """The C extension ``name`` of this module's work (``_edges`` reads the inputs, ``_tables``
+    makes the tables of them), or None for the pure-Python path."""
+    return native_module(name)
 
 
 def parse_node_inputs(texts: Iterable[str], index: Mapping[str, int], reader: str,
@@ -101,7 +104,7 @@ def consumers_of(inputs: Sequence[tuple[tuple[int, int], ...]], ids: Sequence[in
     reading it, by consumer then slot.  Every producer of ``inputs`` names a node.  A producer
     read once (most are) gets its tuple at once; one read more often collects its readers in a
     list first."""
-    native = _native()
+    native = _native("_tables")
     if native is not None:
         return native.consumers_of(inputs, ids)
     consumers: list = [()] * len(ids)
@@ -131,7 +134,7 @@ def node_ids(index: Mapping[str, int], size: int) -> Sequence[int]:
 def nodes_by_op(ids: Sequence[int], ops: Sequence[str]) -> dict[str, list[int]]:
     """Per op type, its nodes (as the int objects of ``ids``) in graph order; the types in order of
     first appearance."""
-    native = _native()
+    native = _native("_tables")
     if native is not None:
         return native.nodes_by_op(ids, ops)
     by_op: dict[str, list[int]] = {}
@@ -148,7 +151,7 @@ def unread(inputs: Sequence[tuple[tuple[int, int], ...]], size: int,
            consumers: Sequence[Sequence[tuple[int, int, int]]] | None = None) -> list[int]:
     """The nodes ``0..size-1`` no input reads, in order: read off ``consumers`` (empty ones) when
     given, else off ``inputs``."""
-    native = _native()
+    native = _native("_tables")
     if consumers is not None:
         if native is not None:
             return native.falsy_positions(consumers)

@@ -1,6 +1,6 @@
 """Kahn's topological sort over integer nodes, and the nodes a cycle leaves behind.
 
-Where the C extension ``native/_edges.c`` is built, the sort over a graph index's readers and the
+Where the C extension ``native/_order.c`` is built, the sort over a graph index's readers and the
 loop's back edges are worked out there; the Python code below each dispatch is the pure-Python
 path, with exactly the same results.
 """
@@ -33,7 +33,7 @@ def kahn_order_by_readers(indegree: list[int], readers: Sequence[Sequence[tuple[
     """:func:`kahn_order` from every node of indegree 0, over per-node lists of ``(reader, port,
     slot)`` (a graph index's consumers, read as they are rather than copied into lists of readers).
     ``ids``: the node indices as int objects to list the sources by (by default, new ones)."""
-    native = native_module("_edges")
+    native = native_module("_order")
     if native is not None:
         return native.kahn_order_by_readers(indegree, readers, ids)
     order = _sources(indegree, ids)
@@ -53,7 +53,7 @@ def drop_loop_back_edges(ops: Sequence[str], readers: Sequence[Sequence[tuple[in
     the back edge included.  A cycle closed through a Merge that no input outside the cycle reaches
     then stays a cycle, as TensorFlow refuses it.  ``indegree`` (per node, its inputs) is changed;
     ``readers`` (per node, ``(reader, port, slot)``) is left as it is."""
-    native = native_module("_edges")
+    native = native_module("_order")
     if native is not None:
         native.drop_loop_back_edges(ops, readers, inputs, indegree, LOOP_BACK_OPS, LOOP_MERGE_OPS)
         return

@@ -29,10 +29,7 @@
  * skipped is not looked into: the caller has protobuf parse the bytes first.  Every read is
  * bounds-checked against the buffer.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 typedef struct {
     Py_ssize_t start;
@@ -51,16 +48,11 @@ typedef struct {
 #define SCAN_ERROR 2       /* a Python exception is set */
 
 static int push(spans *list, Py_ssize_t start, Py_ssize_t size) {
-    if (list->len == list->cap) {
-        Py_ssize_t cap = list->cap ? list->cap * 2 : 1024;
-        span *grown = PyMem_Realloc(list->items, (size_t)cap * sizeof(span));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        list->items = grown;
-        list->cap = cap;
+    span *grown = room_for_one(list->items, list->len, &list->cap, sizeof(span), 1024);
+    if (grown == NULL) {
+        return -1;
     }
+    list->items = grown;
     list->items[list->len].start = start;
     list->items[list->len].size = size;
     list->len++;
@@ -322,24 +314,10 @@ static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
             return SCAN_ERROR;
         }
     }
-    if (keyed) {
-        PyObject *position = PyLong_FromSsize_t(PyList_GET_SIZE(st->counts));
-        if (position == NULL) {
-            return SCAN_ERROR;
-        }
-        int failed = PyList_Append(st->keyed, position);
-        Py_DECREF(position);
-        if (failed < 0) {
-            return SCAN_ERROR;
-        }
-    }
-    PyObject *count = PyLong_FromSsize_t(st->inputs.len - first_input);
-    if (count == NULL) {
+    if (keyed && append_int(st->keyed, PyList_GET_SIZE(st->counts)) < 0) {
         return SCAN_ERROR;
     }
-    int failed = PyList_Append(st->counts, count);
-    Py_DECREF(count);
-    return failed < 0 ? SCAN_ERROR : SCAN_OK;
+    return append_int(st->counts, st->inputs.len - first_input) < 0 ? SCAN_ERROR : SCAN_OK;
 }
 
 /* The GraphDef's top level: every node field (1) read, every other field stepped over. */
@@ -523,7 +501,7 @@ static PyObject *int64_column(spans *list, int sizes) {
     return out;
 }
 
-static PyObject *scan(PyObject *module, PyObject *args) {
+static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view;
     int max_digits;
     const char *key = NULL;
@@ -589,7 +567,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
-                                    "One pass over a serialized GraphDef: a graph index's columns.", -1, methods};
+static PyModuleDef module_def;
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    return new_module(&module_def, "_scan", "One pass over a serialized GraphDef: a graph index's columns.", methods);
+}

@@ -6,10 +6,7 @@
  * same scope: a node's scope is compared with the one before it, so most nodes need neither a new
  * string nor a dictionary lookup.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 /* Where `text`'s scope name ends (the last '/'), 0 when it has none: the scope is text[:end]. */
 static Py_ssize_t
@@ -32,16 +29,10 @@ static Py_ssize_t
 tree_add(Tree *tree, PyObject *name, Py_ssize_t p)
 {
     Py_ssize_t k = tree->size;
-    if (k == tree->capacity) {
-        Py_ssize_t capacity = tree->capacity ? 2 * tree->capacity : 64;
-        Py_ssize_t *depths = PyMem_Realloc(tree->depths, (size_t)capacity * sizeof(Py_ssize_t));
-        if (depths == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        tree->depths = depths;
-        tree->capacity = capacity;
-    }
+    Py_ssize_t *depths = room_for_one(tree->depths, k, &tree->capacity, sizeof(Py_ssize_t), 64);
+    if (depths == NULL)
+        return -1;
+    tree->depths = depths;
     Py_ssize_t depth = p < 0 ? 0 : tree->depths[p] + 1;
     PyObject *number = PyLong_FromSsize_t(k), *parent = PyLong_FromSsize_t(p), *level = PyLong_FromSsize_t(depth);
     int failed = number == NULL || parent == NULL || level == NULL || PyDict_SetItem(tree->created, name, number) < 0 ||
@@ -102,7 +93,7 @@ tree_scope(Tree *tree, PyObject *path)
 }
 
 static PyObject *
-scope_tree(PyObject *module, PyObject *names)
+scope_tree(PyObject *Py_UNUSED(module), PyObject *names)
 {
     PyObject *seq = PySequence_Fast(names, "node names must be a sequence");
     if (seq == NULL)
@@ -162,12 +153,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef scopes_module = {
-    PyModuleDef_HEAD_INIT, "_scopes", "The scope tree's names, in C.", -1, methods,
-};
+static PyModuleDef module_def;
 
 PyMODINIT_FUNC
 PyInit__scopes(void)
 {
-    return PyModule_Create(&scopes_module);
+    return new_module(&module_def, "_scopes", "The scope tree's names, in C.", methods);
 }

@@ -12,7 +12,6 @@ from tests.models import loop_models as lm
 from tests.models import rnn_models as rm
 from tests.helpers.pass_checks import REGISTRY
 from tests.helpers.freeze import freeze_graph
-from tests.models.detection_models import tf1_graph_mode
 from tests.passes.rnn.test_rnn_loops import assert_verifies
 
 import scopefusion
@@ -173,20 +172,7 @@ def test_colocation_with_a_fused_node_is_forgotten(checked):
     norm's output, which the scope stage fuses away.  The constraint is dropped (TensorFlow refuses a
     graph colocating a node with one that is gone), and the graph stage, on the index the scope stage's
     rewrite updated, fuses the dense layer in the branch."""
-    import tensorflow as tf
-    import tf_slim
-
-    def build():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
-        pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
-        ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
-        kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
-        bias = tf.constant([0.5] * 8)
-        out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
-        return {}, [tf.identity(tf.tanh(out), name="y")]
-
-    with tf1_graph_mode(control_flow_v1=True):
-        frozen, _, _ = freeze_graph(build)
+    frozen = lm.layer_norm_in_cond()
     constraints = [v.decode() for n in frozen.node if "_class" in n.attr for v in n.attr["_class"].list.s]
     assert "loc:@LayerNorm/batchnorm/add_1" in constraints
     result = scopefusion.fuse(frozen, registry=REGISTRY, hints=False)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 from tensorflow.core.framework import graph_pb2
 from tests.graph import test_graph_scan as scan_tests
 from tests.graph.test_graph_scan import SEED, _node, _parsed, _spoil, _tag, _text, _varint
-from tests.helpers.freeze import freeze_graph
-from tests.models.detection_models import tf1_graph_mode
+from tests.models.loop_models import layer_norm_in_cond
 
 from scopefusion.core.graph import graph_scan
 from scopefusion.core.graph.graph_scan import python_columns
@@ -34,21 +32,7 @@ def _colocated(graph) -> list[int]:
 def cond_graph() -> graph_pb2.GraphDef:
     """A tf_slim layer norm feeding a TF1 ``cond``: TensorFlow colocates the ``Switch`` nodes with the
     tensors they switch (``_class: loc:@...``)."""
-    import tensorflow as tf
-    import tf_slim
-
-    def build():
-        x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
-        pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
-        ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
-        kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
-        bias = tf.constant([0.5] * 8)
-        out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
-        return {}, [tf.identity(tf.tanh(out), name="y")]
-
-    with tf1_graph_mode(control_flow_v1=True):
-        frozen, _, _ = freeze_graph(build)
-    return frozen
+    return layer_norm_in_cond()
 
 
 def test_the_scan_tells_the_colocated_nodes_of_a_real_graph(native, cond_graph, real_graphs):

@@ -99,3 +99,27 @@ def keras_tf1(kind: str, *, layers: int = 1, **options: Any) -> RnnModel:
         return [outs] + states
 
     return _frozen(build, None, True)
+
+
+def layer_norm_in_cond() -> Any:
+    """A frozen TF1 graph: a tf_slim layer norm feeding a v1 ``cond`` whose true branch is a dense
+    layer.  TensorFlow colocates the ``Switch`` nodes with the tensors they switch (``_class:
+    loc:@LayerNorm/batchnorm/add_1`` among them)."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_slim
+    from tests.helpers.freeze import freeze_graph
+    from tests.models.detection_models import tf1_graph_mode
+
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 8], name="x")
+        pred = tf.compat.v1.placeholder(tf.bool, [], name="pred")
+        ln = tf_slim.layers.layer_norm(x, begin_norm_axis=-1, begin_params_axis=-1)
+        kernel = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
+        bias = tf.constant([0.5] * 8)
+        out = tf.compat.v1.cond(pred, lambda: tf.nn.bias_add(tf.matmul(ln, kernel), bias), lambda: ln - 1.0)
+        return {}, [tf.identity(tf.tanh(out), name="y")]
+
+    with tf1_graph_mode(control_flow_v1=True):
+        frozen, _, _ = freeze_graph(build)
+    return frozen

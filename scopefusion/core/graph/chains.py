@@ -22,7 +22,7 @@ from .canonical import (
     NodeView, Term, Virtual, direct_view, power_factors, producer, resolved, rewrites, scalar_constant, usable,
 )
 from .pattern import Op, as_var
-from .vocabulary import FORWARDING_OPS
+from .vocabulary import CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -178,10 +178,22 @@ def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
     leaves: list[tuple[Term, tuple[str, int]]] = []
     members: list[int] = []
     stack = list(zip(reversed(root.inputs), reversed(root.wheres), strict=False))
+    ops, names, inputs, splits = m.index.ops, m.index.names, m.index.inputs, CHAIN_SPLITS.get(family, ())
+    inside = m.inside
     while stack:
         term, where = stack.pop()
-        expanded = _expansion(m, term, family)
-        if expanded is None:
+        if isinstance(term, Virtual) or ops[term[0]] not in splits and ops[term[0]] not in FORWARDING_OPS:
+            leaves.append((term, where))  # most operands: nothing the chain splits through
+        elif term[1] == 0 and FAMILY.get(ops[term[0]]) == family and (inside is None or term[0] in inside):
+            # a node of the chain's own family read directly: its inputs, without a view of it
+            node = term[0]
+            data = [t for t in inputs[node] if t[1] != CONTROL]
+            if len(data) < 2:
+                return None
+            members.append(node)
+            name = names[node]
+            stack.extend(((data[k], (name, k)) for k in range(len(data) - 1, -1, -1)))
+        elif (expanded := _expansion(m, term, family)) is None:
             leaves.append((term, where))
         else:
             view, passed = expanded

@@ -51,6 +51,12 @@ def _spoil_edge_dtype(g):
     _node(g, "Placeholder").attr["dtype"].type = 3
 
 
+def _spoil_edge_dtype_named_port(g):
+    _spoil_edge_dtype(g)
+    add = _node(g, "AddV2")
+    add.input[0] += ":0"
+
+
 def _spoil_input_count(g):
     _node(g, "Relu").input.append(_node(g, "Placeholder").name)
 
@@ -77,6 +83,7 @@ def _spoil_output_shapes(g):
 
 @pytest.mark.parametrize("spoil, needle", [
     (_spoil_edge_dtype, "input 0 'x' carries int32, its op AddV2 takes float32 there"),
+    (_spoil_edge_dtype_named_port, "input 0 'x:0' carries int32, its op AddV2 takes float32 there"),
     (_spoil_input_count, "it has 2 data input(s), its op Relu takes 1"),
     (_spoil_colocation, "it is to be colocated with 'loc:@nowhere', which is no node of the graph"),
     (_spoil_device, "its device '/foo:bar' does not read as a device"),

@@ -10,9 +10,9 @@ it is.
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import accumulate, chain, compress
+from itertools import accumulate, chain, compress, repeat
 from operator import ne
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .op_typing import NodeTypes
 from .vocabulary import dtype_name, parse_input
@@ -30,11 +30,13 @@ def _text(text: str) -> str:
 
 
 def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequence[NodeTypes],
-                counts: Sequence[int], flat: Sequence[str], report: Callable[[int, str], None]) -> None:
+                counts: Sequence[int], flat: Sequence[str], report: Callable[[int, str], None],
+                index: Mapping[str, int] | None = None) -> None:
     """Report (``report(node position, problem)``) every node with another number of data
     inputs than its op takes, and every data input carrying another dtype than the op takes
     there.  ``types``: each node's :class:`NodeTypes`; ``counts``: each node's number of inputs
-    (control inputs too); ``flat``: every node's inputs, end to end."""
+    (control inputs too); ``flat``: every node's inputs, end to end; ``index``: the position of
+    each name (a repeated name: its last node's), when the caller holds it."""
     distinct = set(types)
     length_of = {t: (len(t.inputs) if t.inputs is not None else -1) for t in distinct}
     per_node: list[tuple[int, ...] | None] = [t.inputs for t in types]
@@ -52,12 +54,17 @@ def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequenc
     if len(expected) != len(flat):  # not the inputs of these nodes: nothing to compare
         return
     first = {t: _first_output(t) for t in distinct}
-    carried = dict(zip(names, map(first.__getitem__, types), strict=True))
-    actual = list(map(carried.get, flat))
+    if index is None:
+        carried = dict(zip(names, map(first.__getitem__, types), strict=True))
+        actual = list(map(carried.get, flat))
+    else:  # the same through the name table at hand (a repeated name: its last node, as in a dict)
+        firsts: list[int | None] = list(map(first.__getitem__, types))
+        firsts.append(None)  # what an input naming no node carries
+        actual = list(map(firsts.__getitem__, map(index.get, flat, repeat(len(names)))))
     odd = list(compress(range(len(flat)), map(ne, actual, expected)))
     if not odd:
         return
-    index: dict[str, int] | None = None
+    table = index
     ends = list(accumulate(counts))
     for k in odd:
         want, got = expected[k], actual[k]
@@ -67,10 +74,10 @@ def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequenc
         if got is None:  # a port other than 0, or no node's name
             if text[:1] == "^":
                 continue
-            if index is None:
-                index = dict(zip(names, range(len(names)), strict=True))
+            if table is None:
+                table = dict(zip(names, range(len(names)), strict=True))
             name, port = parse_input(text)
-            producer = index.get(name)
+            producer = table.get(name)
             outputs = types[producer].outputs if producer is not None else None
             got = outputs[port] if outputs is not None and 0 <= port < len(outputs) else 0
         if got and got != want:

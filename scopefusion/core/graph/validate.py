@@ -358,7 +358,8 @@ class _Validator:
         flat = self.flat
         if flat is None or sum(counts) != len(flat):
             flat = list(chain.from_iterable(map(_INPUT, self.nodes)))
-        check_edges(self.nodes, self.names, self.types, counts, flat, self.report)
+        check_edges(self.nodes, self.names, self.types, counts, flat, self.report,
+                    None if self.columns is None else self.columns.index)
 
     def check_consts(self) -> None:
         """Each constant's tensor against its dtype and shape."""

@@ -42,7 +42,7 @@ def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
         fail(f"{fbn!r} uses moving statistics (is_training=False): a batch norm, not a layer norm")
     if attr["data_format"].s != b"NCHW":
         fail(f"{fbn!r} is {attr['data_format'].s.decode()}, not the NCHW layer-norm trick")
-    if not (_filled(sg, sg.producer(fbn, 1), 1.0) and _filled(sg, sg.producer(fbn, 2), 0.0)):
+    if not (filled_with(sg, sg.producer(fbn, 1), 1.0) and filled_with(sg, sg.producer(fbn, 2), 0.0)):
         fail(f"{fbn!r} scales or shifts by more than ones and zeros: a batch norm")
     stats = sorted({p for _, p in data_consumers(sg, fbn) if p != 0})
     if stats:
@@ -51,6 +51,21 @@ def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
             " by its gradient (a training graph): ScopeLayerNormGradPass fuses the gradient, the forward stays "
             "as it is" if gradient else ""))
 
+    x, shape, begin, restore = reshaped_input(sg, inside, fbn)
+    try:  # the reshape - FusedBatchNormV3 - reshape back trick is tf_keras' own: say so in reasons
+        return _keras_trick(scope, inside, x, shape, begin, restore, attr)
+    except Refused as why:
+        raise Refused(f"{KERAS_TRICK}: {why.reason}", *why.nodes) from None
+
+
+#: What the reshape - FusedBatchNormV3 (NCHW, training) - reshape back structure is, in the user's terms.
+KERAS_TRICK = "tf_keras LayerNormalization (its FusedBatchNormV3 path)"
+
+
+def reshaped_input(sg: "ScopeGraph", inside: set[str], fbn: str) -> tuple[Tensor, Tensor, int, str]:
+    """``(x, shape, begin, restore)`` of tf_keras' trick around ``fbn``: ``x`` reshaped (inside the
+    scope) so that the axes from ``begin`` on are one, normalised, and reshaped back to ``x``'s
+    ``shape`` by the one node ``restore``."""
     squeeze = sg.producer(fbn, 0)[0]
     if squeeze not in inside or sg.op_of(squeeze) != "Reshape":
         fail(f"{fbn!r} does not normalise a reshaped input")
@@ -60,20 +75,13 @@ def analyse_fused_batch_norm(scope: "Scope | ScopePart") -> LayerNormMatch:
                 if p == 0 and c in inside and sg.op_of(c) == "Reshape" and sg.producer(c, 1) == shape]
     if len(restores) != 1:
         fail(f"the output of {fbn!r} is not reshaped back to the input's shape")
-    try:  # the reshape - FusedBatchNormV3 - reshape back trick is tf_keras' own: say so in reasons
-        return _keras_trick(scope, inside, x, shape, begin, restores[0], attr)
-    except Refused as why:
-        raise Refused(f"{KERAS_TRICK}: {why.reason}", *why.nodes) from None
-
-
-#: What the reshape - FusedBatchNormV3 (NCHW, training) - reshape back structure is, in the user's terms.
-KERAS_TRICK = "tf_keras LayerNormalization (its FusedBatchNormV3 path)"
+    return x, shape, begin, restores[0]
 
 
 def _keras_trick(scope: "Scope | ScopePart", inside: set[str], x: Tensor, shape: Tensor, begin: int, restore: str,
                  attr: Any) -> LayerNormMatch:
     sg = scope.graph
-    rank = _rank(sg, shape, x)
+    rank = reshape_rank(sg, shape, x)
     if rank is not None and not 0 <= begin < rank:
         fail(f"the normalised axes start at {begin}, outside a rank-{rank} input")
     evaluator = Evaluator(sg, inside, {x: symbol("x"), (restore, 0): symbol("xhat")})
@@ -90,7 +98,7 @@ def _keras_trick(scope: "Scope | ScopePart", inside: set[str], x: Tensor, shape:
     )
 
 
-def _filled(sg: "ScopeGraph", t: Tensor, value: float) -> bool:
+def filled_with(sg: "ScopeGraph", t: Tensor, value: float) -> bool:
     """Is ``t`` a constant (or a ``Fill``) holding only ``value``?"""
     if t[1] != 0:
         return False
@@ -154,7 +162,7 @@ def _prod_of_slice(sg: "ScopeGraph", inside: set[str], t: Tensor) -> tuple[Tenso
     return sg.producer(ss, 0), start, stop
 
 
-def _rank(sg: "ScopeGraph", shape: Tensor, x: Tensor) -> int | None:
+def reshape_rank(sg: "ScopeGraph", shape: Tensor, x: Tensor) -> int | None:
     value = sg.const_value(shape[0])
     if value is not None:
         return int(value.size)

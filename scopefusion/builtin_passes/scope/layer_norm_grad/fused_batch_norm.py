@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from ....core.fusion.refusal import Refused, fail
 from ....core.graph.vocabulary import CONTROL
-from ..layer_norm.algebra import Evaluator, data_consumers, symbol
+from ..layer_norm.algebra import Evaluator, symbol
 from ..layer_norm.common import Tensor, static_shape
-from ..layer_norm.fused_batch_norm import FUSED_BATCH_NORM, KERAS_TRICK, _filled, _rank, _squeezed_shape
+from ..layer_norm.fused_batch_norm import FUSED_BATCH_NORM, KERAS_TRICK, filled_with, reshape_rank, reshaped_input
 from .calls import forward_call
 from .region import Forward, GradRegion, check_forward, common_scope, gradient_region, gradient_scope, own_members
 from .region import _downstream, _sums
@@ -65,7 +65,7 @@ def _differentiated(sg: "ScopeGraph", grad: str) -> str:
     wanted = [sg.producer(fbn, 0), sg.producer(fbn, 1), (fbn, 3), (fbn, 4), (fbn, 5)]
     if reads != wanted:
         fail(f"{grad!r} does not read {fbn!r}'s input, scale and reserve spaces: not its gradient")
-    if not (_filled(sg, sg.producer(fbn, 1), 1.0) and _filled(sg, sg.producer(fbn, 2), 0.0)):
+    if not (filled_with(sg, sg.producer(fbn, 1), 1.0) and filled_with(sg, sg.producer(fbn, 2), 0.0)):
         fail(f"{fbn!r} scales or shifts by more than ones and zeros: the gradient of a batch norm")
     return fbn
 
@@ -74,23 +74,16 @@ def _region(sg: "ScopeGraph", grad: str, fbn: str) -> GradRegion:
     squeeze = sg.producer(fbn, 0)[0]
     forward = forward_call(sg, common_scope(sg, (fbn, squeeze)), fbn, frozenset({FUSED_BATCH_NORM}))
     inside = set(forward.node_names())
-    if sg.op_of(squeeze) != "Reshape" or squeeze not in inside:
-        fail(f"{fbn!r} does not normalise a reshaped input")
-    x = sg.producer(squeeze, 0)
-    shape, begin = _squeezed_shape(sg, inside, sg.producer(squeeze, 1)[0], x)
-    restores = [c for c, p in data_consumers(sg, fbn)
-                if p == 0 and c in inside and sg.op_of(c) == "Reshape" and sg.producer(c, 1) == shape]
-    if len(restores) != 1:
-        fail(f"the output of {fbn!r} is not reshaped back to the input's shape")
-    rank = _rank(sg, shape, x)
+    x, shape, begin, restore = reshaped_input(sg, inside, fbn)
+    rank = reshape_rank(sg, shape, x)
     if rank is None or not 0 <= begin < rank:
         fail(f"the normalised axes start at {begin}, outside the input's rank ({rank})")
     scope, members = own_members(sg, gradient_scope(sg, grad, forward), grad)
     fwd = set(forward.all_node_indices())
-    gamma, gamma_side = _scale(sg, restores[0], fwd)
+    gamma, gamma_side = _scale(sg, restore, fwd)
     extra = _sums(sg, members)
-    evaluator = Evaluator(sg, inside, {x: symbol("x"), (restores[0], 0): symbol("xhat")})
-    check_forward(sg, forward, evaluator, (fbn, squeeze, restores[0]), members, "xhat", symbol("xhat"))
+    evaluator = Evaluator(sg, inside, {x: symbol("x"), (restore, 0): symbol("xhat")})
+    check_forward(sg, forward, evaluator, (fbn, squeeze, restore), members, "xhat", symbol("xhat"))
     _check_backprop(sg, grad, fbn, members, gamma, shape, begin)
     found = Forward(forward, x, gamma, gamma_side, list(range(begin, rank)), float(sg.node(fbn).attr["epsilon"].f),
                     begin)

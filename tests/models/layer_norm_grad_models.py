@@ -10,7 +10,7 @@ forward becomes (``forward``), and, for look-alikes, the reason (``reason``).  `
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,9 +56,7 @@ def _tape(name: str, layer_of: Callable[[], object], seed: int, *, rms: bool = F
     layer = layer_of()
     layer.build(shape)
     rng = np.random.default_rng(seed)
-    for weight in layer.weights:
-        weight.assign(rng.normal(1.0 if "gamma" in weight.name else 0.0, 0.5, weight.shape).astype(np.float32))
-    w = tf.constant(rng.normal(size=SHAPE[-1]).astype(np.float32))
+    w = tf.constant(_random_weights(layer, rng))
 
     def fn(x):
         with tf.GradientTape() as tape:
@@ -109,9 +107,7 @@ def twice_tape(library: str, epsilon: float, same_input: bool = False, seed: int
     layer = lib.layers.LayerNormalization(epsilon=epsilon)
     layer.build(SHAPE)
     rng = np.random.default_rng(seed)
-    for weight in layer.weights:
-        weight.assign(rng.normal(1.0 if "gamma" in weight.name else 0.0, 0.5, weight.shape).astype(np.float32))
-    w = tf.constant(rng.normal(size=SHAPE[-1]).astype(np.float32))
+    w = tf.constant(_random_weights(layer, rng))
 
     def fn(x):
         with tf.GradientTape() as tape:
@@ -205,3 +201,11 @@ GRAD_LOOK_ALIKES: dict[str, Callable[[], PassModel]] = {
     "batch_norm_nhwc_tape": functools.partial(batch_norm_tape, False),
     "tf_keras_twice_same_input_tape": functools.partial(twice_tape, "tf_keras", 1e-6, True),
 }
+
+
+def _random_weights(layer: Any, rng: np.random.Generator) -> Any:
+    """Random weights for a built layer norm (gamma about 1, beta about 0), and the random vector the
+    loss weighs its outputs by."""
+    for weight in layer.weights:
+        weight.assign(rng.normal(1.0 if "gamma" in weight.name else 0.0, 0.5, weight.shape).astype(np.float32))
+    return rng.normal(size=SHAPE[-1]).astype(np.float32)

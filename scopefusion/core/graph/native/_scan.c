@@ -344,7 +344,7 @@ static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n
             Py_XDECREF(port);
             goto fail;
         }
-        PyObject *pair = PyTuple_Pack(2, producer, port);
+        PyObject *pair = untracked_if_atomic(PyTuple_Pack(2, producer, port));
         Py_DECREF(producer);
         Py_DECREF(port);
         if (pair == NULL) {
@@ -352,7 +352,7 @@ static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n
         }
         PyTuple_SET_ITEM(result, k, pair);
     }
-    return result;
+    return untracked_if_atomic(result);
 fail:
     Py_DECREF(result);
     return NULL;

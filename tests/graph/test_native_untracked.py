@@ -30,7 +30,7 @@ def test_edge_lists_are_left_untracked():
     for seed in range(40):
         graph = random_graph(seed)
         nodes, names = list(graph.node), [node.name for node in graph.node]
-        index = dict(zip(names, range(len(names))))
+        index = dict(zip(names, range(len(names)), strict=True))
         inputs = parse_inputs(nodes, names, index, [])
         scanned = scan_columns(graph.SerializeToString())
         moved = list(range(len(names), 0, -1))

@@ -139,9 +139,11 @@ def _reshape(ctx: OpContext) -> list[Dims]:
     value = ctx.value(1)
     if target is None or value is None:
         return [target]
-    source = ctx.shape(0)
     unknown = [k for k, d in enumerate(target) if d is None]
-    if len(unknown) == 1 and source is not None and None not in source:
+    if len(unknown) != 1:
+        return [target]  # the input's shape tells nothing more
+    source = ctx.shape(0)
+    if source is not None and None not in source:
         known = math.prod(d for d in target if d is not None)
         if known > 0:
             target[unknown[0]] = math.prod(source) // known  # type: ignore[arg-type]

@@ -254,7 +254,7 @@ class GraphView:
     def shape_inference(self) -> ShapeInference:
         """The project's own shape propagation over the whole graph (:mod:`.shape_inference`)."""
         if self._shapes is None:
-            self._shapes = ShapeInference(self.index, self.same_shape, self._folded_value)
+            self._shapes = ShapeInference(self.index, self.same_shape, self._folded_value, demand=True)
         return self._shapes
 
     def _folded_value(self, i: int) -> "np.ndarray | None":

@@ -38,7 +38,7 @@ from .shape_calls import call_shapes, is_call
 from .shape_context import Dims, OpContext, Value, merge_dims
 from .shape_functions import FunctionShapes
 from .shape_loops import LoopMerges
-from .shape_rules import RULES, const_shape
+from .shape_rules import RULES, SETTLED_BY_VALUES, const_shape
 from .shape_values import VALUE_RULES, valueless
 from .tf_ops import is_tensorflow_op
 from .vocabulary import CONST_OPS, CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
@@ -170,7 +170,7 @@ class ShapeInference:
 
     def _demanded(self, node: int) -> list[Dims]:
         """The demand-driven walk (see the module's docstring) to node ``node``'s shapes."""
-        shapes, inputs = self._shapes, self.index.inputs
+        shapes, ops = self._shapes, self.index.ops
         waiting: set[int] = set()  # nodes whose rule read shapes not inferred yet
         whole: set[int] = set()  # nodes whose producers must all be inferred first
         stack = [node]
@@ -180,6 +180,11 @@ class ShapeInference:
                 stack.pop()
                 waiting.discard(top)
                 continue
+            if top not in whole and ops[top] not in SETTLED_BY_VALUES:
+                # a rule that reads every input's shape: its producers first
+                whole.add(top)
+                if self._push_producers(top, stack, waiting):
+                    continue
             try:
                 done = self._infer(top, waiting, top not in whole)
             except _Pending as pending:
@@ -189,17 +194,24 @@ class ShapeInference:
                 stack.append(pending.node)
                 if top in whole:
                     continue
-                done = False  # its rule reads its producers' shapes: all of them first
-            if done:
-                continue
-            whole.add(top)
-            waiting.add(top)
-            for p, port in inputs[top]:
-                if port != CONTROL and p not in shapes and not self._lazy(p):
-                    if p == top or p in waiting:
-                        raise _Cycle()
-                    stack.append(p)
+                done = False  # its rule read a producer's shape: all of them first
+            if not done:
+                whole.add(top)
+                self._push_producers(top, stack, waiting)
         return shapes[node]
+
+    def _push_producers(self, top: int, stack: list[int], waiting: set[int]) -> bool:
+        """Put node ``top``'s producers not inferred yet on ``stack`` (False: there is none)."""
+        shapes = self._shapes
+        pending = [p for p, port in self.index.inputs[top] if port != CONTROL and p not in shapes
+                   and not self._lazy(p)]
+        if not pending:
+            return False
+        if top in pending or not waiting.isdisjoint(pending):
+            raise _Cycle()
+        waiting.add(top)
+        stack.extend(pending)
+        return True
 
     def _walk_producers_first(self) -> None:
         """Give up the demand-driven walk (a cycle): forget what it inferred, walk as with loops."""

@@ -337,6 +337,12 @@ MulNoNan Atan2 SelectV2 BitwiseAnd BitwiseOr BitwiseXor LeftShift RightShift Xdi
 ApproximateEqual Mod
 """.split()  # noqa: SIM905
 
+#: Op types whose rule can tell a fully known shape without reading every input's shape (a shape
+#: given by an input's value, a scalar): the demand-driven walk of :mod:`.shape_inference` runs
+#: their rule before inferring the producers it does not read.
+SETTLED_BY_VALUES = frozenset({"Reshape", "Fill", "BroadcastTo", "Range", "Size", "Rank", "L2Loss",
+                               "EnsureShape"})
+
 RULES: dict[str, Rule] = {
     **nn.NN_RULES,
     **{op: _same for op in _SAME},

@@ -20,7 +20,7 @@ from ..graph.protos import message_class
 from ..graph.attr_rules import shorten
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
-from .plan import FusionPlan, new_node_names
+from .plan import FusionPlan, fused_output_tensor, new_node_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
@@ -204,7 +204,7 @@ def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[in
             return names[p] if port == 0 else tensor_name(names[p], port)
         if port == CONTROL:
             return "^" + _control_target(plan)
-        return plan.output_tensor(plan.outputs[(p, port)])
+        return fused_output_tensor(plan.candidate, plan.outputs[(p, port)])  # plan.output_tensor, one call less
 
     return resolve
 
@@ -264,7 +264,9 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     summary.removed_names = NamesOf(index, dropped)
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
-    summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
+    summary.new_names = [name for plan in plans  # as built
+                         for name in (new_node_names(plan.candidate) if plan.candidate.inner_nodes
+                                      else (plan.candidate.name,))]
     summary.touched.extend(new_nodes)
     summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     summary.layout.arrange(graph.node, index.node_ids())
@@ -341,7 +343,9 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     if not plans:
         return
     touched = summary.touched
-    touched_names = [node.name for node in touched]  # each read off its message once
+    # each name read off its message once; the new nodes' come last, as the rewrite named them
+    rewired = len(touched) - len(summary.new_names)
+    touched_names = [node.name for node in touched[:rewired]] + summary.new_names
     written = dict(zip(touched_names, touched, strict=True))
     removed = summary.removed_names
 
@@ -352,12 +356,10 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
         return node
 
     judge = NodeJudge(lookup, {f.signature.name: f.signature for f in index.graph_def.library.function})
-    pass_of = {node.name: plan.candidate.pass_name for plan in plans
-               for node in summary.inserted.get(plan.removed[0], ())}
-    typed = {name for name, node in written.items() if name in pass_of and judge.knows(node.op)}
+    pass_of, typed = _new_node_passes(plans, judge)
     for name, node in zip(touched_names, touched, strict=True):
         if name in pass_of:
-            if not judge.knows(node.op):
+            if name not in typed:
                 continue  # a fused op: its declaration was checked with the plan
             problems = judge.problems(node)
         elif typed and any(parse_input(text)[0] in typed for text in node.input):
@@ -369,6 +371,25 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
             source = f"pass {whose} wrote" if whose else "the rewrite left"
             raise PassError(f"{source} node {shorten(node.name)} ({node.op}), which TensorFlow would refuse: "
                             f"{'; '.join(problems[:3])}")
+
+
+def _new_node_passes(plans: Sequence["FusionPlan"], judge: NodeJudge) -> tuple[dict[str, str], set[str]]:
+    """The pass of every new node, by its name, and the names of those whose op ``judge`` knows
+    (a TensorFlow or library op, not a fused op): told by the plans, which wrote their names and ops."""
+    pass_of: dict[str, str] = {}
+    typed: set[str] = set()
+    knows: dict[str, bool] = {}
+    for plan in plans:
+        c = plan.candidate
+        named = zip(new_node_names(c), [n.op for n in c.inner_nodes]) if c.inner_nodes else ((c.name, c.type),)
+        for name, op in named:
+            pass_of[name] = c.pass_name
+            known = knows.get(op)
+            if known is None:
+                known = knows[op] = judge.knows(op)
+            if known:
+                typed.add(name)
+    return pass_of, typed
 
 
 def _control_target(plan: "FusionPlan") -> str:

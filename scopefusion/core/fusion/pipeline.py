@@ -249,15 +249,22 @@ class FusionPipeline:
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
                report: FusionReport) -> RewriteSummary | None:
-        """Run one stage over ``index``; what its rewrite changed (None: it rewrote nothing)."""
+        """Run one stage over ``index``; what its rewrite changed (None: it rewrote nothing).  What
+        matching leaves in reference cycles (they hold the index) is collected when the stage ends,
+        among the objects the stage made: by then its candidates and plans are gone, which the
+        collection would otherwise walk (some seven objects each), and the index is still needed."""
+        with young_cycles_collected():
+            return self._run_stage(engine, index, outputs, report)
+
+    def _run_stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
+                   report: FusionReport) -> RewriteSummary | None:
         stages = report.stage_seconds
         context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
                                self.progress)
         self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)
-        with young_cycles_collected():  # what matching leaves in cycles (it holds the index) goes with the stage
-            candidates = engine.propose(context)
+        candidates = engine.propose(context)
         stages[f"{engine.stage}.match"] = time.perf_counter() - t0
 
         self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")

@@ -15,7 +15,7 @@ from ..graph.attrs import make_attr_value
 from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
 from ..graph.layout import NodeLayout
 from ..graph.node_checks import NodeJudge
-from ..graph.node_set import NodeSet
+from ..graph.node_set import NodeSet, member_test
 from ..graph.protos import message_class
 from ..graph.attr_rules import shorten
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
@@ -246,6 +246,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [], dropped)
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
     aliased = summary.changed
+    gone: list[int] = []  # the nodes dropped, marked at once
     for plan in plans:
         # both read the plan's nodes before they change
         built = build(plan)
@@ -257,10 +258,12 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
                     summary.touched.append(index.nodes[d])
                     aliased.add(d)
                 else:
-                    dropped.add(d)
+                    gone.append(d)
         else:
-            dropped.update(plan.removed)
+            gone += plan.removed
         built_by_anchor[plan.removed[0]] = built
+    dropped.update(gone)
+    del gone
     summary.removed_names = NamesOf(index, dropped)
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
@@ -318,7 +321,7 @@ def check_rewrite(
     if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
     # a name is removed when the node it names in the index was dropped (:class:`NamesOf`)
-    existing, dropped = index.index.get, summary.dropped.__contains__
+    existing, dropped = index.index.get, member_test(summary.dropped)
     clashes = [n for n in new_names if (i := existing(n)) is not None and not dropped(i)]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")

@@ -384,7 +384,8 @@ def _new_node_passes(plans: Sequence["FusionPlan"], judge: NodeJudge) -> tuple[d
     knows: dict[str, bool] = {}
     for plan in plans:
         c = plan.candidate
-        named = zip(new_node_names(c), [n.op for n in c.inner_nodes]) if c.inner_nodes else ((c.name, c.type),)
+        named = zip(new_node_names(c), [n.op for n in c.inner_nodes], strict=True) if c.inner_nodes \
+            else ((c.name, c.type),)
         for name, op in named:
             pass_of[name] = c.pass_name
             known = knows.get(op)

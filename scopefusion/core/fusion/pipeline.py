@@ -405,13 +405,14 @@ def settle_near_misses(index: GraphIndex, reports: Iterable[PassReport], accepte
     replaces or at a fused op an earlier stage made (a graph pass's near miss names its root node),
     and those in or under a scope a result of this stage fused (a scope pass's names a scope); then
     keep the first :data:`MAX_NEAR_MISSES` of each pass listed, and count the rest."""
+    missed = [p for p in reports if p.near_misses]
+    if not missed:  # the common case: nothing to look up
+        return
     taken: set[int] = set()
     for plan in accepted:
         taken.update(plan.candidate.members)
     scopes = {s for plan in accepted for s in plan.candidate.where}
-    for p in reports:
-        if not p.near_misses:
-            continue
+    for p in missed:
         kept = [r for r in p.near_misses if not _covered(r.name, index, taken, scopes, fused_ops)]
         p.near_miss_count -= len(p.near_misses) - len(kept)
         p.near_misses = kept[:MAX_NEAR_MISSES]

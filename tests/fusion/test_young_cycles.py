@@ -81,3 +81,47 @@ def test_a_block_inside_another_leaves_the_collection_to_it(monkeypatch) -> None
         assert len(asked) == 1
     assert inner() is None
     assert real() == 0
+
+
+class _CyclingEngine:
+    """An engine whose matching leaves a reference cycle holding the stage's index, and which
+    looks, while its stage is still applying, at whether that cycle is alive."""
+
+    stage = "graph"
+
+    def __init__(self) -> None:
+        self.left: "weakref.ref[_Node] | None" = None
+
+    def active(self) -> bool:
+        return True
+
+    def propose(self, context) -> list:
+        holder = _Node()
+        holder.payload.append(context.index)  # the cycle holds the index, as a graph view's do
+        self.left = weakref.ref(holder)
+        return []
+
+    def skipped(self, report) -> None:  # pragma: no cover - always active
+        raise AssertionError("the stage is active")
+
+
+def test_a_stage_collects_the_cycles_its_matching_left() -> None:
+    """The cycles go with the stage that made them (not with the run's end), the collector paused."""
+    from scopefusion.core.fusion.pipeline import FusionPipeline
+    from tests.helpers.graph_helpers import make_graph
+
+    graph = make_graph([("x", "Placeholder", []), ("y", "Relu", ["x"])])
+    first, second = _CyclingEngine(), _CyclingEngine()
+    seen: list[bool] = []
+    real_propose = second.propose
+
+    def propose_after_the_first_stage(context) -> list:
+        assert first.left is not None
+        seen.append(first.left() is None)  # the first stage ended before this one matches
+        return real_propose(context)
+
+    second.propose = propose_after_the_first_stage  # type: ignore[method-assign]
+    with no_gc():  # no collection but the stages' own
+        FusionPipeline([first, second], {}).run(graph)
+        assert seen == [True], "the first stage's cycle outlived the stage"
+        assert second.left is not None and second.left() is None, "the last stage's cycle outlived the run"

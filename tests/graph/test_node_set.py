@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from scopefusion.core.graph.node_set import NodeSet
+from scopefusion.core.graph.node_set import NodeSet, member_test
 
 
 def test_it_answers_as_a_python_set_of_the_same_indices():
@@ -44,3 +44,13 @@ def test_an_index_outside_the_graph_is_refused_when_added(bad):
         nodes.update([1, bad])
     assert list(nodes) == [1] and len(nodes) == 1  # what was added before the refusal stays, counted
     assert len(NodeSet(0)) == 0 and not NodeSet(5)
+
+
+def test_its_member_test_answers_as_membership_for_every_node_of_the_graph():
+    rng = random.Random(11)
+    size = 500
+    plain = {rng.randrange(size) for _ in range(120)}
+    nodes = NodeSet(size, plain)
+    for kind in (nodes, plain, frozenset(plain)):
+        test = member_test(kind)
+        assert [bool(test(i)) for i in range(size)] == [i in plain for i in range(size)]

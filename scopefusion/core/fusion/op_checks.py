@@ -96,13 +96,17 @@ class OpChecks:
     def __init__(self, fused_ops: Mapping[str, FusedOpDef]) -> None:
         self.fused_ops = fused_ops
         self._answers: dict[tuple, CheckedOp | str] = {}  # a refusal by its reason
+        #: the key of each attribute dict seen, by the op type and the dict's identity (candidates of
+        #: a pass share one dict per attribute set); each entry holds its dict, which keeps that
+        #: identity its own
+        self._keys: dict[tuple[str, int], tuple[Mapping[str, Any], tuple | None]] = {}
         #: attribute sets with a description added, by the checked sets' identity and the description
         #: (each entry holds the checked list it was made from, which keeps that identity its own)
         self._described: dict[tuple, tuple[list, list[dict[str, Any]]]] = {}
 
     def check(self, candidate: FusionCandidate) -> CheckedOp:
         """:func:`check_op` of ``candidate``, shared with earlier candidates alike."""
-        key = None if candidate.inner_nodes else attrs_key(candidate.type, candidate.attrs)
+        key = None if candidate.inner_nodes else self._key(candidate.type, candidate.attrs)
         if key is None:
             return check_op(candidate, self.fused_ops)
         answer = self._answers.get(key)
@@ -118,6 +122,14 @@ class OpChecks:
             _check_stock_op(candidate.type, answer.attr_values[0], candidate.num_inputs())
             return answer._replace(n_inputs=candidate.num_inputs())
         return answer
+
+    def _key(self, op_type: str, attrs: Mapping[str, Any]) -> tuple | None:
+        """:func:`attrs_key` of ``op_type`` and ``attrs``, worked out once per dict (a candidate is
+        never changed once made: its dict's key stays what it was)."""
+        known = self._keys.get((op_type, id(attrs)))
+        if known is None or known[0] is not attrs:
+            known = self._keys[op_type, id(attrs)] = (attrs, attrs_key(op_type, attrs))
+        return known[1]
 
     def described(self, attr_values: list[dict[str, Any]], count: int, name: str,
                   description: str) -> list[dict[str, Any]]:

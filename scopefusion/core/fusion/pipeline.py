@@ -249,15 +249,22 @@ class FusionPipeline:
 
     def _stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
                report: FusionReport) -> RewriteSummary | None:
-        """Run one stage over ``index``; what its rewrite changed (None: it rewrote nothing)."""
+        """Run one stage over ``index``; what its rewrite changed (None: it rewrote nothing).  What
+        matching leaves in reference cycles (they hold the index) is collected when the stage ends,
+        among the objects the stage made: by then its candidates and plans are gone, which the
+        collection would otherwise walk (some seven objects each), and the index is still needed."""
+        with young_cycles_collected():
+            return self._run_stage(engine, index, outputs, report)
+
+    def _run_stage(self, engine: Engine, index: GraphIndex, outputs: Sequence[tuple[str, int]],
+                   report: FusionReport) -> RewriteSummary | None:
         stages = report.stage_seconds
         context = StageContext(index, _outputs_by_index(index, outputs), report, self.fused_ops, self.options,
                                self.progress)
         self._say(f"{engine.stage} stage: matching ({len(index):,} nodes)")
         t0 = time.perf_counter()
         reports_before = len(report.passes)
-        with young_cycles_collected():  # what matching leaves in cycles (it holds the index) goes with the stage
-            candidates = engine.propose(context)
+        candidates = engine.propose(context)
         stages[f"{engine.stage}.match"] = time.perf_counter() - t0
 
         self._say(f"{engine.stage} stage: checking and applying {len(candidates):,} candidate(s)")
@@ -398,13 +405,14 @@ def settle_near_misses(index: GraphIndex, reports: Iterable[PassReport], accepte
     replaces or at a fused op an earlier stage made (a graph pass's near miss names its root node),
     and those in or under a scope a result of this stage fused (a scope pass's names a scope); then
     keep the first :data:`MAX_NEAR_MISSES` of each pass listed, and count the rest."""
+    missed = [p for p in reports if p.near_misses]
+    if not missed:  # the common case: nothing to look up
+        return
     taken: set[int] = set()
     for plan in accepted:
         taken.update(plan.candidate.members)
     scopes = {s for plan in accepted for s in plan.candidate.where}
-    for p in reports:
-        if not p.near_misses:
-            continue
+    for p in missed:
         kept = [r for r in p.near_misses if not _covered(r.name, index, taken, scopes, fused_ops)]
         p.near_miss_count -= len(p.near_misses) - len(kept)
         p.near_misses = kept[:MAX_NEAR_MISSES]

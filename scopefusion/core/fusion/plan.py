@@ -283,7 +283,7 @@ def _outside_reads(
     seen_controls: set[int] = set()
     entries: list[int] = []
     fed_tensors = set(inputs)
-    names, inputs_of = index.names, index.inputs
+    names, inputs_of, ops, recomputed = index.names, index.inputs, index.ops, candidate.recomputed
     for d in removed:
         reads = False
         for p, port in inputs_of[d]:
@@ -297,7 +297,8 @@ def _outside_reads(
                     seen_controls.add(p)
                     control_inputs.append(p)
                 continue
-            if (p, port) in fed_tensors or (p, port) in candidate.recomputed or is_const_like(index, p) \
+            tensor = (p, port)
+            if tensor in fed_tensors or ops[p] in CONST_OPS or tensor in recomputed or is_const_like(index, p) \
                     or _copies_fed(index, p, port, fed_tensors):
                 continue
             if (p, port) in candidate.view_shapes and _reads_as_shape(index, d, (p, port)):

@@ -15,12 +15,12 @@ from ..graph.attrs import make_attr_value
 from ..graph.index import COLOCATE as _COLOCATE, GraphIndex, no_gc
 from ..graph.layout import NodeLayout
 from ..graph.node_checks import NodeJudge
-from ..graph.node_set import NodeSet
+from ..graph.node_set import NodeSet, member_test
 from ..graph.protos import message_class
 from ..graph.attr_rules import shorten
 from ..graph.vocabulary import CONTROL, parse_input, tensor_name
 from .candidate import FusedInput
-from .plan import FusionPlan, new_node_names
+from .plan import FusionPlan, fused_output_tensor, new_node_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
@@ -204,7 +204,7 @@ def _resolver(index: GraphIndex, owner: dict[int, "FusionPlan"]) -> Callable[[in
             return names[p] if port == 0 else tensor_name(names[p], port)
         if port == CONTROL:
             return "^" + _control_target(plan)
-        return plan.output_tensor(plan.outputs[(p, port)])
+        return fused_output_tensor(plan.candidate, plan.outputs[(p, port)])  # plan.output_tensor, one call less
 
     return resolve
 
@@ -246,6 +246,7 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
     summary = RewriteSummary([index.nodes[c] for c in touched], set(), [], dropped)
     built_by_anchor: dict[int, list["NodeDef"]] = {}  # each plan's new nodes, by its first removed node
     aliased = summary.changed
+    gone: list[int] = []  # the nodes dropped, marked at once
     for plan in plans:
         # both read the plan's nodes before they change
         built = build(plan)
@@ -257,14 +258,18 @@ def _place_new_nodes(index: GraphIndex, plans: Sequence["FusionPlan"],
                     summary.touched.append(index.nodes[d])
                     aliased.add(d)
                 else:
-                    dropped.add(d)
+                    gone.append(d)
         else:
-            dropped.update(plan.removed)
+            gone += plan.removed
         built_by_anchor[plan.removed[0]] = built
+    dropped.update(gone)
+    del gone
     summary.removed_names = NamesOf(index, dropped)
     summary.inserted = built_by_anchor
     new_nodes = [n for built in built_by_anchor.values() for n in built]
-    summary.new_names = [name for plan in plans for name in new_node_names(plan.candidate)]  # as built
+    summary.new_names = [name for plan in plans  # as built
+                         for name in (new_node_names(plan.candidate) if plan.candidate.inner_nodes
+                                      else (plan.candidate.name,))]
     summary.touched.extend(new_nodes)
     summary.layout = NodeLayout.of(len(index.nodes), summary.dropped, {a: len(b) for a, b in built_by_anchor.items()})
     summary.layout.arrange(graph.node, index.node_ids())
@@ -316,7 +321,7 @@ def check_rewrite(
     if len(live) != len(new_names):
         raise GraphValidationError("the rewrite produced duplicate node names")
     # a name is removed when the node it names in the index was dropped (:class:`NamesOf`)
-    existing, dropped = index.index.get, summary.dropped.__contains__
+    existing, dropped = index.index.get, member_test(summary.dropped)
     clashes = [n for n in new_names if (i := existing(n)) is not None and not dropped(i)]
     if clashes:
         raise GraphValidationError(f"new nodes reuse existing names: {clashes[:5]}")
@@ -341,7 +346,9 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
     if not plans:
         return
     touched = summary.touched
-    touched_names = [node.name for node in touched]  # each read off its message once
+    # each name read off its message once; the new nodes' come last, as the rewrite named them
+    rewired = len(touched) - len(summary.new_names)
+    touched_names = [node.name for node in touched[:rewired]] + summary.new_names
     written = dict(zip(touched_names, touched, strict=True))
     removed = summary.removed_names
 
@@ -352,12 +359,10 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
         return node
 
     judge = NodeJudge(lookup, {f.signature.name: f.signature for f in index.graph_def.library.function})
-    pass_of = {node.name: plan.candidate.pass_name for plan in plans
-               for node in summary.inserted.get(plan.removed[0], ())}
-    typed = {name for name, node in written.items() if name in pass_of and judge.knows(node.op)}
+    pass_of, typed = _new_node_passes(plans, judge)
     for name, node in zip(touched_names, touched, strict=True):
         if name in pass_of:
-            if not judge.knows(node.op):
+            if name not in typed:
                 continue  # a fused op: its declaration was checked with the plan
             problems = judge.problems(node)
         elif typed and any(parse_input(text)[0] in typed for text in node.input):
@@ -369,6 +374,26 @@ def check_written_nodes(index: GraphIndex, plans: Sequence["FusionPlan"], summar
             source = f"pass {whose} wrote" if whose else "the rewrite left"
             raise PassError(f"{source} node {shorten(node.name)} ({node.op}), which TensorFlow would refuse: "
                             f"{'; '.join(problems[:3])}")
+
+
+def _new_node_passes(plans: Sequence["FusionPlan"], judge: NodeJudge) -> tuple[dict[str, str], set[str]]:
+    """The pass of every new node, by its name, and the names of those whose op ``judge`` knows
+    (a TensorFlow or library op, not a fused op): told by the plans, which wrote their names and ops."""
+    pass_of: dict[str, str] = {}
+    typed: set[str] = set()
+    knows: dict[str, bool] = {}
+    for plan in plans:
+        c = plan.candidate
+        named = zip(new_node_names(c), [n.op for n in c.inner_nodes], strict=True) if c.inner_nodes \
+            else ((c.name, c.type),)
+        for name, op in named:
+            pass_of[name] = c.pass_name
+            known = knows.get(op)
+            if known is None:
+                known = knows[op] = judge.knows(op)
+            if known:
+                typed.add(name)
+    return pass_of, typed
 
 
 def _control_target(plan: "FusionPlan") -> str:

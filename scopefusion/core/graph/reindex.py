@@ -14,6 +14,7 @@ from ..errors import GraphValidationError
 from .edge_lists import Inputs, parse_inputs, renumbered
 from .index import COLOCATE, GraphIndex, _summarise, no_gc, renew_wrappers
 from .layout import NodeLayout
+from .node_set import member_test
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.node_def_pb2 import NodeDef
@@ -109,8 +110,8 @@ def _check_count(old: GraphIndex, new: GraphIndex) -> None:
 def _check_told(old: GraphIndex, dropped: AbstractSet[int], changed: set[int]) -> None:
     """What a rewrite told must describe the graph: every reader of a dropped node dropped or
     changed (an unchanged one would read a node that is gone)."""
-    consumers = old.consumers
+    consumers, gone = old.consumers, member_test(dropped)
     stale = [f"{old.names[c]!r} reads {old.names[d]!r}" for d in dropped for c, _, _ in consumers[d]
-             if c not in dropped and c not in changed]
+             if not gone(c) and c not in changed]
     if stale:
         raise GraphValidationError(f"inputs that name no node in the graph: {_summarise(stale)}")

@@ -102,6 +102,7 @@ class GraphFusionEngine:
     def propose(self, context: StageContext) -> list[FusionCandidate]:
         # the view and the matchers are left in reference cycles that hold the stage's index:
         # collected here, among the stage's own objects only, not with the whole run's at its end
+        # (in a pipeline's stage, whose own block collects them when the stage ends, nothing here)
         with young_cycles_collected():
             return self._propose(context)
 

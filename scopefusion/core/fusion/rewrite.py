@@ -80,6 +80,7 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
                   add: Callable[..., "NodeDef"]) -> Callable[[FusionPlan], list["NodeDef"]]:
     """What makes a plan's new nodes with ``add`` (appending them to the graph's node list)."""
     names, nodes, blocks = index.names, index.nodes, _AttrBlocks()
+    devices_used = index.devices_used is not False  # a graph whose nodes name no device gives none
 
     def build(plan: FusionPlan) -> list["NodeDef"]:
         res = plan.candidate
@@ -87,7 +88,7 @@ def _node_builder(index: GraphIndex, owner: dict[int, FusionPlan], resolve: Call
         controls = list(dict.fromkeys(resolve(c, CONTROL) for c in plan.control_inputs)) \
             if plan.control_inputs else []
         device = ""
-        for d in plan.removed:
+        for d in plan.removed if devices_used else ():
             device = nodes[d].device
             if device:
                 break

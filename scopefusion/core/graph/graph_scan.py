@@ -52,6 +52,8 @@ class GraphColumns:
     # the nodes holding a _class attribute, in graph order; None: not read (python_columns reads no
     # attribute: an index finds them on first use, the same nodes)
     colocated: list[int] | None = None
+    # whether any node names a device (told while the devices are held; None: not known)
+    devices_used: bool | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -59,7 +61,9 @@ class GraphColumns:
     def keep_index_columns(self) -> None:
         """Let go of the columns only load-time validation reads (devices, input counts and strings)
         and of the byte ranges (the bytes are let go after loading): what is left (names, op types,
-        inputs, name table, colocated nodes), an index takes over."""
+        inputs, name table, colocated nodes, whether any node names a device), an index takes over."""
+        if self.devices is not None:
+            self.devices_used = any(self.devices)
         self.devices = self.counts = self.texts = self.offsets = self.lengths = None
 
 

@@ -93,6 +93,11 @@ class GraphIndex:
         self._by_op: dict[str, list[int]] | None = None
         self._order: list[int] | None = None
         self._colocated: list[int] | None = None if columns is None else columns.colocated
+        #: False when no node names a device (as the columns told; None: not known).  A rewrite gives
+        #: its new nodes the device of a node it removes, so a graph without devices keeps none.
+        self.devices_used: bool | None = None
+        if columns is not None:
+            self.devices_used = columns.devices_used if columns.devices is None else any(columns.devices)
         if validate:
             self.topological_order()
 

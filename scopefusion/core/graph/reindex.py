@@ -54,6 +54,7 @@ def reindex(old: GraphIndex, dropped: AbstractSet[int], changed: set[int],
     new._by_op = None
     new._order = None
     new._colocated = _colocated(old, new, layout.position, layout.fresh)
+    new.devices_used = old.devices_used  # the new nodes take the devices of nodes the rewrite removed
     if validate:
         new.topological_order()
     return new

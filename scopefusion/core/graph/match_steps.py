@@ -107,19 +107,21 @@ def _var_step(name: str) -> Step:
                 return kept_if(m, mark, then())
             m._fail(lambda: f"{m._tname(tensor)} is not ${name} ({m._tname(bound)})")
             return False
+        where = m._where
+        entry = where[-1] if where else None  # where the variable is read (the definition's inputs stand on it)
         definition = m.defs.get(name)
         if definition is None:
-            return _bound_then(m, tensor, then)
-        return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, then))
+            return _bound_then(m, tensor, entry, then)
+        return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, entry, then))
 
-    def _bound_then(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
+    def _bound_then(m: "PatternMatcher", tensor: Tensor, entry: tuple[str, int] | None, then: Then) -> bool:
         trail = m._trail
         mark = len(trail)
         m.tensors[name] = tensor
         trail.append((m.tensors, name))
-        where, read_at = m._where, m._read_at
-        if where and where[-1] not in read_at:
-            m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
+        read_at = m._read_at
+        if entry is not None and entry not in read_at:
+            m._bind(read_at, entry, name)  # the pattern's word on what this slot reads
         return kept_if(m, mark, then())
     return step
 

@@ -113,6 +113,7 @@ class PatternMatcher:
         """Match ``tensor`` against ``expr`` (keeping the first way it matches, bindings kept);
         raises :class:`MatchFailure`, saying where the attempt that got furthest failed."""
         self._best = None
+        self._where = []  # (a match that succeeded leaves the places it stood at)
         if step_of(as_var(expr))(self, tensor, _whole):
             return
         best = self._best or FurthestFailure(self._progress, None, lambda: f"{self._tname(tensor)} does not match")

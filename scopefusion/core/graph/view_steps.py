@@ -171,17 +171,16 @@ def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], us
 
 def at_input(m: "PatternMatcher", entry: tuple[str, int], step: Step, term: Any, rest: Then) -> bool:
     """Match ``term`` with ``step`` while the matcher knows where it stands (``entry``: consumer and
-    input slot), then the ``rest`` of the match with that place left again."""
-    where = m._where
+    input slot, on top of :attr:`PatternMatcher._where`), then the ``rest`` of the match.
 
-    def then() -> bool:
-        where.pop()
-        if rest():
-            return True
-        where.append(entry)
-        return False
+    The entry is taken off when this returns False (every attempt below it failed), not before
+    the ``rest`` runs: the rest reads no place before standing at one of its own (the next input
+    matched), except a defined variable's step, which keeps its place from the start (see
+    :mod:`.match_steps`).  So the place read at any failure is that of the innermost input being
+    matched, as if each were taken off when its own match is done, with no closure per input."""
+    where = m._where
     where.append(entry)
-    if step(m, term, then):
+    if step(m, term, rest):
         return True
     where.pop()
     return False

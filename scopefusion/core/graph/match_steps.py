@@ -25,7 +25,7 @@ from .constant_eval import virtual_value
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
 from .view_steps import (
-    ViewInputs, at_input, chain_inputs, clip_inputs, kept_if, orders_of, rewritten,
+    ViewInputs, at_input, chain_inputs, chain_node_inputs, clip_inputs, kept_if, orders_of, rewritten,
     view_inputs as view_inputs_of,
     view_step,
 )
@@ -233,9 +233,11 @@ def _op_step(expr: Op) -> Step:
     plain = expr.dtypes is None and not expr.attrs
     leaves = chain_leaves(expr)
     view_inputs: ViewInputs | None
+    inputs: Callable[["PatternMatcher", int, Then], bool] | None
     if leaves is not None:  # an associative chain of three operands or more: matched by cuts
-        inputs: Callable[["PatternMatcher", int, Then], bool] | None = None
-        view_inputs = chain_inputs(expr, tuple(step_of(e) for e in leaves))
+        leaf_steps = tuple(step_of(e) for e in leaves)
+        inputs = chain_node_inputs(expr, leaf_steps)  # (a node of the chain's family, as it is)
+        view_inputs = chain_inputs(expr, leaf_steps)
     else:
         inputs = None if expr.inputs is None else _inputs_step(expr)
         view_inputs = None if expr.inputs is None else view_inputs_of(expr, tuple(step_of(e) for e in expr.inputs))
@@ -269,9 +271,8 @@ def _op_step(expr: Op) -> Step:
                     return True
                 m._fail(problem)
                 return False
-        if leaves is not None or (rooted is not None and ops[node] in ("Sqrt", "Rsqrt")):
-            view = direct_view(m, node)
-            return view_step(m, expr, view, passed, rooted if leaves is None else view_inputs, then)
+        if rooted is not None and ops[node] in ("Sqrt", "Rsqrt"):
+            return view_step(m, expr, direct_view(m, node), passed, rooted, then)
         trail = m._trail
         mark, progress = len(trail), m._progress
         for i in passed:

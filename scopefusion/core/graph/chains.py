@@ -212,9 +212,10 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
     inside = m.inside
     while stack:
         term, where = stack.pop()
-        if isinstance(term, Virtual) or ops[term[0]] not in splits and ops[term[0]] not in FORWARDING_OPS:
+        op = None if isinstance(term, Virtual) else ops[term[0]]
+        if op is None or op not in splits and op not in FORWARDING_OPS:
             leaves.append((term, where))  # most operands: nothing the chain splits through
-        elif term[1] == 0 and FAMILY.get(ops[term[0]]) == family and (inside is None or term[0] in inside):
+        elif term[1] == 0 and FAMILY.get(op) == family and (inside is None or term[0] in inside):
             # a node of the chain's own family read directly: its inputs, without a view of it
             node = term[0]
             data = [t for t in inputs[node] if t[1] != CONTROL]
@@ -222,7 +223,7 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
                 return None
             members.append(node)
             name = names[node]
-            stack.extend(((data[k], (name, k)) for k in range(len(data) - 1, -1, -1)))
+            stack.extend([(data[k], (name, k)) for k in range(len(data) - 1, -1, -1)])
         elif (expanded := _expansion(m, term, family)) is None:
             leaves.append((term, where))
         else:

@@ -29,7 +29,7 @@ from .view_steps import (
     view_inputs as view_inputs_of,
     view_step,
 )
-from .vocabulary import CONTROL, FORWARDING_OPS
+from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -98,7 +98,7 @@ def _var_step(name: str) -> Step:
             return False
         bound = m.tensors.get(name)
         if bound is not None:
-            if m._forward(bound)[0] == m._forward(tensor)[0]:
+            if bound == tensor or m._forward(bound)[0] == m._forward(tensor)[0]:
                 where, read_at = m._where, m._read_at
                 if not where or where[-1] in read_at:
                     return then()
@@ -156,7 +156,7 @@ def _alt_step(expr: Alt) -> Step:
 
 
 def _const_step(expr: Const) -> Step:
-    label = expr.label
+    label, expr_id = expr.label, id(expr)
 
     def step(m: "PatternMatcher", tensor: Tensor | Virtual, then: Then) -> bool:
         view = m.view
@@ -178,23 +178,27 @@ def _const_step(expr: Const) -> Step:
         if value is None:
             m._fail(lambda: f"{_const_name(m, tensor)} is not a constant, expected {expr.describe()}")
             return False
-        checked = m._const_checks.get((id(value), id(expr)))
+        key = (id(value), expr_id)
+        checked = m._const_checks.get(key)
         if checked is None:  # values are shared by content: each is checked once per expression
-            checked = m._const_checks[id(value), id(expr)] = (value, const_problem(value, expr))
+            checked = m._const_checks[key] = (value, const_problem(value, expr))
         problem = checked[1]
         if problem is not None:
             m._fail(lambda: f"{_const_name(m, tensor)} {problem()}")
             return False
-        mark = len(m._trail)
+        trail = m._trail
+        mark = len(trail)
         if chain is None:
-            chain = view.constant_chain(node) or [node]
+            # the Const itself (most constants), or what it is read through
+            chain = [node] if m.index.ops[node] in CONST_OPS else (view.constant_chain(node) or [node])
             holder = chain[-1]  # the Const itself
         else:
             holder = node  # a computed constant: the node that computes it
-        inside = m.inside
+        inside, members = m.inside, m.members
         for i in chain:
-            if inside is None or i in inside:
-                m._add_member(i)
+            if (inside is None or i in inside) and i not in members:
+                members.add(i)
+                trail.append((members, i))
         if label:
             bound = m.nodes.get(label)
             if bound is not None and bound != holder:
@@ -287,8 +291,9 @@ def _op_step(expr: Op) -> Step:
             members.add(node)
             trail.append((members, node))
         m._progress = progress + 1
-        if kept_if(m, mark, then() if inputs is None else inputs(m, node, then)):
+        if then() if inputs is None else inputs(m, node, then):
             return True
+        m._undo(mark)
         m._progress = progress
         return False
     return step
@@ -308,21 +313,30 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
         return False
 
     if n == 1 and not expr.commutative and not expr.unordered:
+        only = steps[0]
+
         def one(m: "PatternMatcher", node: int, then: Then) -> bool:
-            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            if len(actual) != 1 and count_problem(m, node, actual):
-                return False
-            return at_input(m, (m.index.names[node], 0), steps[0], actual[0], then)
+            index = m.index
+            actual = index.inputs[node]
+            if len(actual) != 1 or actual[0][1] == CONTROL:  # (most nodes: the one data input alone)
+                actual = [t for t in actual if t[1] != CONTROL]
+                if len(actual) != 1 and count_problem(m, node, actual):
+                    return False
+            return at_input(m, (index.names[node], 0), only, actual[0], then)
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps
         swapped = expr.commutative
 
         def two(m: "PatternMatcher", node: int, then: Then) -> bool:
-            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            if len(actual) != 2 and count_problem(m, node, actual):
-                return False
-            at0, at1 = (m.index.names[node], 0), (m.index.names[node], 1)
+            index = m.index
+            actual = index.inputs[node]
+            if len(actual) != 2 or actual[0][1] == CONTROL or actual[1][1] == CONTROL:  # (most: the two alone)
+                actual = [t for t in actual if t[1] != CONTROL]
+                if len(actual) != 2 and count_problem(m, node, actual):
+                    return False
+            name = index.names[node]
+            at0, at1 = (name, 0), (name, 1)
             return at_input(m, at0, first, actual[0], lambda: at_input(m, at1, second, actual[1], then)) or (
                 swapped and at_input(m, at1, first, actual[1], lambda: at_input(m, at0, second, actual[0], then)))
         return two

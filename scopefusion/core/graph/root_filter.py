@@ -254,7 +254,7 @@ def _most_operands_of(index: GraphIndex, stack: list[int], count: int, through: 
             opened += 1
             if op in _REPEATING:
                 return enough
-            stack.extend(q for q, port in inputs[p] if port != CONTROL)
+            stack.extend([q for q, port in inputs[p] if port != CONTROL])
         else:
             count += 1
     return count + len(stack)

@@ -204,7 +204,8 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
                   count: int) -> Cut | None:
     """:func:`_whole_cut` of the chain whose root's inputs and where each is read are ``stack``
     (the last input first; taken over)."""
-    if count > MAX_CHAIN_LEAVES or len(stack) < 2:
+    total = len(stack)  # operands and terms left to look at: grows only when a term splits
+    if count > MAX_CHAIN_LEAVES or total < 2 or total > count:
         return None
     leaves: list[tuple[Term, tuple[str, int]]] = []
     members: list[int] = []
@@ -224,6 +225,7 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
             members.append(node)
             name = names[node]
             stack.extend([(data[k], (name, k)) for k in range(len(data) - 1, -1, -1)])
+            total += len(data) - 1
         elif (expanded := _expansion(m, term, family)) is None:
             leaves.append((term, where))
         else:
@@ -233,7 +235,8 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
             members.extend(passed)
             members.extend(view.members)
             stack.extend(zip(reversed(view.inputs), reversed(view.wheres), strict=False))
-        if len(leaves) + len(stack) > count:
+            total += len(view.inputs) - 1
+        if total > count:
             return None
     return (leaves, members) if len(leaves) == count else ([], [])
 

@@ -115,14 +115,19 @@ def _var_step(name: str) -> Step:
         return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, entry, then))
 
     def _bound_then(m: "PatternMatcher", tensor: Tensor, entry: tuple[str, int] | None, then: Then) -> bool:
-        trail = m._trail
+        trail, tensors = m._trail, m.tensors
         mark = len(trail)
-        m.tensors[name] = tensor
-        trail.append((m.tensors, name))
-        read_at = m._read_at
-        if entry is not None and entry not in read_at:
-            m._bind(read_at, entry, name)  # the pattern's word on what this slot reads
-        return kept_if(m, mark, then())
+        tensors[name] = tensor
+        trail.append((tensors, name))
+        if entry is not None:
+            read_at = m._read_at
+            if entry not in read_at:  # the pattern's word on what this slot reads
+                read_at[entry] = name
+                trail.append((read_at, entry))
+        if then():
+            return True
+        m._undo(mark)
+        return False
     return step
 
 
@@ -340,6 +345,14 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
             return at_input(m, at0, first, actual[0], lambda: at_input(m, at1, second, actual[1], then)) or (
                 swapped and at_input(m, at1, first, actual[1], lambda: at_input(m, at0, second, actual[0], then)))
         return two
+
+    if not expr.commutative and not expr.unordered:  # one order: the inputs as they are
+        def ordered(m: "PatternMatcher", node: int, then: Then) -> bool:
+            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+            if count_problem(m, node, actual):
+                return False
+            return _sequence(m, m.index.names[node], list(enumerate(actual[:n])), steps, 0, then)
+        return ordered
 
     def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
         actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]

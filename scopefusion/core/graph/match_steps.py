@@ -327,7 +327,12 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
                 actual = [t for t in actual if t[1] != CONTROL]
                 if len(actual) != 1 and count_problem(m, node, actual):
                     return False
-            return at_input(m, (index.names[node], 0), only, actual[0], then)
+            where = m._where  # (at_input, written out)
+            where.append((index.names[node], 0))
+            if only(m, actual[0], then):
+                return True
+            where.pop()
+            return False
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps

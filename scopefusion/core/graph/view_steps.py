@@ -181,15 +181,17 @@ def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], us
     if k == len(steps):
         return then()
     rest = then if k + 1 == len(steps) else (lambda: _assign(m, operands, used, steps, k + 1, then))
-    step = steps[k]
+    step, where = steps[k], m._where
     tried: list[Any] = []
     for j, (term, entry) in enumerate(operands):
         if used[j] or term in tried:
             continue
         tried.append(term)
         used[j] = True
-        if at_input(m, entry, step, term, rest):
+        where.append(entry)  # (at_input, written out)
+        if step(m, term, rest):
             return True
+        where.pop()
         used[j] = False
     return False
 

@@ -184,7 +184,7 @@ def _known_node_whole_cut(m: "PatternMatcher", node: int, family: str, count: in
         cut = _whole_cut_of(m, [(data[k], (name, k)) for k in range(len(data) - 1, -1, -1)], family, count)
         if known is not None:
             known[key] = cut
-    return cut  # type: ignore[return-value]
+    return cut
 
 
 #: What a cache holds for a key it has not worked out yet.
@@ -213,8 +213,7 @@ def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]]
     inside = m.inside
     while stack:
         term, where = stack.pop()
-        op = None if isinstance(term, Virtual) else ops[term[0]]
-        if op is None or op not in splits and op not in FORWARDING_OPS:
+        if isinstance(term, Virtual) or (op := ops[term[0]]) not in splits and op not in FORWARDING_OPS:
             leaves.append((term, where))  # most operands: nothing the chain splits through
         elif term[1] == 0 and FAMILY.get(op) == family and (inside is None or term[0] in inside):
             # a node of the chain's own family read directly: its inputs, without a view of it

@@ -311,7 +311,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
     n, extra = len(steps), expr.extra_inputs
     orders = orders_of(expr, n)
 
-    def count_problem(m: "PatternMatcher", node: int, actual: list[Tensor]) -> bool:
+    def count_problem(m: "PatternMatcher", node: int, actual: Sequence[Tensor]) -> bool:
         if len(actual) != n and (len(actual) < n or not extra):
             m._fail(lambda: f"{m.index.names[node]!r} has {len(actual)} inputs, expected {n}")
             return True
@@ -322,7 +322,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
 
         def one(m: "PatternMatcher", node: int, then: Then) -> bool:
             index = m.index
-            actual = index.inputs[node]
+            actual: Sequence[Tensor] = index.inputs[node]
             if len(actual) != 1 or actual[0][1] == CONTROL:  # (most nodes: the one data input alone)
                 actual = [t for t in actual if t[1] != CONTROL]
                 if len(actual) != 1 and count_problem(m, node, actual):
@@ -340,7 +340,7 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
 
         def two(m: "PatternMatcher", node: int, then: Then) -> bool:
             index = m.index
-            actual = index.inputs[node]
+            actual: Sequence[Tensor] = index.inputs[node]
             if len(actual) != 2 or actual[0][1] == CONTROL or actual[1][1] == CONTROL:  # (most: the two alone)
                 actual = [t for t in actual if t[1] != CONTROL]
                 if len(actual) != 2 and count_problem(m, node, actual):

@@ -202,9 +202,9 @@ _LAST_TOLD: "tuple[weakref.ref[GraphIndex], dict[tuple[frozenset[str], int], dic
 
 def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
     """At most how many operands the chain at ``node`` may be cut into (through nodes of
-    ``through``, read through forwarding ops), counting up to ``enough``: told once per index,
-    node, ``through`` and ``enough``; at once
-    when no input is read through a forwarding op or splits (most nodes: each input one operand)."""
+    ``through``, read through forwarding ops), counting up to ``enough``: at once when no input
+    is read through a forwarding op or splits (most nodes: each input is one operand), else
+    worked out once per index, node, ``through`` and ``enough``."""
     global _LAST_TOLD
     ops = index.ops
     data = [p for p, port in index.inputs[node] if port != CONTROL]

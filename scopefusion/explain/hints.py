@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Places named in a run-level hint (the rest are counted).
 PLACES_SHOWN = 3
+#: At most this many places asked: an added place is compared with each of them (see :class:`_Places`).
+_FEW_ASKED = 8
 
 
 class _Places:
@@ -42,12 +44,20 @@ class _Places:
         #: the keys :meth:`find` reads of ``_exact`` (the asked places and their prefixes) and of ``_inside``
         self._exact_asked = None if asked is None else {k for a in asked for k in (a, *_prefixes(a))}
         self._inside_asked = asked
+        #: with few places asked, each added place is held against them (``a/`` starting it) instead of
+        #: cutting every prefix of it: a run that refuses at a few places fuses at tens of thousands
+        self._few = None if asked is None or len(asked) > _FEW_ASKED else [(a, a + "/") for a in asked]
 
     def add(self, pass_name: str, record: FusedRecord) -> None:
-        exact_asked, inside_asked = self._exact_asked, self._inside_asked
+        exact_asked, inside_asked, few = self._exact_asked, self._inside_asked, self._few
         for place in dict.fromkeys([record.name, *record.scopes]):  # the fused node's name is a place too
             if exact_asked is None or place in exact_asked:
                 self._exact.setdefault(place, (pass_name, record))
+            if few is not None:
+                for prefix, start in few:
+                    if place.startswith(start):
+                        self._inside.setdefault(prefix, (pass_name, record))
+                continue
             for prefix in _prefixes(place):
                 if inside_asked is None or prefix in inside_asked:
                     self._inside.setdefault(prefix, (pass_name, record))

@@ -1,7 +1,8 @@
 """Load-time validation takes shortcuts: node names judged all at once, attributes judged once
 per signature (read from the file's bytes, tensor contents left out, or per serialized node),
 inputs looked at only where one does not plainly name a node with outputs.  Here the
-validator, by each of its routes (a graph with the bytes it was read from, parsed without
+validator, by each of its routes (a graph with the bytes it was read from, with the columns
+and node signatures the native scan reads from those bytes, parsed without
 them, built in memory), is held against a plain reference that judges every node, attribute
 and input one by one, on real graphs spoilt at random and on hand-made wire forms that only a
 careless signature would confuse."""
@@ -18,6 +19,7 @@ from tests.robustness.test_fuzz import MUTATIONS, _dense_gelu
 
 from scopefusion import GraphValidationError
 from scopefusion.core.graph import validate, wire_view
+from scopefusion.core.graph.graph_scan import scan_columns
 from scopefusion.core.graph.attr_rules import OpRules, attr_problem, op_rules, shorten, valid_dtypes
 from scopefusion.core.graph.io import parse_graph_def
 from scopefusion.core.graph.output_ports import output_count
@@ -102,6 +104,7 @@ def routes(data: bytes) -> dict[str, list[tuple[str, list[str]]]]:
     def parsed() -> graph_pb2.GraphDef:
         return graph_pb2.GraphDef.FromString(data)
     return {"bytes": validate._Validator(parsed(), True, data).problems(),
+            "scanned bytes": validate._Validator(parsed(), True, data, scan_columns(data)).problems(),
             "parsed": validate._Validator(parsed(), True).problems(),
             "in memory": validate._Validator(parsed(), False).problems()}
 

@@ -74,19 +74,26 @@ class PerView:
 _TOLD = PerView()
 
 
+Told = dict[tuple[int, int], tuple[Shape | None, int]]
+
+
 def _local(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
     """:func:`_local_rules`, each tensor told once per view (a residual stream reaches the same tensors
     along many paths: without this, the walk grows exponentially with the depth)."""
-    told: dict[tuple[int, int], tuple[Shape | None, int]] = _TOLD.of(view)
+    return _told(view, _TOLD.of(view), tensor, depth)
+
+
+def _told(view: Any, told: Told, tensor: tuple[int, int], depth: int) -> Shape | None:
+    """:func:`_local` with the view's memo at hand (``told``)."""
     known = told.get(tensor)
     if known is not None and (known[0] is not None or known[1] >= depth):
         return known[0]
-    shape = _local_rules(view, tensor, depth)
+    shape = _local_rules(view, told, tensor, depth)
     told[tensor] = (shape, depth)
     return shape
 
 
-def _local_rules(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None:
+def _local_rules(view: Any, told: Told, tensor: tuple[int, int], depth: int) -> Shape | None:
     shape = view.static_shape(tensor, infer=False)
     if shape is not None or depth <= 0:
         return shape
@@ -95,23 +102,25 @@ def _local_rules(view: Any, tensor: tuple[int, int], depth: int) -> Shape | None
     op = index.ops[node]
     try:
         if op in _TRANSPOSES and port == 0:
-            return _product(view, node, depth - 1)
-        source = view.same_shape.get(op, {}).get(port)
+            return _product(view, told, node, depth - 1)
+        rules = view.same_shape.get(op)
+        source = None if rules is None else rules.get(port)
         if source is None and op in UNARY and port == 0:
             source = 0
         if source is not None:
-            return _local(view, index.data_input(node, source), depth - 1)
+            return _told(view, told, index.data_input(node, source), depth - 1)
         if op in ELEMENTWISE and port == 0:
-            a, b = (_local(view, index.data_input(node, k), depth - 1) for k in (0, 1))
+            a = _told(view, told, index.data_input(node, 0), depth - 1)
+            b = _told(view, told, index.data_input(node, 1), depth - 1)
             return None if a is None or b is None else broadcast(a, b)
         if op == "Reshape" and port == 0:
-            return _reshaped(view, node, depth - 1)
+            return _reshaped(view, told, node, depth - 1)
     except IndexError:  # an input the op should have is missing: no shape
         return None
     return None
 
 
-def _reshaped(view: Any, node: int, depth: int) -> Shape | None:
+def _reshaped(view: Any, told: Told, node: int, depth: int) -> Shape | None:
     target = view.const_value_of(view.forwarded(view.index.data_input(node, 1)[0]))
     if target is None:
         return None
@@ -119,7 +128,7 @@ def _reshaped(view: Any, node: int, depth: int) -> Shape | None:
     if dims.count(-1) > 1:
         return None
     if -1 in dims:
-        source = _local(view, view.index.data_input(node, 0), depth)
+        source = _told(view, told, view.index.data_input(node, 0), depth)
         known = [d for d in dims if d is not None and d != -1]
         sizes = [d for d in source or () if d is not None]
         if source is None or len(sizes) != len(source) or 0 in known:
@@ -129,9 +138,10 @@ def _reshaped(view: Any, node: int, depth: int) -> Shape | None:
     return dims
 
 
-def _product(view: Any, node: int, depth: int) -> Shape | None:
+def _product(view: Any, told: Told, node: int, depth: int) -> Shape | None:
     index = view.index
-    a_shape, b_shape = (_local(view, index.data_input(node, k), depth) for k in (0, 1))
+    a_shape = _told(view, told, index.data_input(node, 0), depth)
+    b_shape = _told(view, told, index.data_input(node, 1), depth)
     if a_shape is None or b_shape is None or len(a_shape) < 2 or len(b_shape) < 2:
         return None
     attrs = index.nodes[node].attr
@@ -144,6 +154,8 @@ def _product(view: Any, node: int, depth: int) -> Shape | None:
 def broadcast(a: Shape, b: Shape) -> Shape:
     """The broadcast of two shapes: a dimension of 1 takes the other's, an unknown one the other's
     when that is known and not 1 (a valid broadcast gives that either way)."""
+    if a == b:  # each dimension its own broadcast (the residual stream's shapes mostly are)
+        return list(a)
     ones: list[int | None] = [1] * abs(len(a) - len(b))
     padded_a = (ones if len(b) > len(a) else []) + list(a)
     padded_b = (ones if len(a) > len(b) else []) + list(b)
@@ -160,7 +172,9 @@ def unequal_shapes(match: Any, names: tuple[str, str], unknown: str) -> str | tu
     """Whether the tensors ``names`` of ``match`` have one shape (an element-wise op of them does not
     broadcast): None when they do (a dimension unknown in both counts as equal), their two shapes when
     they do not, and ``unknown`` followed by the tensor's name when a shape cannot be told."""
-    local = [_local(match.view, match.tensor(name), MAX_DEPTH) for name in names]
+    view = match.view
+    told = _TOLD.of(view)
+    local = [_told(view, told, match.tensor(name), MAX_DEPTH) for name in names]
     if local[0] is not None and local[1] is not None and len(local[0]) == len(local[1]):
         # the graph's own shapes decide when each axis is known alike or unknown in both (as below),
         # so the whole graph's shape propagation is asked only when they do not

@@ -37,11 +37,13 @@ def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequenc
     there.  ``types``: each node's :class:`NodeTypes`; ``counts``: each node's number of inputs
     (control inputs too); ``flat``: every node's inputs, end to end; ``index``: the position of
     each name (a repeated name: its last node's), when the caller holds it."""
-    distinct = set(types)
-    length_of = {t: (len(t.inputs) if t.inputs is not None else -1) for t in distinct}
+    # the few distinct NodeTypes looked up by identity: hashing a NamedTuple hashes all it holds
+    keys = list(map(id, types))
+    distinct = {key: t for key, t in zip(keys, types, strict=True)}
+    length_of = {key: (len(t.inputs) if t.inputs is not None else -1) for key, t in distinct.items()}
     per_node: list[tuple[int, ...] | None] = [t.inputs for t in types]
     # nodes whose input count is not the plain one: control inputs, unknown ops, wrong counts
-    for i in compress(range(len(nodes)), map(ne, counts, map(length_of.__getitem__, types))):
+    for i in compress(range(len(nodes)), map(ne, counts, map(length_of.__getitem__, keys))):
         wanted = per_node[i]
         if wanted is None:
             per_node[i] = (0,) * counts[i]
@@ -53,12 +55,12 @@ def check_edges(nodes: Sequence["NodeDef"], names: Sequence[str], types: Sequenc
     expected = list(chain.from_iterable(per_node))  # type: ignore[arg-type]  # each None replaced above
     if len(expected) != len(flat):  # not the inputs of these nodes: nothing to compare
         return
-    first = {t: _first_output(t) for t in distinct}
+    first = {key: _first_output(t) for key, t in distinct.items()}
     if index is None:
-        carried = dict(zip(names, map(first.__getitem__, types), strict=True))
+        carried = dict(zip(names, map(first.__getitem__, keys), strict=True))
         actual = list(map(carried.get, flat))
     else:  # the same through the name table at hand (a repeated name: its last node, as in a dict)
-        firsts: list[int | None] = list(map(first.__getitem__, types))
+        firsts: list[int | None] = list(map(first.__getitem__, keys))
         firsts.append(None)  # what an input naming no node carries
         actual = list(map(firsts.__getitem__, map(index.get, flat, repeat(len(names)))))
     odd = list(compress(range(len(flat)), map(ne, actual, expected)))

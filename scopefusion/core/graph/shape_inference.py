@@ -19,6 +19,14 @@ gives (:mod:`.shape_functions`, :mod:`.shape_calls`).
 Each node's shapes are inferred once, after its producers' (an iterative walk: no recursion over
 the graph's depth).  A TF1 loop's ``Merge`` is relaxed over its back edge until it settles
 (:mod:`.shape_loops`); any other cycle's back edge reads as unknown.
+
+In a graph without loops (``demand``), the walk infers only what the rules read: a node's rule
+runs first, and each producer whose shapes it reads and that is not inferred yet is inferred
+before the rule runs again.  When the rule then gives every output a fully known shape, the
+node's shapes are settled without its other producers (a ``Reshape`` to a constant shape does
+not depend on its input's); otherwise its producers are inferred too, for the op types outside
+the table its shapes depend on.  The shapes are the same either way; asking for the shape of a
+tensor deep in a long graph no longer walks every node above it.
 """
 from __future__ import annotations
 
@@ -30,10 +38,13 @@ from .shape_calls import call_shapes, is_call
 from .shape_context import Dims, OpContext, Value, merge_dims
 from .shape_functions import FunctionShapes
 from .shape_loops import LoopMerges
-from .shape_rules import RULES, const_shape
+from .shape_rules import RULES, SETTLED_BY_VALUES, const_shape
 from .shape_values import VALUE_RULES, valueless
 from .tf_ops import is_tensorflow_op
 from .vocabulary import CONST_OPS, CONTROL, LOOP_BACK_OPS, LOOP_MERGE_OPS
+
+#: Op types of loops and conditionals: a graph holding any is walked producers first.
+_LOOP_OPS = LOOP_BACK_OPS | LOOP_MERGE_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import GraphIndex
@@ -45,13 +56,28 @@ MAX_VALUE_LENGTH = 64
 _NOTHING: frozenset[str] = frozenset()
 
 
+class _Pending(Exception):
+    """A rule read the shapes of a node not inferred yet (the demand-driven walk infers it first)."""
+
+    def __init__(self, node: int) -> None:
+        super().__init__(node)
+        self.node = node
+
+
+class _Cycle(Exception):
+    """The demand-driven walk met a node it is inferring: the graph has a cycle after all."""
+
+
 class ShapeInference:
     """Memoised shapes of the tensors of one indexed graph (see the module's docstring)."""
 
     def __init__(self, index: "GraphIndex", same_shape: Mapping[str, Mapping[int, int]] | None = None,
                  constant: Callable[[int], "np.ndarray | None"] | None = None,
-                 functions: FunctionShapes | None = None) -> None:
+                 functions: FunctionShapes | None = None, *, demand: bool = False) -> None:
         self.index = index
+        #: the demand-driven walk (see the module's docstring): only for a graph without loops
+        self._demand = demand and not (index.op_types() & _LOOP_OPS)
+        self._walks = 0  # demand-driven walks under way (a rule's constant folding may start one)
         self.same_shape = same_shape or {}
         self._constant = constant  # a node's folded constant value (numpy), if any
         self._shapes: dict[int, list[Dims]] = {}  # per node, per output port
@@ -71,6 +97,10 @@ class ShapeInference:
         found = shapes[port] if 0 <= port < len(shapes) else None
         return None if found is None else list(found)
 
+    def known(self, node: int) -> bool:
+        """Whether node ``node``'s shapes are inferred already (nothing is inferred by asking)."""
+        return node in self._shapes
+
     def missing(self, node: int) -> frozenset[str]:
         """The op types outside the table whose unknown shapes the shapes of ``node`` depend on."""
         self._node_shapes(node)
@@ -79,7 +109,11 @@ class ShapeInference:
     def value(self, node: int, port: int) -> Value:
         """The partial value of a small integer tensor (scalar: a one-element tuple with
         ``scalar`` set; see :data:`.shape_context.Value`), None when not known at all."""
-        return self._value((node, port), MAX_VALUE_DEPTH)
+        while True:
+            try:
+                return self._value((node, port), MAX_VALUE_DEPTH)
+            except _Pending as pending:  # a value rule read a shape not inferred yet
+                self._node_shapes(pending.node)
 
     def assume(self, node: int, shapes: Sequence[Dims]) -> None:
         """Take ``shapes`` as node ``node``'s output shapes (a function argument's, given by the call)."""
@@ -94,6 +128,16 @@ class ShapeInference:
         known = shapes.get(node)
         if known is not None:
             return known
+        if self._demand:
+            self._walks += 1
+            try:
+                return self._demanded(node)
+            except _Cycle:
+                if self._walks > 1:
+                    raise  # the outermost walk starts over
+                self._walk_producers_first()
+            finally:
+                self._walks -= 1
         active: set[int] = set()
         stack: list[tuple[int, bool]] = [(node, False)]
         pop, push = stack.pop, stack.append
@@ -124,24 +168,75 @@ class ShapeInference:
                 push((p, False))
         return shapes[node]
 
-    def _infer(self, i: int, active: set[int]) -> None:
+    def _demanded(self, node: int) -> list[Dims]:
+        """The demand-driven walk (see the module's docstring) to node ``node``'s shapes."""
+        shapes, ops = self._shapes, self.index.ops
+        waiting: set[int] = set()  # nodes whose rule read shapes not inferred yet
+        whole: set[int] = set()  # nodes whose producers must all be inferred first
+        stack = [node]
+        while stack:
+            top = stack[-1]
+            if top in shapes:
+                stack.pop()
+                waiting.discard(top)
+                continue
+            if top not in whole and ops[top] not in SETTLED_BY_VALUES:
+                # a rule that reads every input's shape: its producers first
+                whole.add(top)
+                if self._push_producers(top, stack, waiting):
+                    continue
+            try:
+                done = self._infer(top, waiting, top not in whole)
+            except _Pending as pending:
+                if pending.node == top or pending.node in waiting:
+                    raise _Cycle() from None
+                waiting.add(top)
+                stack.append(pending.node)
+                if top in whole:
+                    continue
+                done = False  # its rule read a producer's shape: all of them first
+            if not done:
+                whole.add(top)
+                self._push_producers(top, stack, waiting)
+        return shapes[node]
+
+    def _push_producers(self, top: int, stack: list[int], waiting: set[int]) -> bool:
+        """Put node ``top``'s producers not inferred yet on ``stack`` (False: there is none)."""
+        shapes = self._shapes
+        pending = [p for p, port in self.index.inputs[top] if port != CONTROL and p not in shapes
+                   and not self._lazy(p)]
+        if not pending:
+            return False
+        if top in pending or not waiting.isdisjoint(pending):
+            raise _Cycle()
+        waiting.add(top)
+        stack.extend(pending)
+        return True
+
+    def _walk_producers_first(self) -> None:
+        """Give up the demand-driven walk (a cycle): forget what it inferred, walk as with loops."""
+        self._demand = False
+        self._shapes.clear()
+        self._missing.clear()
+        self._values.clear()
+        self._value_gaps.clear()
+
+    def _infer(self, i: int, active: set[int], alone: bool = False) -> bool:
         """Node ``i``'s shapes, its producers' known (those on the current path, a loop's back
-        edge, read as unknown)."""
+        edge, read as unknown).  ``alone`` (the demand-driven walk): the producers its rule reads
+        are known, but maybe not the others; then the shapes are settled only when fully known
+        (the node depends on no op outside the table), and False answered otherwise.  A rule
+        that reads a shape not inferred yet raises :class:`_Pending` (the demand-driven walk)."""
         index = self.index
         op = index.ops[i]
         data = [t for t in index.inputs[i] if t[1] != CONTROL]
-        missing: frozenset[str] = _NOTHING
-        upstream = self._missing
-        if upstream:  # the op types outside the table the producers' shapes depend on
-            for p, _ in data:
-                if p not in active:
-                    more = upstream.get(p)
-                    if more:
-                        missing = missing | more
+        # the op types outside the table the producers' shapes depend on, read before the rule
+        # runs (relaxing a loop's Merge infers its back edge)
+        missing = _NOTHING if alone else self._upstream(data, active)
         node = index.nodes[i]
         if op == "Const" and not data and op not in self.functions.functions:
             self._infer_const(i, node)
-            return
+            return True
         ctx = OpContext(self, i, op, node, data)
         found: list[Dims] | None
         gap_stack = self._gap_stack
@@ -164,12 +259,29 @@ class ShapeInference:
             found = []
             missing = missing | {op}
         outputs: list[Dims] = _with_recorded(node, found) if "_output_shapes" in node.attr else found
+        known = bool(outputs) and all(s is not None and None not in s for s in outputs)
+        if alone and not known:
+            shapes = self._shapes
+            if not all(p in shapes or self._lazy(p) for p, _ in data):
+                return False  # its other producers first
+            missing = missing | self._upstream(data, active)
         self._shapes[i] = [None if s is None else tuple(s) for s in outputs]  # type: ignore[misc]
         self.loops.inferred(i)
-        if missing and outputs and all(s is not None and None not in s for s in outputs):
-            missing = _NOTHING  # fully known whatever was missing upstream
-        if missing:
+        if missing and not known:  # fully known: whatever was missing upstream does not matter
             self._missing[i] = missing
+        return True
+
+    def _upstream(self, data: list[tuple[int, int]], active: set[int]) -> frozenset[str]:
+        """The op types outside the table the shapes of the producers ``data`` depend on."""
+        missing = _NOTHING
+        upstream = self._missing
+        if upstream:
+            for p, _ in data:
+                if p not in active:
+                    more = upstream.get(p)
+                    if more:
+                        missing = missing | more
+        return missing
 
     def _lazy(self, i: int) -> bool:
         """Whether node ``i`` is a constant whose shapes are worked out only when read."""
@@ -180,8 +292,11 @@ class ShapeInference:
 
     def constant_shapes(self, i: int) -> list[Dims] | None:
         """Node ``i``'s shapes when it is a constant not inferred yet (None for any other node
-        whose shapes are not known: a loop's back edge)."""
+        whose shapes are not known: a loop's back edge; in the demand-driven walk, raises
+        :class:`_Pending` to have them inferred first)."""
         if not self._lazy(i):
+            if self._demand:
+                raise _Pending(i)
             return None
         return self._node_shapes(i)
 

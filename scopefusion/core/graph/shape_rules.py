@@ -139,9 +139,11 @@ def _reshape(ctx: OpContext) -> list[Dims]:
     value = ctx.value(1)
     if target is None or value is None:
         return [target]
-    source = ctx.shape(0)
     unknown = [k for k, d in enumerate(target) if d is None]
-    if len(unknown) == 1 and source is not None and None not in source:
+    if len(unknown) != 1:
+        return [target]  # the input's shape tells nothing more
+    source = ctx.shape(0)
+    if source is not None and None not in source:
         known = math.prod(d for d in target if d is not None)
         if known > 0:
             target[unknown[0]] = math.prod(source) // known  # type: ignore[arg-type]
@@ -334,6 +336,12 @@ SquaredDifference Less LessEqual Greater GreaterEqual Equal NotEqual LogicalAnd 
 MulNoNan Atan2 SelectV2 BitwiseAnd BitwiseOr BitwiseXor LeftShift RightShift Xdivy Xlogy Xlog1py
 ApproximateEqual Mod
 """.split()  # noqa: SIM905
+
+#: Op types whose rule can tell a fully known shape without reading every input's shape (a shape
+#: given by an input's value, a scalar): the demand-driven walk of :mod:`.shape_inference` runs
+#: their rule before inferring the producers it does not read.
+SETTLED_BY_VALUES = frozenset({"Reshape", "Fill", "BroadcastTo", "Range", "Size", "Rank", "L2Loss",
+                               "EnsureShape"})
 
 RULES: dict[str, Rule] = {
     **nn.NN_RULES,

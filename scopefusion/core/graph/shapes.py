@@ -53,6 +53,7 @@ KNOWN, SHIFT, WIDEST, TOTAL, GATHER = range(5)
 Rule = tuple[int, tuple[tuple[int, int], ...], Rank]
 
 _UNKNOWN: Rule = (KNOWN, (), None)
+_UNTOLD = object()
 #: Ops whose rank is read from their own attributes.
 _SOURCES = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "PlaceholderV2"})
 #: Op types whose output 0 has the rank of input 0 (SHIFT) or the widest input's (WIDEST).
@@ -84,10 +85,14 @@ class RankInference:
     """Memoised rank lookups for the tensors of one indexed graph: each tensor's rank is
     inferred once, from its producer's rule and the ranks that rule reads."""
 
-    def __init__(self, index: GraphIndex, same_shape: Mapping[str, Mapping[int, int]] | None = None) -> None:
+    def __init__(self, index: GraphIndex, same_shape: Mapping[str, Mapping[int, int]] | None = None,
+                 const_value: Callable[[int], "np.ndarray | None"] | None = None) -> None:
         self.index = index
         #: fused ops of earlier stages: output port -> the input it is shaped like
         self.same_shape = same_shape or {}
+        #: a Const node's decoded value, when the graph view keeps them (a shape vector read here,
+        #: for its length, is read for its items by the passes that ask its Reshape's rank)
+        self._const_value = const_value
         self._memo: dict[tuple[int, int], Rank] = {}
         self._value_reads: list[int] | None = None  # nodes whose values rules read, while noted
 
@@ -103,8 +108,9 @@ class RankInference:
         """The rank of output ``port`` of node ``i`` (LENGTH: the length of a 1-D tensor)."""
         key = (i, port)
         memo = self._memo
-        if key in memo:
-            return memo[key]
+        known = memo.get(key, _UNTOLD)
+        if known is not _UNTOLD:
+            return known  # type: ignore[return-value]
         rule_of = self._rule
         active: set[tuple[int, int]] = set()  # on the current path: a loop if met again
         stack: list[tuple[tuple[int, int], Rule | None]] = [(key, None)]
@@ -238,10 +244,13 @@ class RankInference:
         """The length of a 1-D shape vector, e.g. the shape input of a Reshape
         computed as ``ConcatV2(GatherV2(Shape(x), ...), ...)`` (Keras' Tensordot)."""
         op = self.index.ops[i]
-        ins = self._data_inputs(i)
         if op == "Const":
-            shape = self._const_shape(i)
-            return (KNOWN, (), shape[0] if shape is not None and len(shape) == 1 else None)
+            value = None if self._const_value is None else self._const_value(i)
+            if value is not None:  # decoded: its shape is the declared one
+                return (KNOWN, (), value.shape[0] if value.ndim == 1 else None)
+            dims = self.index.nodes[i].attr["value"].tensor.tensor_shape.dim
+            return (KNOWN, (), dims[0].size if len(dims) == 1 else None)
+        ins = self._data_inputs(i)
         if op == "Pack":
             return (KNOWN, (), len(ins))
         if op == "Shape" and ins:
@@ -267,7 +276,7 @@ class RankInference:
                 return (KNOWN, (), len(shapes[port].dim))
         kind = _KIND.get(op)
         if kind is not None or op not in _SOURCES:
-            ins = self._data_inputs(i)
+            ins = [t for t in index.inputs[i] if t[1] != CONTROL]
             if not ins:
                 return _UNKNOWN
             if kind == SHIFT or (op == "Select" and port == 0):

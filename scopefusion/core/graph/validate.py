@@ -58,7 +58,7 @@ from .op_typing import NodeTypes, node_types
 from .output_ports import output_count
 from .protos import is_repeated
 from .vocabulary import invalid_node_names, parse_input
-from .wire_view import attr_signatures, inputs_and_devices
+from .wire_view import inputs_and_devices, node_signatures
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -147,6 +147,7 @@ class _Validator:
         self.devices: set[str] | None = None  # the distinct devices, when read from the bytes
         self.consts: list[int] | None = None  # the positions of the constants, when known
         self.signature_list: list[bytes] | None = None  # each node's attribute signature, when read
+        self.content_lengths: list[int] | None = None  # each node's value tensor's raw contents (-1: ask), when read
         self.rules: dict[str, OpRules] = {"": OpRules()}
         self.dtypes = valid_dtypes()
         self.fields: dict[Any, Any] = {}
@@ -163,9 +164,10 @@ class _Validator:
         for i in invalid_node_names(self.names):
             self.report(i, "its name is not one TensorFlow accepts (letters, digits and . _ - / >, "
                            "starting with a letter, digit or '.', no empty scope)")
-        signatures = None if self.serialized is None else attr_signatures(self.serialized)
+        read = None if self.serialized is None else self.read_signatures(self.serialized)
+        signatures = None if read is None else read[0]
         if signatures is not None and len(signatures) == len(self.nodes):
-            self.signature_list = signatures
+            self.signature_list, self.content_lengths = read  # type: ignore[misc]  # read is not None here
             silent = self.check_by_signature(signatures)
         else:
             silent = self.check_by_op()
@@ -184,6 +186,14 @@ class _Validator:
                     problems.append((f"node {shorten(inner.name)} of function {shorten(function.signature.name)}",
                                      [f"an attribute is nested more than {MAX_NESTING} levels deep"]))
         return problems
+
+    def read_signatures(self, data: bytes) -> tuple[list[bytes], list[int] | None] | None:
+        """Each node's attribute signature (and constants' content lengths) read from ``data``:
+        through the node byte ranges of the columns when they are known."""
+        columns = self.columns
+        if columns is None or columns.offsets is None:
+            return node_signatures(data)
+        return node_signatures(data, columns.offsets, columns.lengths)
 
     def report(self, position: int, problem: str) -> None:
         self.found.setdefault(position, []).append(problem)
@@ -370,16 +380,18 @@ class _Validator:
         # a signature's dtype and shape tell the bytes of raw contents its constants hold; a scalar
         # is mostly written in its typed field instead (a splat of one value is a scalar's too)
         sizes: dict[bytes, tuple[int, ...]] = {}
-        signatures = self.signature_list
+        signatures, lengths = self.signature_list, self.content_lengths
         for i in positions:
-            node = nodes[i]
             if signatures is not None:
                 fine = sizes.get(signatures[i])
                 if fine is None:
-                    fine = sizes[signatures[i]] = content_sizes(node)
-                if len(node.attr["value"].tensor.tensor_content) in fine:
+                    fine = sizes[signatures[i]] = content_sizes(nodes[i])
+                length = -1 if lengths is None else lengths[i]
+                if length < 0 and fine:
+                    length = len(nodes[i].attr["value"].tensor.tensor_content)
+                if length in fine:
                     continue
-            for problem in const_problems(node):
+            for problem in const_problems(nodes[i]):
                 self.report(i, problem)
 
     def graph_problems(self) -> list[tuple[str, list[str]]]:

@@ -25,6 +25,8 @@ SMALL_CONSTANT_BYTES = 256
 
 #: Ops through which a constant stays a constant (its value computed here, once).
 CONSTANT_PRESERVING_OPS = FORWARDING_OPS | {"Cast"}
+#: Op types a constant chain (:meth:`GraphView.constant_chain`) can start at.
+_CHAIN_OPS = CONST_OPS | CONSTANT_PRESERVING_OPS
 
 #: What a cache holds for a key it has not worked out yet.
 _UNKNOWN = object()
@@ -239,7 +241,7 @@ class GraphView:
     def rank_inference(self) -> RankInference:
         """The cheap local rank rules of :meth:`rank`, with what they inferred so far."""
         if self._ranks is None:
-            self._ranks = RankInference(self.index, self.same_shape)
+            self._ranks = RankInference(self.index, self.same_shape, self.const_value_of)
         return self._ranks
 
     def rank(self, tensor: str) -> int | None:
@@ -258,7 +260,7 @@ class GraphView:
     def shape_inference(self) -> ShapeInference:
         """The project's own shape propagation over the whole graph (:mod:`.shape_inference`)."""
         if self._shapes is None:
-            self._shapes = ShapeInference(self.index, self.same_shape, self._folded_value)
+            self._shapes = ShapeInference(self.index, self.same_shape, self._folded_value, demand=True)
         return self._shapes
 
     def _folded_value(self, i: int) -> "np.ndarray | None":
@@ -276,10 +278,12 @@ class GraphView:
         from TensorFlow's shape inference (the op types noted in :attr:`tensorflow_shape_ops`).
         None when not even the rank is known."""
         node, port = tensor
-        chain = self.constant_chain(node) if port == 0 else None
-        if chain is not None and "value" in self.index.nodes[chain[-1]].attr:
-            return list(declared_shape(self.index.nodes[chain[-1]].attr["value"].tensor))  # no need to decode it
-        attrs = self.index.nodes[node].attr
+        index = self.index
+        if port == 0 and index.ops[node] in _CHAIN_OPS:
+            chain = self.constant_chain(node)
+            if chain is not None and "value" in index.nodes[chain[-1]].attr:
+                return list(declared_shape(index.nodes[chain[-1]].attr["value"].tensor))  # no need to decode it
+        attrs = index.nodes[node].attr
         if "_output_shapes" in attrs:
             shapes = attrs["_output_shapes"].list.shape
             if port < len(shapes) and not shapes[port].unknown_rank:

@@ -8,6 +8,8 @@ message types of this module's own, so that protobuf does the work of a pass ove
   constants of a graph, each holding other values, mostly share a few signatures.
   The trimmed graph is serialized as a whole and read back as one ``bytes`` per node, which
   are the nodes' own serializations, cut out at C speed.
+  Where the C extension ``_signatures`` is built, :func:`node_signatures` reads another
+  encoding of the same from the nodes' bytes in one pass, and each constant's content length.
 * :func:`all_inputs`: the inputs of all nodes, in graph order, as one list.
 * :func:`inputs_and_devices`: those, and the distinct device strings of the nodes.
 
@@ -23,11 +25,13 @@ there, every node's device in another).
 """
 from __future__ import annotations
 
+from array import array
 from functools import cache
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
+from .native import native_module
 from .protos import message_class
 
 _PACKAGE = "scopefusion.wire_view"
@@ -99,6 +103,27 @@ def attr_signatures(data: bytes) -> list[bytes] | None:
     return list(nodes.node)
 
 
+def node_signatures(data: bytes, offsets: array | None = None,
+                    lengths: array | None = None) -> tuple[list[bytes], list[int] | None] | None:
+    """Each node's attribute signature and, where the native extension ``_signatures`` reads them
+    (``offsets`` and ``lengths``: where each node's bytes sit in ``data``, as the scan found them),
+    how many bytes of raw contents the tensor of each node's ``value`` attribute holds (-1: not
+    plain to tell; None: not read).  The native signatures are another encoding of the same fields
+    as :func:`attr_signatures` (equal ones mean the same op type and attributes but for tensor
+    contents), not the same bytes.  None when the bytes do not parse."""
+    module = native_module("_signatures")
+    if module is not None and offsets is not None and lengths is not None:
+        found = module.signatures(data, offsets.tobytes(), lengths.tobytes(), _CONTENTS_KEY)
+        if found is not None:
+            return found[0], found[1]
+    signatures = attr_signatures(data)
+    return None if signatures is None else (signatures, None)
+
+
+#: the attribute whose tensor's raw contents the native signatures measure: a constant's value
+_CONTENTS_KEY = b"value"
+
+
 def all_inputs(data: bytes) -> list[str] | None:
     """The inputs of every node of the GraphDef serialized in ``data``, node after node; None
     when the bytes do not parse."""
@@ -113,4 +138,4 @@ def inputs_and_devices(data: bytes) -> tuple[list[str], set[str]] | None:
     return None if view is None else (list(view.node.input), set(view.node.device))
 
 
-__all__ = ["all_inputs", "attr_signatures", "inputs_and_devices"]
+__all__ = ["all_inputs", "attr_signatures", "inputs_and_devices", "node_signatures"]

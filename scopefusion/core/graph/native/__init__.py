@@ -15,8 +15,8 @@ from types import ModuleType
 #: set to ``1`` to use the pure-Python path even where the C extensions are built
 PURE_PYTHON_ENV = "SCOPEFUSION_PURE_PYTHON"
 #: the extension modules, one per ``<name>.c`` source of this folder (an installed package may hold
-#: the built modules without their sources); ``common.h`` holds what the sources share
-EXTENSIONS = ("_edges", "_order", "_scan", "_scopes", "_tables")
+#: the built modules without their sources); ``common.h`` and ``wire.h`` hold what the sources share
+EXTENSIONS = ("_edges", "_order", "_scan", "_scopes", "_signatures", "_tables")
 
 
 def pure_python_forced() -> bool:

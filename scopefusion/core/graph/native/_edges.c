@@ -29,7 +29,7 @@ stack_tuple(Stack *s)
         return NULL;
     memcpy(&PyTuple_GET_ITEM(t, 0), s->items, (size_t)s->size * sizeof(PyObject *));
     s->size = 0;  /* the references moved into the tuple */
-    return t;
+    return untracked_if_atomic(t);
 }
 
 /* ------------------------------------------------------------------------ parse_inputs */
@@ -215,6 +215,7 @@ renumbered(PyObject *Py_UNUSED(module), PyObject *args)
             }
             PyTuple_SET_ITEM(out, slot, renamed);
         }
+        untracked_if_atomic(out);
         Py_DECREF(ins);
     }
     goto done;

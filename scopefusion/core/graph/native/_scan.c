@@ -30,6 +30,7 @@
  * bounds-checked against the buffer.
  */
 #include "common.h"
+#include "wire.h"
 
 typedef struct {
     Py_ssize_t start;
@@ -57,104 +58,6 @@ static int push(spans *list, Py_ssize_t start, Py_ssize_t size) {
     list->items[list->len].size = size;
     list->len++;
     return 0;
-}
-
-/* A varint of at most ten bytes at *pos (< end); -1 when truncated or longer. */
-static int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
-    uint64_t value = 0;
-    Py_ssize_t p = *pos;
-    for (int i = 0; i < 10; i++) {
-        if (p >= end) {
-            return -1;
-        }
-        unsigned char b = buf[p++];
-        value |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pos = p;
-            *out = value;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* A field's tag: its number (>= 1) and wire type; -1 when it is none protobuf reads. */
-static int read_tag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t *field, int *wire) {
-    uint64_t tag;
-    if (read_varint(buf, pos, end, &tag) < 0 || tag > UINT32_MAX || (tag >> 3) == 0) {
-        return -1;
-    }
-    *field = (uint32_t)(tag >> 3);
-    *wire = (int)(tag & 7);
-    return 0;
-}
-
-/* The payload of a length-delimited field: [*start, *start + *size) inside [pos, end). */
-static int read_length(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *start,
-                       Py_ssize_t *size) {
-    uint64_t n;
-    if (read_varint(buf, pos, end, &n) < 0 || n > (uint64_t)(end - *pos)) {
-        return -1;
-    }
-    *start = *pos;
-    *size = (Py_ssize_t)n;
-    *pos += (Py_ssize_t)n;
-    return 0;
-}
-
-static int skip_value(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int wire,
-                      int depth);
-
-/* Step over a group's fields up to its end tag (the same field number); groups nested deeper than
- * MAX_GROUP_DEPTH are left to protobuf (-1). */
-#define MAX_GROUP_DEPTH 16
-static int skip_group(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int depth) {
-    if (depth > MAX_GROUP_DEPTH) {
-        return -1;
-    }
-    for (;;) {
-        uint32_t inner;
-        int wire;
-        if (read_tag(buf, pos, end, &inner, &wire) < 0) {
-            return -1;
-        }
-        if (wire == 4) {
-            return inner == field ? 0 : -1;
-        }
-        if (skip_value(buf, pos, end, inner, wire, depth) < 0) {
-            return -1;
-        }
-    }
-}
-
-/* Step over the value of a field (number ``field``) of wire type ``wire``: -1 when it is cut
- * short, an end tag stands alone or the wire type is undefined (6, 7). */
-static int skip_value(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t field, int wire,
-                      int depth) {
-    uint64_t ignored;
-    Py_ssize_t start, size;
-    switch (wire) {
-    case 0:
-        return read_varint(buf, pos, end, &ignored);
-    case 1:
-        if (end - *pos < 8) {
-            return -1;
-        }
-        *pos += 8;
-        return 0;
-    case 2:
-        return read_length(buf, pos, end, &start, &size);
-    case 3:
-        return skip_group(buf, pos, end, field, depth + 1);
-    case 5:
-        if (end - *pos < 4) {
-            return -1;
-        }
-        *pos += 4;
-        return 0;
-    default:
-        return -1;
-    }
 }
 
 /* ``size`` bytes at ``start`` as str; NULL with no exception set when they are not UTF-8. */
@@ -224,6 +127,7 @@ typedef struct {
     PyObject *names, *ops, *devices, *counts;
     spans nodes;  /* each node's payload */
     spans inputs; /* every input string, end to end */
+    spans name_spans; /* each node's name (size 0: none) */
     text_cache op_types, device_names;
 } scan_state;
 
@@ -293,6 +197,9 @@ static int scan_node(scan_state *st, Py_ssize_t pos, Py_ssize_t end) {
         } else if (skip_value(buf, &pos, end, field, wire, 0) < 0) {
             return SCAN_CANNOT_TELL;
         }
+    }
+    if (push(&st->name_spans, name.start < 0 ? 0 : name.start, name.start < 0 ? 0 : name.size) < 0) {
+        return SCAN_ERROR;
     }
     span fields[3] = {name, op, device};
     PyObject *lists[3] = {st->names, st->ops, st->devices};
@@ -383,9 +290,37 @@ static PyObject *referred_name(const unsigned char *buf, span s, PyObject *text,
     return PyUnicode_Substring(text, 0, chars - digits - 1);
 }
 
+/* How many nodes before a reader its inputs are first looked for among, by their names' bytes. */
+#define NEARBY 16
+
+/* The nodes an input may be found among without a lookup in the name table: the NEARBY nodes
+ * before its reader (graphs list most producers shortly before their readers).  Only where every
+ * name is unique, so that the node found is the one the name table holds. */
+typedef struct {
+    const spans *names; /* each node's name */
+    PyObject *const *ids;  /* each node's position as the name table's int object (borrowed) */
+    Py_ssize_t reader;  /* the reader's position */
+} nearby_nodes;
+
+/* The producer (borrowed) whose name is the input at ``s``, among the nodes nearby; NULL if none is. */
+static PyObject *nearby_producer(const unsigned char *buf, span s, const nearby_nodes *near) {
+    if (near->ids == NULL) {
+        return NULL;
+    }
+    const span *names = near->names->items;
+    Py_ssize_t last = near->reader - NEARBY < 0 ? 0 : near->reader - NEARBY;
+    for (Py_ssize_t j = near->reader - 1; j >= last; j--) {
+        if (names[j].size == s.size && memcmp(buf + names[j].start, buf + s.start, (size_t)s.size) == 0) {
+            return near->ids[j];
+        }
+    }
+    return NULL;
+}
+
 /* One node's inputs as a tuple of (producer, port) pairs. */
 static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n, PyObject *reader,
-                             PyObject *index, PyObject *texts, PyObject *dangling, int max_digits, int *bad) {
+                             PyObject *index, PyObject *texts, PyObject *dangling, int max_digits, int *bad,
+                             const nearby_nodes *near) {
     PyObject *result = PyTuple_New(n);
     if (result == NULL) {
         return NULL;
@@ -401,7 +336,10 @@ static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n
             Py_DECREF(text);
             goto fail;
         }
-        PyObject *producer = PyDict_GetItemWithError(index, text); /* borrowed */
+        PyObject *producer = nearby_producer(buf, items[k], near); /* borrowed */
+        if (producer == NULL) {
+            producer = PyDict_GetItemWithError(index, text);
+        }
         PyObject *port;
         if (producer != NULL) {
             Py_INCREF(producer);
@@ -441,7 +379,7 @@ static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n
             Py_XDECREF(port);
             goto fail;
         }
-        PyObject *pair = PyTuple_Pack(2, producer, port);
+        PyObject *pair = untracked_if_atomic(PyTuple_Pack(2, producer, port));
         Py_DECREF(producer);
         Py_DECREF(port);
         if (pair == NULL) {
@@ -449,7 +387,7 @@ static PyObject *node_inputs(const unsigned char *buf, span *items, Py_ssize_t n
         }
         PyTuple_SET_ITEM(result, k, pair);
     }
-    return result;
+    return untracked_if_atomic(result);
 fail:
     Py_DECREF(result);
     return NULL;
@@ -459,33 +397,47 @@ fail:
 static int resolve(scan_state *st, PyObject *index, PyObject *texts, PyObject *inputs, PyObject *dangling,
                    int max_digits) {
     Py_ssize_t n = PyList_GET_SIZE(st->names);
+    PyObject **ids = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PyObject *));
+    if (ids == NULL) {
+        PyErr_NoMemory();
+        return SCAN_ERROR;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *id = PyLong_FromSsize_t(i);
         if (id == NULL) {
+            PyMem_Free(ids);
             return SCAN_ERROR;
         }
         int failed = PyDict_SetItem(index, PyList_GET_ITEM(st->names, i), id);
+        ids[i] = id; /* the name table holds it from here on (or the failure ends the scan) */
         Py_DECREF(id);
         if (failed < 0) {
+            PyMem_Free(ids);
             return SCAN_ERROR;
         }
     }
+    /* a repeated name stands for its last node in the name table: nearby nodes only without any */
+    nearby_nodes near = {&st->name_spans, PyDict_GET_SIZE(index) == n ? ids : NULL, 0};
     Py_ssize_t next = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(st->counts, i));
         int bad = 0;
+        near.reader = i;
         PyObject *ins = node_inputs(st->buf, st->inputs.items + next, count, PyList_GET_ITEM(st->names, i), index,
-                                    texts, dangling, max_digits, &bad);
+                                    texts, dangling, max_digits, &bad, &near);
         if (ins == NULL) {
+            PyMem_Free(ids);
             return bad ? SCAN_CANNOT_TELL : SCAN_ERROR;
         }
         next += count;
         int failed = PyList_Append(inputs, ins);
         Py_DECREF(ins);
         if (failed < 0) {
+            PyMem_Free(ids);
             return SCAN_ERROR;
         }
     }
+    PyMem_Free(ids);
     return SCAN_OK;
 }
 
@@ -546,6 +498,7 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args) {
     clear_cache(&st.device_names);
     PyMem_Free(st.nodes.items);
     PyMem_Free(st.inputs.items);
+    PyMem_Free(st.name_spans.items);
     Py_XDECREF(st.keyed);
     Py_XDECREF(st.names);
     Py_XDECREF(st.ops);

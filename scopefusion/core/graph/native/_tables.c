@@ -88,6 +88,7 @@ consumers_of(PyObject *Py_UNUSED(module), PyObject *args)
             Py_INCREF(edge[1]);
             PyTuple_SET_ITEM(triple, 1, edge[1]);
             PyTuple_SET_ITEM(triple, 2, slot_int);
+            untracked_if_atomic(triple);
             PyObject *readers = PyList_GET_ITEM(result, p);
             PyObject *old = PyTuple_GET_ITEM(readers, filled[p]);
             PyTuple_SET_ITEM(readers, filled[p], triple);
@@ -101,6 +102,8 @@ consumers_of(PyObject *Py_UNUSED(module), PyObject *args)
             PyErr_SetString(PyExc_RuntimeError, "the inputs changed while their consumers were listed");
             goto fail;
         }
+    for (Py_ssize_t p = 0; p < n; p++)
+        untracked_if_atomic(PyList_GET_ITEM(result, p));
     goto done;
 fail:
     Py_CLEAR(result);

@@ -139,6 +139,25 @@ edge_from(PyObject *item, Py_ssize_t n, PyObject **edge, Py_ssize_t *producer)
 
 /* -------------------------------------------------------------------------------- builders */
 
+/* Stop the cyclic garbage collector tracking the filled tuple `t` when nothing in it can be part of
+ * a cycle: exact ints and strs, and tuples it no longer tracks.  The collector does the same to such
+ * a tuple the first time it walks it (and the tuple is immutable); done here, the edge lists of a
+ * large graph are never walked at all.  Returns `t`. */
+static inline PyObject *
+untracked_if_atomic(PyObject *t)
+{
+    if (t == NULL || !PyObject_GC_IsTracked(t))
+        return t;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(t); k++) {
+        PyObject *item = PyTuple_GET_ITEM(t, k);
+        if (!PyLong_CheckExact(item) && !PyUnicode_CheckExact(item) &&
+            !(PyTuple_CheckExact(item) && !PyObject_GC_IsTracked(item)))
+            return t;
+    }
+    PyObject_GC_UnTrack(t);
+    return t;
+}
+
 static inline PyObject *
 pair(PyObject *a, PyObject *b)
 {
@@ -149,7 +168,7 @@ pair(PyObject *a, PyObject *b)
     PyTuple_SET_ITEM(t, 0, a);
     Py_INCREF(b);
     PyTuple_SET_ITEM(t, 1, b);
-    return t;
+    return untracked_if_atomic(t);
 }
 
 /* Items [from, to) of the new tuple `t` set to None (placeholders, or so that it can be freed). */

@@ -1,0 +1,59 @@
+"""The edge lists the C extensions make are tuples of ints (and tuples of those), which can never be
+part of a reference cycle: the extensions stop the cyclic garbage collector tracking them as they
+make them, as the collector itself does the first time it walks such a tuple, so that a collection
+after indexing a large graph does not walk them all.  A tuple holding anything else stays tracked."""
+from __future__ import annotations
+
+import gc
+from itertools import chain
+
+import pytest
+from tests.graph.test_native_edges import random_graph
+
+from scopefusion.core.graph.edge_lists import consumers_of, node_ids, parse_inputs, renumbered
+from scopefusion.core.graph.graph_scan import scan_columns
+from scopefusion.core.graph.native import native_module
+
+pytestmark = pytest.mark.skipif(native_module("_edges") is None or native_module("_scan") is None
+                                or native_module("_tables") is None,
+                                reason="the C extensions are not built on this path")
+
+
+def _tracked(tables) -> list:
+    """The tuples among per-node edge tuples (and the edges in them) that the collector tracks."""
+    tuples = [t for t in tables if t]
+    return [t for t in chain(tuples, chain.from_iterable(tuples)) if gc.is_tracked(t)]
+
+
+def test_edge_lists_are_left_untracked():
+    checked = 0
+    for seed in range(40):
+        graph = random_graph(seed)
+        nodes, names = list(graph.node), [node.name for node in graph.node]
+        index = dict(zip(names, range(len(names)), strict=True))
+        inputs = parse_inputs(nodes, names, index, [])
+        scanned = scan_columns(graph.SerializeToString())
+        moved = list(range(len(names), 0, -1))
+        tables = [inputs, renumbered(inputs, moved)]
+        if scanned is not None:
+            tables.append(scanned.inputs)
+        if all(p >= 0 for p, _ in chain.from_iterable(inputs)):
+            tables.append(consumers_of(inputs, node_ids(index, len(names))))
+        for table in tables:
+            assert _tracked(table) == []
+            checked += sum(1 for t in table if t)
+    assert checked > 200
+
+
+class Node(int):
+    """A node id of a type of its own: not an exact int, so the tuples holding it stay tracked."""
+
+
+def test_tuples_holding_other_objects_stay_tracked():
+    ids = [Node(i) for i in range(3)]
+    inputs = [(), ((0, 0),), ((1, 0), (0, -1))]
+    readers = consumers_of(inputs, ids)
+    assert all(gc.is_tracked(edge) for edge in chain.from_iterable(readers))
+    assert all(gc.is_tracked(t) for t in readers if t)
+    moved = renumbered(inputs, ids)
+    assert all(gc.is_tracked(edge) for edge in chain.from_iterable(moved))

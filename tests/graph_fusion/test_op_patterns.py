@@ -255,6 +255,22 @@ def test_definitions_of_variables():
     assert OpPattern("p", op("Mul", "$e", "$l"), defs=defs).op_count() == 3
 
 
+def test_a_defined_variable_is_read_where_it_stands_and_each_failure_names_its_own_input():
+    defs = {"e": op("Exp", "$src"), "l": op("Log", ANY, label="log")}
+    m = match(OpPattern("p", op("Mul", "$e", "$l"), defs=defs), "mul")
+    assert {(_view().index.names[node], slot): name for (node, slot), name in m.reads.items()} == {
+        ("mul", 0): "e", ("mul", 1): "l", ("e", 0): "src"}  # each where the pattern reads it, $e's not its Exp's
+    # after a definition matched, the next input failing is named as the input it is
+    why = fails(OpPattern("p", op("Mul", "$e", SQRT), defs=defs), "mul")
+    assert str(why) == "input 1 of 'mul': 'l' is Log, expected Sqrt"
+    # a matcher that matched once names no input when the next match fails at its root
+    matcher = PatternMatcher(_view(), defs=defs)
+    matcher.match((at("mul"), 0), op("Mul", "$e", "$l"))
+    with pytest.raises(MatchFailure) as info:
+        matcher.match((at("xy"), 0), EXP)
+    assert str(info.value) == "'xy' is Mul, expected Exp"
+
+
 # ----------------------------------------------------------------------------- labels
 
 def test_a_label_met_twice_must_be_the_same_node():

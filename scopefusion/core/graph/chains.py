@@ -125,6 +125,15 @@ def chain_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
     return iter([whole] if whole[0] else ())
 
 
+def node_chain_cuts(m: "PatternMatcher", node: int, family: str, count: int) -> Iterator[Cut]:
+    """:func:`chain_cuts` of the chain at node ``node`` as it is (its :func:`.canonical.direct_view`),
+    the view made only when the cuts are searched."""
+    whole = _known_node_whole_cut(m, node, family, count)
+    if whole is None:
+        return searched_cuts(m, direct_view(m, node), family, count)
+    return iter([whole] if whole[0] else ())
+
+
 def searched_cuts(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Iterator[Cut]:
     """:func:`chain_cuts` by searching every grouping of the chain's nodes, whatever the chain."""
 
@@ -160,11 +169,26 @@ def _known_whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: in
     pattern, cut the same nodes)."""
     if m.inside is not None or m.view.node_views.get(root.anchor) is not root:
         return _whole_cut(m, root, family, count)
-    known = m.view.whole_cuts
-    key = (root.anchor, family, count)
-    if key not in known:
-        known[key] = _whole_cut(m, root, family, count)
-    return known[key]
+    return _known_node_whole_cut(m, root.anchor, family, count)
+
+
+def _known_node_whole_cut(m: "PatternMatcher", node: int, family: str, count: int) -> Cut | None:
+    """:func:`_known_whole_cut` of the chain at node ``node`` as it is, read from the index (the
+    same cut as from its direct view, whose inputs are the node's data inputs)."""
+    known = m.view.whole_cuts if m.inside is None else None
+    key = (node, family, count)
+    cut = _UNKNOWN if known is None else known.get(key, _UNKNOWN)
+    if cut is _UNKNOWN:
+        data = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+        name = m.index.names[node]
+        cut = _whole_cut_of(m, [(data[k], (name, k)) for k in range(len(data) - 1, -1, -1)], family, count)
+        if known is not None:
+            known[key] = cut
+    return cut
+
+
+#: What a cache holds for a key it has not worked out yet.
+_UNKNOWN: Any = object()
 
 
 def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> Cut | None:
@@ -173,18 +197,25 @@ def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
     split makes one operand two or more, so any other cut has fewer); when it has fewer, no cut
     (``([], [])``); else, or when a split would not add an operand, None.  The operands and
     nodes are in the order the general search gives them (depth first, inputs in order)."""
-    if count > MAX_CHAIN_LEAVES or len(root.inputs) < 2:
+    return _whole_cut_of(m, list(zip(reversed(root.inputs), reversed(root.wheres), strict=False)), family, count)
+
+
+def _whole_cut_of(m: "PatternMatcher", stack: list[tuple[Term, tuple[str, int]]], family: str,
+                  count: int) -> Cut | None:
+    """:func:`_whole_cut` of the chain whose root's inputs and where each is read are ``stack``
+    (the last input first; taken over)."""
+    total = len(stack)  # operands and terms left to look at: grows only when a term splits
+    if count > MAX_CHAIN_LEAVES or total < 2 or total > count:
         return None
     leaves: list[tuple[Term, tuple[str, int]]] = []
     members: list[int] = []
-    stack = list(zip(reversed(root.inputs), reversed(root.wheres), strict=False))
     ops, names, inputs, splits = m.index.ops, m.index.names, m.index.inputs, CHAIN_SPLITS.get(family, ())
     inside = m.inside
     while stack:
         term, where = stack.pop()
-        if isinstance(term, Virtual) or ops[term[0]] not in splits and ops[term[0]] not in FORWARDING_OPS:
+        if isinstance(term, Virtual) or (op := ops[term[0]]) not in splits and op not in FORWARDING_OPS:
             leaves.append((term, where))  # most operands: nothing the chain splits through
-        elif term[1] == 0 and FAMILY.get(ops[term[0]]) == family and (inside is None or term[0] in inside):
+        elif term[1] == 0 and FAMILY.get(op) == family and (inside is None or term[0] in inside):
             # a node of the chain's own family read directly: its inputs, without a view of it
             node = term[0]
             data = [t for t in inputs[node] if t[1] != CONTROL]
@@ -192,7 +223,8 @@ def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
                 return None
             members.append(node)
             name = names[node]
-            stack.extend(((data[k], (name, k)) for k in range(len(data) - 1, -1, -1)))
+            stack.extend([(data[k], (name, k)) for k in range(len(data) - 1, -1, -1)])
+            total += len(data) - 1
         elif (expanded := _expansion(m, term, family)) is None:
             leaves.append((term, where))
         else:
@@ -202,7 +234,8 @@ def _whole_cut(m: "PatternMatcher", root: NodeView, family: str, count: int) -> 
             members.extend(passed)
             members.extend(view.members)
             stack.extend(zip(reversed(view.inputs), reversed(view.wheres), strict=False))
-        if len(leaves) + len(stack) > count:
+            total += len(view.inputs) - 1
+        if total > count:
             return None
     return (leaves, members) if len(leaves) == count else ([], [])
 

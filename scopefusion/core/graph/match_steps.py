@@ -25,11 +25,11 @@ from .constant_eval import virtual_value
 from .match_failure import FurthestFailure
 from .pattern import Alt, AnyTensor, Const, Op, Var
 from .view_steps import (
-    ViewInputs, at_input, chain_inputs, clip_inputs, kept_if, orders_of, rewritten,
+    ViewInputs, at_input, chain_inputs, chain_node_inputs, clip_inputs, kept_if, orders_of, rewritten,
     view_inputs as view_inputs_of,
     view_step,
 )
-from .vocabulary import CONTROL, FORWARDING_OPS
+from .vocabulary import CONST_OPS, CONTROL, FORWARDING_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matching import PatternMatcher
@@ -98,7 +98,7 @@ def _var_step(name: str) -> Step:
             return False
         bound = m.tensors.get(name)
         if bound is not None:
-            if m._forward(bound)[0] == m._forward(tensor)[0]:
+            if bound == tensor or m._forward(bound)[0] == m._forward(tensor)[0]:
                 where, read_at = m._where, m._read_at
                 if not where or where[-1] in read_at:
                     return then()
@@ -107,20 +107,27 @@ def _var_step(name: str) -> Step:
                 return kept_if(m, mark, then())
             m._fail(lambda: f"{m._tname(tensor)} is not ${name} ({m._tname(bound)})")
             return False
+        where = m._where
+        entry = where[-1] if where else None  # where the variable is read (the definition's inputs stand on it)
         definition = m.defs.get(name)
         if definition is None:
-            return _bound_then(m, tensor, then)
-        return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, then))
+            return _bound_then(m, tensor, entry, then)
+        return definition_step(definition)(m, tensor, lambda: _bound_then(m, tensor, entry, then))
 
-    def _bound_then(m: "PatternMatcher", tensor: Tensor, then: Then) -> bool:
-        trail = m._trail
+    def _bound_then(m: "PatternMatcher", tensor: Tensor, entry: tuple[str, int] | None, then: Then) -> bool:
+        trail, tensors = m._trail, m.tensors
         mark = len(trail)
-        m.tensors[name] = tensor
-        trail.append((m.tensors, name))
-        where, read_at = m._where, m._read_at
-        if where and where[-1] not in read_at:
-            m._bind(read_at, where[-1], name)  # the pattern's word on what this slot reads
-        return kept_if(m, mark, then())
+        tensors[name] = tensor
+        trail.append((tensors, name))
+        if entry is not None:
+            read_at = m._read_at
+            if entry not in read_at:  # the pattern's word on what this slot reads
+                read_at[entry] = name
+                trail.append((read_at, entry))
+        if then():
+            return True
+        m._undo(mark)
+        return False
     return step
 
 
@@ -154,7 +161,7 @@ def _alt_step(expr: Alt) -> Step:
 
 
 def _const_step(expr: Const) -> Step:
-    label = expr.label
+    label, expr_id = expr.label, id(expr)
 
     def step(m: "PatternMatcher", tensor: Tensor | Virtual, then: Then) -> bool:
         view = m.view
@@ -176,23 +183,27 @@ def _const_step(expr: Const) -> Step:
         if value is None:
             m._fail(lambda: f"{_const_name(m, tensor)} is not a constant, expected {expr.describe()}")
             return False
-        checked = m._const_checks.get((id(value), id(expr)))
+        key = (id(value), expr_id)
+        checked = m._const_checks.get(key)
         if checked is None:  # values are shared by content: each is checked once per expression
-            checked = m._const_checks[id(value), id(expr)] = (value, const_problem(value, expr))
+            checked = m._const_checks[key] = (value, const_problem(value, expr))
         problem = checked[1]
         if problem is not None:
             m._fail(lambda: f"{_const_name(m, tensor)} {problem()}")
             return False
-        mark = len(m._trail)
+        trail = m._trail
+        mark = len(trail)
         if chain is None:
-            chain = view.constant_chain(node) or [node]
+            # the Const itself (most constants), or what it is read through
+            chain = [node] if m.index.ops[node] in CONST_OPS else (view.constant_chain(node) or [node])
             holder = chain[-1]  # the Const itself
         else:
             holder = node  # a computed constant: the node that computes it
-        inside = m.inside
+        inside, members = m.inside, m.members
         for i in chain:
-            if inside is None or i in inside:
-                m._add_member(i)
+            if (inside is None or i in inside) and i not in members:
+                members.add(i)
+                trail.append((members, i))
         if label:
             bound = m.nodes.get(label)
             if bound is not None and bound != holder:
@@ -231,9 +242,11 @@ def _op_step(expr: Op) -> Step:
     plain = expr.dtypes is None and not expr.attrs
     leaves = chain_leaves(expr)
     view_inputs: ViewInputs | None
+    inputs: Callable[["PatternMatcher", int, Then], bool] | None
     if leaves is not None:  # an associative chain of three operands or more: matched by cuts
-        inputs: Callable[["PatternMatcher", int, Then], bool] | None = None
-        view_inputs = chain_inputs(expr, tuple(step_of(e) for e in leaves))
+        leaf_steps = tuple(step_of(e) for e in leaves)
+        inputs = chain_node_inputs(expr, leaf_steps)  # (a node of the chain's family, as it is)
+        view_inputs = chain_inputs(expr, leaf_steps)
     else:
         inputs = None if expr.inputs is None else _inputs_step(expr)
         view_inputs = None if expr.inputs is None else view_inputs_of(expr, tuple(step_of(e) for e in expr.inputs))
@@ -267,9 +280,8 @@ def _op_step(expr: Op) -> Step:
                     return True
                 m._fail(problem)
                 return False
-        if leaves is not None or (rooted is not None and ops[node] in ("Sqrt", "Rsqrt")):
-            view = direct_view(m, node)
-            return view_step(m, expr, view, passed, rooted if leaves is None else view_inputs, then)
+        if rooted is not None and ops[node] in ("Sqrt", "Rsqrt"):
+            return view_step(m, expr, direct_view(m, node), passed, rooted, then)
         trail = m._trail
         mark, progress = len(trail), m._progress
         for i in passed:
@@ -284,8 +296,9 @@ def _op_step(expr: Op) -> Step:
             members.add(node)
             trail.append((members, node))
         m._progress = progress + 1
-        if kept_if(m, mark, then() if inputs is None else inputs(m, node, then)):
+        if then() if inputs is None else inputs(m, node, then):
             return True
+        m._undo(mark)
         m._progress = progress
         return False
     return step
@@ -298,31 +311,53 @@ def _inputs_step(expr: Op) -> Callable[["PatternMatcher", int, Then], bool]:
     n, extra = len(steps), expr.extra_inputs
     orders = orders_of(expr, n)
 
-    def count_problem(m: "PatternMatcher", node: int, actual: list[Tensor]) -> bool:
+    def count_problem(m: "PatternMatcher", node: int, actual: Sequence[Tensor]) -> bool:
         if len(actual) != n and (len(actual) < n or not extra):
             m._fail(lambda: f"{m.index.names[node]!r} has {len(actual)} inputs, expected {n}")
             return True
         return False
 
     if n == 1 and not expr.commutative and not expr.unordered:
+        only = steps[0]
+
         def one(m: "PatternMatcher", node: int, then: Then) -> bool:
-            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            if len(actual) != 1 and count_problem(m, node, actual):
-                return False
-            return at_input(m, (m.index.names[node], 0), steps[0], actual[0], then)
+            index = m.index
+            actual: Sequence[Tensor] = index.inputs[node]
+            if len(actual) != 1 or actual[0][1] == CONTROL:  # (most nodes: the one data input alone)
+                actual = [t for t in actual if t[1] != CONTROL]
+                if len(actual) != 1 and count_problem(m, node, actual):
+                    return False
+            where = m._where  # (at_input, written out)
+            where.append((index.names[node], 0))
+            if only(m, actual[0], then):
+                return True
+            where.pop()
+            return False
         return one
     if n == 2 and (expr.commutative or not expr.unordered):
         first, second = steps
         swapped = expr.commutative
 
         def two(m: "PatternMatcher", node: int, then: Then) -> bool:
-            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
-            if len(actual) != 2 and count_problem(m, node, actual):
-                return False
-            at0, at1 = (m.index.names[node], 0), (m.index.names[node], 1)
+            index = m.index
+            actual: Sequence[Tensor] = index.inputs[node]
+            if len(actual) != 2 or actual[0][1] == CONTROL or actual[1][1] == CONTROL:  # (most: the two alone)
+                actual = [t for t in actual if t[1] != CONTROL]
+                if len(actual) != 2 and count_problem(m, node, actual):
+                    return False
+            name = index.names[node]
+            at0, at1 = (name, 0), (name, 1)
             return at_input(m, at0, first, actual[0], lambda: at_input(m, at1, second, actual[1], then)) or (
                 swapped and at_input(m, at1, first, actual[1], lambda: at_input(m, at0, second, actual[0], then)))
         return two
+
+    if not expr.commutative and not expr.unordered:  # one order: the inputs as they are
+        def ordered(m: "PatternMatcher", node: int, then: Then) -> bool:
+            actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]
+            if count_problem(m, node, actual):
+                return False
+            return _sequence(m, m.index.names[node], list(enumerate(actual[:n])), steps, 0, then)
+        return ordered
 
     def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
         actual = [t for t in m.index.inputs[node] if t[1] != CONTROL]

@@ -113,6 +113,7 @@ class PatternMatcher:
         """Match ``tensor`` against ``expr`` (keeping the first way it matches, bindings kept);
         raises :class:`MatchFailure`, saying where the attempt that got furthest failed."""
         self._best = None
+        self._where = []  # (a match that succeeded leaves the places it stood at)
         if step_of(as_var(expr))(self, tensor, _whole):
             return
         best = self._best or FurthestFailure(self._progress, None, lambda: f"{self._tname(tensor)} does not match")
@@ -286,12 +287,13 @@ def find_matches(view: GraphView, pattern: OpPattern,
     if len(pattern.root_types) > 1 or len(roots) > plain:
         roots.sort()
     first_look = root_filter(pattern)
+    may_match, ops = first_look.may_match, index.ops
     found = []
     for root in roots:
         if root in skip:
             continue
-        own = index.ops[root] in wanted
-        if not first_look.may_match(index, root) or not own and not any(
+        own = ops[root] in wanted
+        if not may_match(index, root) or not own and not any(
                 first_look.may_match_view(index, v) for v in rewrites(matcher, root, wanted)):
             if on_failure is not None:  # (a node spelt otherwise fails at its own type: progress 0)
                 on_failure(root, FirstLevelFailure(functools.partial(match_at, view, pattern, root), int(own)))

@@ -190,7 +190,7 @@ def _forwarded(ops: list[str], inputs: list, p: int) -> tuple[int, str]:
     return p, ops[p]
 
 
-#: per graph index, what :func:`_most_operands` told, by ``(through, enough)`` and node: the patterns of
+#: per graph index, what :func:`_chain_operands` told, by ``(through, enough)`` and node: the patterns of
 #: one pass (GELU's erf and tanh forms) ask the same of the same nodes
 _TOLD: "weakref.WeakKeyDictionary[GraphIndex, dict[tuple[frozenset[str], int], dict[int, int]]]" = \
     weakref.WeakKeyDictionary()
@@ -201,8 +201,18 @@ _LAST_TOLD: "tuple[weakref.ref[GraphIndex], dict[tuple[frozenset[str], int], dic
 
 
 def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
-    """:func:`_most_operands`, told once per index, node, ``through`` and ``enough``."""
+    """At most how many operands the chain at ``node`` may be cut into (through nodes of
+    ``through``, read through forwarding ops), counting up to ``enough``: at once when no input
+    is read through a forwarding op or splits (most nodes: each input is one operand), else
+    worked out once per index, node, ``through`` and ``enough``."""
     global _LAST_TOLD
+    ops = index.ops
+    data = [p for p, port in index.inputs[node] if port != CONTROL]
+    for p in data:
+        if ops[p] in through or ops[p] in FORWARDING_OPS:
+            break
+    else:
+        return len(data)
     last = _LAST_TOLD
     if last is not None and last[0]() is index:
         told = last[1]
@@ -214,7 +224,7 @@ def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enoug
         known = told[(through, enough)] = {}
     count = known.get(node)
     if count is None:
-        count = known[node] = _most_operands(index, node, through, enough)
+        count = known[node] = _most_operands_of(index, data, 0, through, enough)
     return count
 
 
@@ -223,21 +233,15 @@ def _chain_operands(index: GraphIndex, node: int, through: frozenset[str], enoug
 _REPEATING = frozenset({"Square", "Pow"})
 
 
-def _most_operands(index: GraphIndex, node: int, through: frozenset[str], enough: int) -> int:
-    """At most how many operands the chain at ``node`` may be cut into (through nodes of
-    ``through``, read through forwarding ops), counting up to ``enough``."""
-    return _most_operands_of(index, [p for p, port in index.inputs[node] if port != CONTROL], 0, through, enough)
-
-
 def _view_operands(index: GraphIndex, view: NodeView, through: frozenset[str], enough: int) -> int:
-    """:func:`_most_operands` of a node seen through a view: a chain of the view's inputs, an op
+    """:func:`_chain_operands` of a node seen through a view: a chain of the view's inputs, an op
     the graph has no node for one operand (the matcher never splits one)."""
     real = [term[0] for term in view.inputs if not isinstance(term, Virtual)]
     return _most_operands_of(index, real, len(view.inputs) - len(real), through, enough)
 
 
 def _most_operands_of(index: GraphIndex, stack: list[int], count: int, through: frozenset[str], enough: int) -> int:
-    """:func:`_most_operands` of a chain whose inputs are the nodes in ``stack`` and ``count``
+    """:func:`_chain_operands` of a chain whose inputs are the nodes in ``stack`` and ``count``
     operands more."""
     ops, inputs = index.ops, index.inputs
     opened = 0
@@ -250,7 +254,7 @@ def _most_operands_of(index: GraphIndex, stack: list[int], count: int, through: 
             opened += 1
             if op in _REPEATING:
                 return enough
-            stack.extend(q for q, port in inputs[p] if port != CONTROL)
+            stack.extend([q for q, port in inputs[p] if port != CONTROL])
         else:
             count += 1
     return count + len(stack)

@@ -28,6 +28,9 @@ CONSTANT_PRESERVING_OPS = FORWARDING_OPS | {"Cast"}
 #: Op types a constant chain (:meth:`GraphView.constant_chain`) can start at.
 _CHAIN_OPS = CONST_OPS | CONSTANT_PRESERVING_OPS
 
+#: What a cache holds for a key it has not worked out yet.
+_UNKNOWN = object()
+
 
 def _cast(value: "np.ndarray", node: "NodeDef") -> "np.ndarray | None":
     """``value`` as a forwarding node or a Cast node passes it on (None: a dtype numpy lacks)."""
@@ -175,14 +178,15 @@ class GraphView:
 
     def const_value_of(self, i: int) -> "np.ndarray | None":
         """Index form of :meth:`const_value`; each constant is decoded once."""
-        if i in self._const_values:
-            return self._const_values[i]
+        known = self._const_values.get(i, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
         value = None
-        chain = self.constant_chain(i)
+        chain = [i] if self.index.ops[i] in CONST_OPS else self.constant_chain(i)  # most: the Const itself
         if chain is not None:
-            node = self.index.nodes[chain[-1]]
-            if "value" in node.attr:
-                value = self._decoded(node.attr["value"].tensor)
+            held = self.index.nodes[chain[-1]].attr.get("value")  # (each read of a map costs: one)
+            if held is not None:
+                value = self._decoded(held.tensor)
                 for k in reversed(chain[:-1]):
                     if value is None:
                         break

@@ -5,10 +5,10 @@ a square root's clip; and the small parts every op step shares (:func:`kept_if`,
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from .canonical import NodeView, Virtual, rewrites
-from .chains import chain_cuts, clip_epsilon, is_family, operand_count
+from .canonical import NodeView, Virtual, direct_view, rewrites
+from .chains import Cut, chain_cuts, clip_epsilon, is_family, node_chain_cuts, operand_count
 from .pattern import Alt, Const, Op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,19 +136,44 @@ def chain_inputs(expr: Op, steps: tuple[Step, ...]) -> ViewInputs:
     count = len(steps)
 
     def inputs(m: "PatternMatcher", view: NodeView, then: Then) -> bool:
-        cut = False
-        for operands, members in chain_cuts(m, view, family, count):
-            cut = True
-            mark = len(m._trail)
-            _add_members(m, members)
-            if _assign(m, operands, [False] * len(operands), steps, 0, then):
-                return True
-            m._undo(mark)
-        if not cut:
-            m._fail(lambda: f"{m.name(view.anchor)!r} has {len(view.inputs)} inputs, expected {count} (operands "
-                            f"of a {family} chain in any grouping; this chain has {operand_count(m, view, family)})")
-        return False
+        cut = _assigned(m, chain_cuts(m, view, family, count), steps, then)
+        if cut is None:
+            _no_cut(m, view, family, count)
+        return bool(cut)
     return inputs
+
+
+def chain_node_inputs(expr: Op, steps: tuple[Step, ...]) -> Callable[["PatternMatcher", int, Then], bool]:
+    """:func:`chain_inputs` of a node matched as it is (of the chain's own family), its view made
+    only when needed (a cut searched, a failure written)."""
+    family = is_family(expr.types) or ""
+    count = len(steps)
+
+    def inputs(m: "PatternMatcher", node: int, then: Then) -> bool:
+        cut = _assigned(m, node_chain_cuts(m, node, family, count), steps, then)
+        if cut is None:
+            _no_cut(m, direct_view(m, node), family, count)
+        return bool(cut)
+    return inputs
+
+
+def _assigned(m: "PatternMatcher", cuts: Iterator[Cut], steps: tuple[Step, ...], then: Then) -> bool | None:
+    """Whether some assignment of the pattern's operands to some cut matched; None when there
+    was no cut."""
+    cut = None
+    for operands, members in cuts:
+        cut = False
+        mark = len(m._trail)
+        _add_members(m, members)
+        if _assign(m, operands, [False] * len(operands), steps, 0, then):
+            return True
+        m._undo(mark)
+    return cut
+
+
+def _no_cut(m: "PatternMatcher", view: NodeView, family: str, count: int) -> None:
+    m._fail(lambda: f"{m.name(view.anchor)!r} has {len(view.inputs)} inputs, expected {count} (operands "
+                    f"of a {family} chain in any grouping; this chain has {operand_count(m, view, family)})")
 
 
 def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], used: list[bool],
@@ -156,32 +181,33 @@ def _assign(m: "PatternMatcher", operands: list[tuple[Any, tuple[str, int]]], us
     if k == len(steps):
         return then()
     rest = then if k + 1 == len(steps) else (lambda: _assign(m, operands, used, steps, k + 1, then))
-    step = steps[k]
+    step, where = steps[k], m._where
     tried: list[Any] = []
     for j, (term, entry) in enumerate(operands):
         if used[j] or term in tried:
             continue
         tried.append(term)
         used[j] = True
-        if at_input(m, entry, step, term, rest):
+        where.append(entry)  # (at_input, written out)
+        if step(m, term, rest):
             return True
+        where.pop()
         used[j] = False
     return False
 
 
 def at_input(m: "PatternMatcher", entry: tuple[str, int], step: Step, term: Any, rest: Then) -> bool:
     """Match ``term`` with ``step`` while the matcher knows where it stands (``entry``: consumer and
-    input slot), then the ``rest`` of the match with that place left again."""
-    where = m._where
+    input slot, on top of :attr:`PatternMatcher._where`), then the ``rest`` of the match.
 
-    def then() -> bool:
-        where.pop()
-        if rest():
-            return True
-        where.append(entry)
-        return False
+    The entry is taken off when this returns False (every attempt below it failed), not before
+    the ``rest`` runs: the rest reads no place before standing at one of its own (the next input
+    matched), except a defined variable's step, which keeps its place from the start (see
+    :mod:`.match_steps`).  So the place read at any failure is that of the innermost input being
+    matched, as if each were taken off when its own match is done, with no closure per input."""
+    where = m._where
     where.append(entry)
-    if step(m, term, then):
+    if step(m, term, rest):
         return True
     where.pop()
     return False

@@ -86,3 +86,28 @@ def test_a_tensorflow_op_takes_the_inputs_each_candidate_maps():
     # TensorFlow's AddV2 takes two, so three are refused (TensorFlow would not import the node)
     with pytest.raises(Refused, match="it has 3 data input.s., its op AddV2 takes 2"):
         checks.check(_candidate({"T": 1}, "AddV2", {0: (0, 0), 1: (0, 0), 2: (0, 0)}))
+
+
+def test_candidates_handing_on_equal_attribute_messages_share_one_answer_of_copies():
+    """A pass may hand on a node's own attributes (``AttrValue`` messages): candidates whose messages
+    serialize alike share one answer, which holds copies, not the first candidate's messages."""
+    from scopefusion.core.graph.protos import message_class
+
+    AttrValue = message_class("AttrValue")
+
+    def attrs(scale: float):
+        t, s = AttrValue(type=1), AttrValue(f=scale)
+        return {"T": t, "scale": s}
+
+    first, second, other = attrs(0.5), attrs(0.5), attrs(0.25)
+    checks = OpChecks(OPS)
+    answer = checks.check(_candidate(first))
+    assert checks.check(_candidate(second)) is answer
+    assert checks.check(_candidate(other)) is not answer
+    _same_answer(answer, check_op(_candidate(first), OPS))
+    held = answer.attr_values[0]
+    assert all(held[k] is not first[k] and held[k] == first[k] for k in first)
+    first["scale"].f = 2.0  # the first candidate's node rewritten later: the shared answer stays
+    assert held["scale"].f == 0.5
+    mixed = {"T": AttrValue(type=1), "scale": 0.5}  # a message and a plain scalar
+    assert checks.check(_candidate(mixed)) is checks.check(_candidate({"T": AttrValue(type=1), "scale": 0.5}))

@@ -112,7 +112,7 @@ class OpChecks:
         answer = self._answers.get(key)
         if answer is None:
             try:
-                answer = check_op(candidate, self.fused_ops)
+                answer = _own_messages(check_op(candidate, self.fused_ops))
             except Refused as why:
                 answer = str(why)
             self._answers[key] = answer
@@ -128,7 +128,10 @@ class OpChecks:
         never changed once made: its dict's key stays what it was)."""
         known = self._keys.get((op_type, id(attrs)))
         if known is None or known[0] is not attrs:
-            known = self._keys[op_type, id(attrs)] = (attrs, attrs_key(op_type, attrs))
+            key = attrs_key(op_type, attrs)
+            if key is None:
+                key = _message_attrs_key(op_type, attrs)
+            known = self._keys[op_type, id(attrs)] = (attrs, key)
         return known[1]
 
     def described(self, attr_values: list[dict[str, Any]], count: int, name: str,
@@ -146,6 +149,39 @@ class OpChecks:
 
 
 _SCALAR_KINDS = frozenset({bool, int, float, str, bytes})
+
+
+def _message_attrs_key(op_type: str, attrs: Mapping[str, Any]) -> tuple | None:
+    """What identifies an op type with these attribute values when some are ``AttrValue`` messages
+    (a pass that hands on a node's own attributes): each message by its deterministic bytes, the
+    rest as :func:`attrs_key` tells them; None when another value is no plain scalar."""
+    AttrValue = message_class("AttrValue")
+    plain = {k: v for k, v in attrs.items() if type(v) is not AttrValue}
+    if len(plain) == len(attrs):
+        return None
+    key = attrs_key(op_type, plain)
+    if key is None:
+        return None
+    messages = tuple((k, v.SerializeToString(deterministic=True)) for k, v in attrs.items() if type(v) is AttrValue)
+    return (*key, messages)
+
+
+def _own_messages(checked: CheckedOp) -> CheckedOp:
+    """``checked`` with copies of the ``AttrValue`` messages it holds: shared with other candidates,
+    it must not hold messages of the graph (the first candidate's node may be rewritten before the
+    others are built)."""
+    AttrValue = message_class("AttrValue")
+    if not any(type(v) is AttrValue for values in checked.attr_values for v in values.values()):
+        return checked
+    copies = []
+    for values in checked.attr_values:
+        own = {}
+        for k, v in values.items():
+            if type(v) is AttrValue:
+                v = AttrValue.FromString(v.SerializeToString(deterministic=True))
+            own[k] = v
+        copies.append(own)
+    return checked._replace(attr_values=copies)
 
 
 def attrs_key(op_type: str, attrs: Mapping[str, Any]) -> tuple | None:

@@ -61,8 +61,19 @@ static int put(buffer *out, const void *bytes, Py_ssize_t n) {
     return 0;
 }
 
-static void put_length_at(buffer *out, Py_ssize_t at, Py_ssize_t n) {
-    uint32_t length = (uint32_t)n;
+/* A field holding a trimmed message opened as a token: the tag's bytes [tag, value) and room for the
+ * length, whose place goes to *at; close_field writes the length once the trimmed fields are in. */
+static int open_field(buffer *out, const unsigned char *buf, Py_ssize_t tag, Py_ssize_t value, Py_ssize_t *at) {
+    uint32_t placeholder = 0;
+    if (put(out, buf + tag, value - tag) < 0) {
+        return -1;
+    }
+    *at = out->len;
+    return put(out, &placeholder, sizeof placeholder);
+}
+
+static void close_field(buffer *out, Py_ssize_t at) {
+    uint32_t length = (uint32_t)(out->len - at - (Py_ssize_t)sizeof length);
     memcpy(out->bytes + at, &length, sizeof length);
 }
 
@@ -132,19 +143,15 @@ static int put_trimmed(buffer *out, const unsigned char *buf, Py_ssize_t pos, Py
             if (read_length(buf, &pos, end, &start, &size) < 0) {
                 return SIG_CANNOT_TELL;
             }
-            if (put(out, buf + tag, value - tag) < 0) {
-                return SIG_ERROR;
-            }
-            Py_ssize_t at = out->len;
-            uint32_t placeholder = 0;
-            if (put(out, &placeholder, sizeof placeholder) < 0) {
+            Py_ssize_t at;
+            if (open_field(out, buf, tag, value, &at) < 0) {
                 return SIG_ERROR;
             }
             int status = put_trimmed(out, buf, start, start + size, inner, tensor_field);
             if (status != SIG_OK) {
                 return status;
             }
-            put_length_at(out, at, out->len - at - (Py_ssize_t)sizeof placeholder);
+            close_field(out, at);
             continue;
         }
         if (skip_value(buf, &pos, end, field, wire, 0) < 0) {
@@ -213,19 +220,15 @@ static int put_entry(buffer *out, const unsigned char *buf, Py_ssize_t pos, Py_s
         values++;
         value_start = start;
         value_size = size;
-        if (put(out, buf + tag, value - tag) < 0) {
-            return SIG_ERROR;
-        }
-        Py_ssize_t at = out->len;
-        uint32_t placeholder = 0;
-        if (put(out, &placeholder, sizeof placeholder) < 0) {
+        Py_ssize_t at;
+        if (open_field(out, buf, tag, value, &at) < 0) {
             return SIG_ERROR;
         }
         int status = put_trimmed(out, buf, start, start + size, value_field, tensor_field);
         if (status != SIG_OK) {
             return status;
         }
-        put_length_at(out, at, out->len - at - (Py_ssize_t)sizeof placeholder);
+        close_field(out, at);
     }
     if (key_size == keyed->key_size && memcmp(buf + key_start, keyed->key, (size_t)key_size) == 0) {
         keyed->entries++;
@@ -252,19 +255,15 @@ static int node_signature(buffer *out, const unsigned char *buf, Py_ssize_t pos,
             if (read_length(buf, &pos, end, &start, &size) < 0) {
                 return SIG_CANNOT_TELL;
             }
-            if (put(out, buf + tag, value - tag) < 0) {
-                return SIG_ERROR;
-            }
-            Py_ssize_t at = out->len;
-            uint32_t placeholder = 0;
-            if (put(out, &placeholder, sizeof placeholder) < 0) {
+            Py_ssize_t at;
+            if (open_field(out, buf, tag, value, &at) < 0) {
                 return SIG_ERROR;
             }
             int status = put_entry(out, buf, start, start + size, keyed);
             if (status != SIG_OK) {
                 return status;
             }
-            put_length_at(out, at, out->len - at - (Py_ssize_t)sizeof placeholder);
+            close_field(out, at);
             continue;
         }
         if (skip_value(buf, &pos, end, field, wire, 0) < 0) {

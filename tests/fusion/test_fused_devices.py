@@ -4,9 +4,11 @@ device; where none does, the rewrite reads no removed node's device, and the fus
 one an in-memory run of the same graph gives."""
 from __future__ import annotations
 
+from tensorflow.core.framework import graph_pb2
 from tests.robustness.test_fuzz import _dense_gelu
 
 import scopefusion
+from scopefusion.core.graph.graph_scan import graph_columns
 from scopefusion.core.graph.index import GraphIndex
 from scopefusion.core.graph.io import take_columns
 
@@ -52,10 +54,16 @@ def test_a_device_on_one_removed_node_places_the_fused_node(tmp_path):
 def test_a_graph_without_devices_is_known_to_have_none(tmp_path):
     graph = _dense_gelu()
     assert not any(node.device for node in graph.node)
-    path = tmp_path / "plain.pb"
-    path.write_bytes(graph.SerializeToString())
-    loaded = scopefusion.load_model(path)
-    columns = take_columns(loaded)
-    assert columns is not None and GraphIndex(loaded.graph_def, columns=columns).devices_used is False
+    data = graph.SerializeToString()
+    assert GraphIndex(graph, columns=graph_columns(graph, data)).devices_used is False
+    placed = graph_pb2.GraphDef.FromString(data)
+    placed.node[-1].device = DEVICE
+    assert GraphIndex(placed, columns=graph_columns(placed, placed.SerializeToString())).devices_used is True
     assert GraphIndex(graph).devices_used is None  # in memory: not known
+    path = tmp_path / "plain.pb"
+    path.write_bytes(data)
+    loaded = scopefusion.load_model(path)
+    columns = take_columns(loaded)  # the native scan's, kept past loading (None on the pure-Python path)
+    if columns is not None:
+        assert GraphIndex(loaded.graph_def, columns=columns).devices_used is False
     assert not any(node.device for node in _fused_nodes(_fused(graph, tmp_path, "plain")))

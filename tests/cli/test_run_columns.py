@@ -6,17 +6,16 @@ loading is indexed through protobuf, never from the columns read before the chan
 """
 from __future__ import annotations
 
-import importlib
 import re
 
 import pytest
+from tests.helpers.native_paths import required_extension
 
 from scopefusion import fuse
 from scopefusion.cli import EXAMPLE_MODEL, main
 from scopefusion.core.fusion import pipeline
 from scopefusion.core.graph import graph_scan
 from scopefusion.core.graph.io import load_model, take_columns
-from scopefusion.core.graph.native import PURE_PYTHON_ENV, pure_python_forced
 
 RUNS = {
     "plain": [],
@@ -29,12 +28,7 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def native():
-    try:
-        return importlib.import_module("scopefusion.core.graph.native._scan")
-    except ImportError as exc:
-        if pure_python_forced():
-            pytest.skip(f"the _scan extension is not built and {PURE_PYTHON_ENV} forces the pure-Python path")
-        pytest.fail(f"the _scan extension is not built ({exc})")
+    return required_extension("_scan")
 
 
 @pytest.fixture

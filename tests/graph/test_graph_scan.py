@@ -25,6 +25,7 @@ import tensorflow as tf
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 from tests.models.model_builders import bert_style_encoder
+from tests.helpers.native_paths import BUILD_HINT, required_extension
 from tests.robustness.test_fuzz import MUTATIONS, _dense_gelu, _loop
 
 from scopefusion import GraphValidationError
@@ -32,7 +33,6 @@ from scopefusion.core.graph import graph_scan
 from scopefusion.core.graph.graph_scan import GraphColumns, node_ranges, python_columns
 from scopefusion.core.graph.index import GraphIndex
 from scopefusion.core.graph.io import LoadedModel, load_model, read_graph_def, take_columns
-from scopefusion.core.graph.native import PURE_PYTHON_ENV, pure_python_forced
 from scopefusion.core.graph.validate import validate_graph
 from scopefusion.core.graph.vocabulary import MAX_PORT_DIGITS
 from scopefusion.testing import graph_from_function
@@ -49,17 +49,9 @@ def _c_compiler() -> str | None:
     return shutil.which(cc)
 
 
-BUILD_HINT = "build it with `pip install .` or, in a checkout, `python setup.py build_ext --inplace`"
-
-
 @pytest.fixture(scope="module")
 def native() -> ModuleType:
-    try:
-        return importlib.import_module("scopefusion.core.graph.native._scan")
-    except ImportError as exc:
-        if pure_python_forced():
-            pytest.skip(f"the _scan extension is not built and {PURE_PYTHON_ENV} forces the pure-Python path")
-        pytest.fail(f"the _scan extension is not built ({exc}); {BUILD_HINT}")
+    return required_extension("_scan")
 
 
 def test_extension_is_built_where_a_compiler_is():

@@ -9,14 +9,20 @@ from itertools import chain
 
 import pytest
 from tests.graph.test_native_edges import random_graph
+from tests.helpers.native_paths import required_extension, using
 
 from scopefusion.core.graph.edge_lists import consumers_of, node_ids, parse_inputs, renumbered
-from scopefusion.core.graph.graph_scan import scan_columns
-from scopefusion.core.graph.native import native_module
+from scopefusion.core.graph.vocabulary import MAX_PORT_DIGITS
 
-pytestmark = pytest.mark.skipif(native_module("_edges") is None or native_module("_scan") is None
-                                or native_module("_tables") is None,
-                                reason="the C extensions are not built on this path")
+
+
+@pytest.fixture(autouse=True)
+def c_path():
+    """The C path, also where the environment forces the pure-Python one (the extensions built)."""
+    for name in ("_edges", "_tables", "_scan"):
+        required_extension(name)
+    with using(True):
+        yield
 
 
 def _tracked(tables) -> list:
@@ -32,11 +38,11 @@ def test_edge_lists_are_left_untracked():
         nodes, names = list(graph.node), [node.name for node in graph.node]
         index = dict(zip(names, range(len(names)), strict=True))
         inputs = parse_inputs(nodes, names, index, [])
-        scanned = scan_columns(graph.SerializeToString())
+        scanned = required_extension("_scan").scan(graph.SerializeToString(), MAX_PORT_DIGITS)
         moved = list(range(len(names), 0, -1))
         tables = [inputs, renumbered(inputs, moved)]
         if scanned is not None:
-            tables.append(scanned.inputs)
+            tables.append(scanned[7])  # the inputs column
         if all(p >= 0 for p, _ in chain.from_iterable(inputs)):
             tables.append(consumers_of(inputs, node_ids(index, len(names))))
         for table in tables:

@@ -10,23 +10,26 @@ import random
 import pytest
 from tensorflow.core.framework import graph_pb2
 from tests.graph.test_validation_agreement import _field, _graph_bytes, _node_bytes, _varint_field, big_graphs
+from tests.helpers.native_paths import required_extension
 from tests.robustness.test_fuzz import DEFINITION_MUTATIONS
 
 from scopefusion.core.graph import validate, wire_view
 from scopefusion.core.graph.graph_scan import node_ranges, scan_columns
-from scopefusion.core.graph.native import native_module
 
 __all__ = ["big_graphs"]  # a fixture, used here too
 
 SEED = 20261206
-native = native_module("_signatures")
-needs_native = pytest.mark.skipif(native is None, reason="the C extension _signatures is not built on this path")
 
 
-def _native(data: bytes) -> tuple[list[bytes], list[int]] | None:
-    columns = scan_columns(data)
-    assert columns is not None and columns.offsets is not None
-    return native.signatures(data, columns.offsets.tobytes(), columns.lengths.tobytes(), b"value")
+@pytest.fixture(scope="module")
+def native():
+    return required_extension("_signatures")
+
+
+def _signatures(native, data: bytes) -> tuple[list[bytes], list[int]] | None:
+    """The native signatures of the nodes of ``data``, at the byte ranges Python's reading finds."""
+    offsets, lengths = node_ranges(data)
+    return native.signatures(data, offsets.tobytes(), lengths.tobytes(), b"value")
 
 
 def _partition(keys: list[bytes]) -> list[int]:
@@ -39,11 +42,10 @@ def _contents(graph: graph_pb2.GraphDef) -> list[int]:
     return [len(node.attr["value"].tensor.tensor_content) if "value" in node.attr else 0 for node in graph.node]
 
 
-@needs_native
-def test_native_signatures_group_nodes_as_their_trimmed_serializations(big_graphs):
+def test_native_signatures_group_nodes_as_their_trimmed_serializations(native, big_graphs):
     for name, graph in big_graphs.items():
         data = graph.SerializeToString()
-        signatures, contents = _native(data)
+        signatures, contents = _signatures(native, data)
         assert _partition(signatures) == _partition(wire_view.attr_signatures(data)), name
         assert len(set(signatures)) < len(signatures) / 5, name  # copies share signatures ...
         assert all(signatures[i] is signatures[j] for i, j in enumerate(_partition(signatures)))  # ... and objects
@@ -53,22 +55,20 @@ def test_native_signatures_group_nodes_as_their_trimmed_serializations(big_graph
         assert consts and all(contents[i] >= 0 for i in consts), name  # plain constants: all told
 
 
-@needs_native
-def test_constants_that_differ_only_in_contents_share_a_signature():
+def test_constants_that_differ_only_in_contents_share_a_signature(native):
     def const(name: str, content: bytes, dims: tuple[int, ...] = (2,), dtype: int = 1) -> bytes:
         shape = b"".join(_field(2, _varint_field(1, d)) for d in dims)
         tensor = _varint_field(1, dtype) + _field(2, shape) + _field(4, content)
         return _node_bytes(name, "Const", ("dtype", _varint_field(6, dtype)), ("value", _field(8, tensor)))
     data = _graph_bytes(const("a", b"\0" * 8), const("b", b"\1" * 8), const("c", b"\1" * 12, (3,)),
                         const("d", b"\1" * 8, dtype=3), const("e", b"\2" * 8))
-    signatures, contents = _native(data)
+    signatures, contents = _signatures(native, data)
     assert _partition(signatures) == [0, 0, 2, 3, 0]
     assert contents == [8, 8, 12, 8, 8]
     assert _partition(wire_view.attr_signatures(data)) == [0, 0, 2, 3, 0]
 
 
-@needs_native
-def test_a_content_length_protobuf_must_tell_is_left_to_it():
+def test_a_content_length_protobuf_must_tell_is_left_to_it(native):
     tensor = _varint_field(1, 1) + _field(4, b"\0" * 4)
     plain = ("value", _field(8, tensor))
     cases = {
@@ -84,13 +84,12 @@ def test_a_content_length_protobuf_must_tell_is_left_to_it():
     }
     for what, (node, expected) in cases.items():
         data = _graph_bytes(node)
-        assert _native(data)[1] == [expected], what
+        assert _signatures(native, data)[1] == [expected], what
         if expected >= 0:
             assert _contents(graph_pb2.GraphDef.FromString(data)) == [expected], what
 
 
-@needs_native
-def test_an_entry_with_a_field_of_its_own_is_left_to_protobuf():
+def test_an_entry_with_a_field_of_its_own_is_left_to_protobuf(native):
     entry = _field(1, b"T") + _field(2, _varint_field(6, 1)) + _field(3, b"x")
     data = _graph_bytes(_field(1, b"n") + _field(2, b"Identity") + _field(5, entry))
     offsets, lengths = node_ranges(data)  # (the scan itself leaves such a graph to protobuf)
@@ -99,8 +98,7 @@ def test_an_entry_with_a_field_of_its_own_is_left_to_protobuf():
     assert contents is None and signatures == wire_view.attr_signatures(data)  # protobuf's route instead
 
 
-@needs_native
-def test_byte_ranges_outside_the_data_are_refused():
+def test_byte_ranges_outside_the_data_are_refused(native):
     data = _graph_bytes(_node_bytes("n", "NoOp"))
     with pytest.raises(ValueError, match="outside the data"):
         native.signatures(data, (len(data)).to_bytes(8, "little"), (1).to_bytes(8, "little"), b"value")
@@ -110,8 +108,7 @@ def test_byte_ranges_outside_the_data_are_refused():
         native.signatures(data, bytes(7), bytes(7), b"value")
 
 
-@needs_native
-def test_randomly_spoilt_bytes_never_group_unequal_nodes(big_graphs):
+def test_randomly_spoilt_bytes_never_group_unequal_nodes(native, big_graphs):
     """Bytes changed at random that protobuf still reads: wherever the native signatures say two
     nodes are alike, their trimmed serializations are equal, and a told content length is
     protobuf's."""
@@ -128,11 +125,11 @@ def test_randomly_spoilt_bytes_never_group_unequal_nodes(big_graphs):
             parsed = graph_pb2.GraphDef.FromString(data)
         except Exception:  # noqa: BLE001 - protobuf refuses the bytes: nothing to compare
             continue
-        columns = scan_columns(data)
+        ranges = node_ranges(data)
         trimmed = wire_view.attr_signatures(data)
-        if columns is None or trimmed is None:
+        if ranges is None or trimmed is None:
             continue
-        found = native.signatures(data, columns.offsets.tobytes(), columns.lengths.tobytes(), b"value")
+        found = native.signatures(data, ranges[0].tobytes(), ranges[1].tobytes(), b"value")
         if found is None:
             continue
         read += 1

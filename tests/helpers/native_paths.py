@@ -9,7 +9,10 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 from unittest import mock
 
+import pytest
+
 from scopefusion.core.graph import edge_lists, layout, toposort
+from scopefusion.core.graph.native import PURE_PYTHON_ENV, pure_python_forced
 from scopefusion.core.scope import layout as scope_layout
 
 PACKAGE = "scopefusion.core.graph.native"
@@ -25,6 +28,20 @@ def extension(name: str) -> ModuleType:
 
 def edges_extension() -> ModuleType:
     return extension("_edges")
+
+
+BUILD_HINT = "build it with `pip install .` or, in a checkout, `python setup.py build_ext --inplace`"
+
+
+def required_extension(name: str) -> ModuleType:
+    """:func:`extension` ``name`` for a test of the C path: where it is not built, the test is skipped
+    only when SCOPEFUSION_PURE_PYTHON forces the pure-Python path; anywhere else that is a failure."""
+    try:
+        return extension(name)
+    except ImportError as exc:
+        if pure_python_forced():
+            pytest.skip(f"the {name} extension is not built and {PURE_PYTHON_ENV} forces the pure-Python path")
+        pytest.fail(f"the {name} extension is not built ({exc}); {BUILD_HINT}")
 
 
 @contextmanager

@@ -173,15 +173,14 @@ def _own_messages(checked: CheckedOp) -> CheckedOp:
     AttrValue = message_class("AttrValue")
     if not any(type(v) is AttrValue for values in checked.attr_values for v in values.values()):
         return checked
-    copies = []
-    for values in checked.attr_values:
-        own = {}
-        for k, v in values.items():
-            if type(v) is AttrValue:
-                v = AttrValue.FromString(v.SerializeToString(deterministic=True))
-            own[k] = v
-        copies.append(own)
-    return checked._replace(attr_values=copies)
+    return checked._replace(attr_values=[{k: _copy(v) if type(v) is AttrValue else v for k, v in values.items()}
+                                         for values in checked.attr_values])
+
+
+def _copy(message: Any) -> Any:
+    own = type(message)()
+    own.CopyFrom(message)
+    return own
 
 
 def attrs_key(op_type: str, attrs: Mapping[str, Any]) -> tuple | None:
